@@ -1,0 +1,43 @@
+// Communicator: the collectives data-parallel training needs, behind one small interface so
+// that the MPI backend (CPU) and the NCCL backend (GPU) are chosen at run time.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string_view>
+
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain {
+
+class Context;
+
+// How allreduce is carried out by the MPI backend.
+enum class AllreduceAlgo {
+  ring,  // our own ring: reduce-scatter then allgather over point-to-point messages
+  mpi,   // the MPI library's MPI_Allreduce
+};
+
+// Parses "ring" / "mpi"; throws ConfigError naming `key` and the value otherwise.
+AllreduceAlgo parse_allreduce_algo(std::string_view value, std::string_view key = "comm.allreduce");
+std::string_view allreduce_algo_name(AllreduceAlgo algo);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string_view name() const = 0;  // e.g. "mpi-ring"
+
+  // In-place elementwise sum over all ranks of `count` elements of `dtype` at `data`
+  // (f32, f64, bf16, f16, i32). Every rank ends with bitwise identical results. count may
+  // be 0. bf16/f16 are summed in f32 and rounded once per reduction step.
+  virtual void allreduce_sum(void* data, std::size_t count, DType dtype) = 0;
+  // Copies `bytes` bytes at `data` from `root` to all ranks.
+  virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+// The MPI backend on the Context's world communicator.
+std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, AllreduceAlgo algo);
+
+}  // namespace ringtrain

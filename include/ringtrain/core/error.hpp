@@ -1,0 +1,46 @@
+// The one exception hierarchy of ringtrain. Every failure a user can cause or meet is one of
+// these, with a one-line message that names the file, key, dataset or value at fault.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace ringtrain {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class ConfigError : public Error {   // bad config file, key, type or value
+ public:
+  using Error::Error;
+};
+class DataError : public Error {     // dataset missing, malformed or out of range
+ public:
+  using Error::Error;
+};
+class CommError : public Error {     // a collective or point-to-point call failed
+ public:
+  using Error::Error;
+};
+class IoError : public Error {       // files we write (metrics, summaries, checkpoints)
+ public:
+  using Error::Error;
+};
+class NumericError : public Error {  // non-finite loss or gradients
+ public:
+  using Error::Error;
+};
+class NotCompiled : public Error {   // a backend that this build does not contain
+ public:
+  using Error::Error;
+};
+
+// Throws E with a formatted message when cond is false.
+#define RT_REQUIRE(cond, E, ...)                   \
+  do {                                             \
+    if (!(cond)) throw E(fmt::format(__VA_ARGS__)); \
+  } while (0)
+
+}  // namespace ringtrain

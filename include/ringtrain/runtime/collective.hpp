@@ -1,0 +1,21 @@
+// Collective error agreement: run a step on every rank and, if it failed on any rank, make
+// every rank throw the same CollectiveError (the lowest failing rank's message). Used for
+// set-up (config, data) so that bad input ends all ranks cleanly instead of hanging peers.
+#pragma once
+#include <functional>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain {
+
+class Context;
+
+// Raised on all ranks at once; main prints it once (rank 0) and exits without MPI_Abort.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+void run_collectively(const Context& ctx, const std::function<void()>& step);
+
+}  // namespace ringtrain

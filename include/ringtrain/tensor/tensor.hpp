@@ -1,0 +1,65 @@
+// Shape and Tensor: a typed, shaped view into shared, 64-byte aligned storage. Views share
+// storage (slices of a flat arena are Tensors too); only Tensor::empty allocates.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain {
+
+class Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<std::int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {}
+
+  std::size_t rank() const { return dims_.size(); }
+  std::int64_t operator[](std::size_t i) const { return dims_[i]; }
+  std::int64_t& operator[](std::size_t i) { return dims_[i]; }
+  std::int64_t numel() const;
+  const std::vector<std::int64_t>& dims() const { return dims_; }
+  // The same shape with a leading dimension n in front (per-sample -> batch).
+  Shape with_batch(std::int64_t n) const;
+  // The shape without its leading dimension (batch -> per-sample).
+  Shape sample() const;
+  std::string str() const;  // "[64, 1, 28, 28]"
+  bool operator==(const Shape&) const = default;
+
+ private:
+  std::vector<std::int64_t> dims_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // zero-filled
+  // A non-owning view of memory the caller keeps alive.
+  static Tensor wrap(void* data, const Shape& shape, DType dtype = DType::f32);
+
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  bool defined() const { return data_ != nullptr || numel() == 0; }
+
+  void* raw() const { return data_; }
+  float* f32() const;  // checks dtype
+  template <typename T>
+  T* data() const { return static_cast<T*>(data_); }
+
+  Tensor reshape(const Shape& shape) const;                      // same elements, new shape
+  Tensor rows(std::int64_t begin, std::int64_t count) const;     // view along dimension 0
+  Tensor flat_slice(std::int64_t offset, const Shape& shape) const;  // view at element offset
+
+ private:
+  std::shared_ptr<void> storage_;  // keeps owned memory alive; null for wrapped views
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::f32;
+};
+
+}  // namespace ringtrain

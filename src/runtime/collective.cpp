@@ -1,0 +1,38 @@
+// run_collectively: one MPI_Allreduce of a failure flag after the step; on failure the
+// lowest failing rank broadcasts its message so every rank reports the same line.
+#include "ringtrain/runtime/collective.hpp"
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "mpi/mpi_check.hpp"
+#include "runtime/mpi_context.hpp"
+
+namespace ringtrain {
+
+void run_collectively(const Context& ctx, const std::function<void()>& step) {
+  std::string message;
+  bool failed = false;
+  try {
+    step();
+  } catch (const CollectiveError&) {
+    throw;  // already agreed on by every rank
+  } catch (const std::exception& e) {
+    failed = true;
+    message = e.what();
+  }
+  const MPI_Comm comm = world_comm(ctx);
+  const int mine = failed ? ctx.world_rank() : INT_MAX;
+  int first = INT_MAX;
+  RT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == INT_MAX) return;
+  int length = static_cast<int>(message.size());
+  RT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
+  std::vector<char> text(static_cast<std::size_t>(length));
+  if (ctx.world_rank() == first) text.assign(message.begin(), message.end());
+  RT_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
+  throw CollectiveError(std::string(text.begin(), text.end()));
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,97 @@
+// Context: MPI lifetime, world/node-local ranks and device binding. MPI errors on our
+// communicators return codes (checked), so a failure becomes an exception, not a silent abort.
+#include "ringtrain/runtime/context.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "mpi/mpi_check.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "runtime/cuda_device.hpp"
+#include "runtime/mpi_context.hpp"
+#include "tensor/blas.hpp"
+
+namespace ringtrain {
+namespace {
+
+int cpus_in_affinity_mask() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+}  // namespace
+
+Context::Context(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
+  int initialized = 0;
+  RT_MPI_CHECK(MPI_Initialized(&initialized));
+  int provided = MPI_THREAD_SINGLE;
+  if (!initialized) {
+    RT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    impl_->we_initialized = true;
+  } else {
+    RT_MPI_CHECK(MPI_Query_thread(&provided));
+  }
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+  RT_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &impl_->world));
+  RT_MPI_CHECK(MPI_Comm_set_errhandler(impl_->world, MPI_ERRORS_RETURN));
+  RT_MPI_CHECK(MPI_Comm_rank(impl_->world, &world_rank_));
+  RT_MPI_CHECK(MPI_Comm_size(impl_->world, &world_size_));
+  RT_MPI_CHECK(MPI_Comm_split_type(impl_->world, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL,
+                                   &impl_->node));
+  RT_MPI_CHECK(MPI_Comm_set_errhandler(impl_->node, MPI_ERRORS_RETURN));
+  RT_MPI_CHECK(MPI_Comm_rank(impl_->node, &local_rank_));
+  RT_MPI_CHECK(MPI_Comm_size(impl_->node, &local_size_));
+  int leader = local_rank_ == 0 ? 1 : 0;
+  RT_MPI_CHECK(MPI_Allreduce(&leader, &node_count_, 1, MPI_INT, MPI_SUM, impl_->world));
+  log::set_rank(world_rank_, world_size_);
+}
+
+Context::~Context() {
+  // Finalize is collective: only reached on the normal path (errors go through abort()).
+  if (impl_->node != MPI_COMM_NULL) MPI_Comm_free(&impl_->node);
+  if (impl_->world != MPI_COMM_NULL) MPI_Comm_free(&impl_->world);
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (impl_->we_initialized && !finalized) MPI_Finalize();
+}
+
+void Context::bind(const std::string& backend, int threads) {
+  RT_REQUIRE(threads >= 0, ConfigError, "runtime.threads: must be >= 0 (0 = automatic), got {}", threads);
+  if (backend == "cpu") {
+    if (threads == 0) {
+      const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      const int share = std::max(1, hw / local_size_);
+      const int mask = cpus_in_affinity_mask();
+      threads = mask > 0 ? std::min(share, mask) : share;
+    }
+    blas::set_threads(threads);
+    binding_ = DeviceBinding{"cpu", -1, threads};
+    return;
+  }
+  if (backend == "cuda") {
+    const int count = cuda::device_count();  // throws NotCompiled without CUDA
+    RT_REQUIRE(count > 0, ConfigError, "runtime.backend=cuda: no CUDA device visible on this node");
+    const int device = local_rank_ % count;
+    cuda::set_device(device);
+    binding_ = DeviceBinding{"cuda", device, threads == 0 ? 1 : threads};
+    return;
+  }
+  throw ConfigError(fmt::format("runtime.backend: unknown backend '{}' (known: cpu, cuda)", backend));
+}
+
+void Context::abort(int code) const {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace ringtrain

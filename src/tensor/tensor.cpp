@@ -1,0 +1,90 @@
+// Shape and Tensor implementation: aligned zeroed allocation and bounds-checked views.
+#include "ringtrain/tensor/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain {
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (auto d : dims_) n *= d;
+  return n;
+}
+
+Shape Shape::with_batch(std::int64_t n) const {
+  std::vector<std::int64_t> d;
+  d.reserve(dims_.size() + 1);
+  d.push_back(n);
+  d.insert(d.end(), dims_.begin(), dims_.end());
+  return Shape(std::move(d));
+}
+
+Shape Shape::sample() const {
+  RT_REQUIRE(!dims_.empty(), Error, "Shape::sample() of a rank-0 shape");
+  return Shape(std::vector<std::int64_t>(dims_.begin() + 1, dims_.end()));
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (std::size_t i = 0; i < dims_.size(); ++i) s += (i ? ", " : "") + std::to_string(dims_[i]);
+  return s + "]";
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  for (auto d : shape.dims()) RT_REQUIRE(d >= 0, Error, "Tensor::empty: negative dimension in {}", shape.str());
+  Tensor t;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  const std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
+  if (bytes == 0) return t;
+  void* p = std::aligned_alloc(64, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype) {
+  Tensor t;
+  t.data_ = data;
+  t.shape_ = shape;
+  t.dtype_ = dtype;
+  return t;
+}
+
+float* Tensor::f32() const {
+  RT_REQUIRE(dtype_ == DType::f32, Error, "tensor of dtype {} used as f32", dtype_name(dtype_));
+  return static_cast<float*>(data_);
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  RT_REQUIRE(shape.numel() == numel(), Error, "reshape {} -> {}: element counts differ", shape_.str(), shape.str());
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::rows(std::int64_t begin, std::int64_t count) const {
+  RT_REQUIRE(shape_.rank() >= 1 && begin >= 0 && count >= 0 && begin + count <= shape_[0], Error,
+             "rows({}, {}) out of range for {}", begin, count, shape_.str());
+  Shape s = shape_;
+  s[0] = count;
+  const std::int64_t row = shape_[0] == 0 ? 0 : numel() / shape_[0];
+  return flat_slice(begin * row, s);
+}
+
+Tensor Tensor::flat_slice(std::int64_t offset, const Shape& shape) const {
+  RT_REQUIRE(offset >= 0 && offset + shape.numel() <= numel(), Error,
+             "slice at {} of {} elements out of range for {}", offset, shape.numel(), shape_.str());
+  Tensor t = *this;
+  t.shape_ = shape;
+  t.data_ = static_cast<char*>(data_) + offset * static_cast<std::int64_t>(dtype_size(dtype_));
+  return t;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,29 @@
+// The Context every test shares (created once by the MPI-aware gtest main) and helpers for
+// tolerances and temporary files.
+#pragma once
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "ringtrain/runtime/context.hpp"
+
+namespace ringtrain::test {
+
+Context& context();
+
+// A fresh directory for this test, the same path on every rank (made by rank 0, then a
+// barrier); removed by the caller or left for inspection under the build tree.
+std::filesystem::path temp_dir(const std::string& name);
+
+// Relative error |a-b| / max(|a|, |b|, tiny).
+inline double rel_error(double a, double b) {
+  const double scale = std::max({std::fabs(a), std::fabs(b), 1e-30});
+  return std::fabs(a - b) / scale;
+}
+
+// Tolerances for relative error by dtype (docs: f32 < 1e-5, tf32 < 1e-3, bf16/f16 < 1e-2).
+constexpr double kTolF32 = 1e-5;
+constexpr double kTolTf32 = 1e-3;
+constexpr double kTolHalf = 1e-2;
+
+}  // namespace ringtrain::test

@@ -1,0 +1,28 @@
+# ringtrain_add_test(NAME name SOURCES ... LIBS ... LABELS ... [MPI_SIZES 2 4] [TIMEOUT s])
+# One GoogleTest executable; without MPI_SIZES it runs as one plain test, with MPI_SIZES it is
+# registered once per size under mpirun (oversubscribed, allowed as root) as name.npN.
+set(RINGTRAIN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
+    --mca btl self,vader --mca btl_vader_single_copy_mechanism none
+    CACHE STRING "Flags mpirun gets in tests")
+function(ringtrain_add_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;MPI_SIZES" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_LIBS} ringtrain::test_support GTest::gtest)
+  target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  if(ARG_MPI_SIZES)
+    foreach(np IN LISTS ARG_MPI_SIZES)
+      add_test(NAME ${ARG_NAME}.np${np}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${RINGTRAIN_MPIEXEC_FLAGS}
+                       $<TARGET_FILE:${ARG_NAME}>)
+      set_tests_properties(${ARG_NAME}.np${np} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                           PROCESSORS ${np} ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+    endforeach()
+  else()
+    add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+                         ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  endif()
+endfunction()
