@@ -1,1 +1,132 @@
-// placeholder: being written
+// MpiCommunicator: the CPU backend of Communicator on a private duplicate of the world
+// communicator; allreduce either by our ring (ring_allreduce.cpp) or by MPI_Allreduce.
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <memory>
+
+#include "comm/reduce_kernels.hpp"
+#include "comm/ring_allreduce.hpp"
+#include "mpi/mpi_check.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "runtime/mpi_context.hpp"
+
+namespace ringtrain {
+namespace {
+
+// MPI counts are int: larger calls are cut into pieces of at most this many elements/bytes.
+constexpr std::size_t kMaxMpiCount = std::size_t{1} << 30;
+
+// MPI user ops for the halves (MPI has no bf16/f16 type): the same widen-add-round as the
+// ring, over MPI_UINT16_T. MPI guarantees invec and inoutvec do not overlap.
+void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  comm::add_bf16(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
+                 static_cast<std::size_t>(*len));
+}
+
+void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  comm::add_f16(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
+                static_cast<std::size_t>(*len));
+}
+
+// Not thread-safe: one call at a time per communicator (the ring's scratch is a member),
+// which is how the trainer's single communication thread uses it.
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(const Context& ctx, AllreduceAlgo algo) : algo_(algo) {
+    try {
+      // Our own communicator: ring messages can never match a receive posted by other code
+      // on the world communicator (data loading, checkpoints), nor the other way round.
+      RT_MPI_CHECK(MPI_Comm_dup(world_comm(ctx), &comm_));
+      RT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+      RT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+      RT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+      RT_MPI_CHECK(MPI_Op_create(&bf16_sum_op, /*commute=*/1, &bf16_sum_));
+      RT_MPI_CHECK(MPI_Op_create(&f16_sum_op, /*commute=*/1, &f16_sum_));
+    } catch (...) {
+      release();  // the destructor does not run for a half-built object
+      throw;
+    }
+  }
+
+  ~MpiCommunicator() override { release(); }
+
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return algo_ == AllreduceAlgo::ring ? "mpi-ring" : "mpi-allreduce"; }
+
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
+    comm::require_sum_dtype(dtype);  // before any early return: the error must not depend on size
+    if (size_ == 1 || count == 0) return;
+    if (algo_ == AllreduceAlgo::ring) {
+      comm::ring_allreduce_sum(comm_, rank_, size_, data, count, dtype, scratch_);
+      return;
+    }
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    switch (dtype) {
+      case DType::f32: type = MPI_FLOAT; break;
+      case DType::f64: type = MPI_DOUBLE; break;
+      case DType::i32: type = MPI_INT; break;
+      case DType::bf16: type = MPI_UINT16_T; op = bf16_sum_; break;
+      case DType::f16: type = MPI_UINT16_T; op = f16_sum_; break;
+      case DType::u8: break;  // rejected above
+    }
+    auto* bytes = static_cast<std::byte*>(data);
+    const std::size_t esize = dtype_size(dtype);
+    for (std::size_t done = 0; done < count; done += kMaxMpiCount) {
+      const std::size_t n = std::min(kMaxMpiCount, count - done);
+      RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * esize, static_cast<int>(n), type, op, comm_));
+    }
+  }
+
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root,
+               size_);
+    auto* p = static_cast<std::byte*>(data);
+    for (std::size_t done = 0; done < bytes; done += kMaxMpiCount) {
+      const std::size_t n = std::min(kMaxMpiCount, bytes - done);
+      RT_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm_));
+    }
+  }
+
+  void barrier() override { RT_MPI_CHECK(MPI_Barrier(comm_)); }
+
+ private:
+  // Frees what the constructor made. Never throws (destructor path): a failure is logged.
+  void release() noexcept {
+    try {
+      int finalized = 0;
+      RT_MPI_CHECK(MPI_Finalized(&finalized));
+      if (finalized) return;  // a late destructor: MPI took its handles with it
+      if (f16_sum_ != MPI_OP_NULL) RT_MPI_CHECK(MPI_Op_free(&f16_sum_));
+      if (bf16_sum_ != MPI_OP_NULL) RT_MPI_CHECK(MPI_Op_free(&bf16_sum_));
+      if (comm_ != MPI_COMM_NULL) RT_MPI_CHECK(MPI_Comm_free(&comm_));
+    } catch (const std::exception& e) {
+      log::warn("communicator: {}", e.what());
+    }
+  }
+
+  AllreduceAlgo algo_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Op bf16_sum_ = MPI_OP_NULL;
+  MPI_Op f16_sum_ = MPI_OP_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  comm::ScratchBuffer scratch_;  // the ring's receive slice, reused across calls
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, AllreduceAlgo algo) {
+  return std::make_unique<MpiCommunicator>(ctx, algo);
+}
+
+}  // namespace ringtrain

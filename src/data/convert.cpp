@@ -1,1 +1,164 @@
-// placeholder: being written
+// convert_idx_to_hdf5: IDX pair -> ringtrain dataset file (format "ringtrain-dataset" v1),
+// written with the serial driver under `<output>.tmp`, fsynced, then renamed into place so a
+// reader never sees a half-written file under the final name.
+#include "ringtrain/data/convert.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/ranges.h>
+
+#include "hdf5/h5_check.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/version.hpp"
+#include "ringtrain/data/idx.hpp"
+
+namespace ringtrain {
+namespace {
+
+constexpr const char* kFormatName = "ringtrain-dataset";
+constexpr int kFormatVersion = 1;
+// HDF5 refuses chunks of 4 GiB or more.
+constexpr std::uint64_t kMaxChunkBytes = (std::uint64_t{1} << 32) - 1;
+
+void write_u8_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dims,
+                      const std::vector<hsize_t>& chunk, const std::uint8_t* data) {
+  const int rank = static_cast<int>(dims.size());
+  h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(rank, dims.data(), nullptr)));
+  h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  RT_H5_CHECK(H5Pset_chunk(dcpl, rank, chunk.data()));
+  // Every byte gets written right away, so pre-filling chunks would only double the I/O.
+  RT_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
+  h5::Dataset dset(RT_H5_CHECK(H5Dcreate2(file, name, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
+  RT_H5_CHECK(H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+}
+
+void write_int_attr(hid_t obj, const char* name, int value) {
+  h5::Dataspace space(RT_H5_CHECK(H5Screate(H5S_SCALAR)));
+  h5::Attribute attr(RT_H5_CHECK(H5Acreate2(obj, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT)));
+  RT_H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT, &value));
+}
+
+// Variable-length UTF-8 strings: what h5py and most readers return as plain str.
+void write_string_attr(hid_t obj, const char* name, const std::vector<std::string>& values, bool scalar) {
+  h5::Datatype type(RT_H5_CHECK(H5Tcopy(H5T_C_S1)));
+  RT_H5_CHECK(H5Tset_size(type, H5T_VARIABLE));
+  RT_H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8));
+  const hsize_t n = values.size();
+  h5::Dataspace space(RT_H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr)));
+  h5::Attribute attr(RT_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT)));
+  std::vector<const char*> ptrs;
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  RT_H5_CHECK(H5Awrite(attr, type, ptrs.data()));
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
+  if (fd < 0) {
+    if (directory) return;  // best effort: some file systems do not open directories
+    throw IoError(fmt::format("{}: cannot open to sync: {}", path, std::strerror(errno)));
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && !directory) throw IoError(fmt::format("{}: fsync failed: {}", path, std::strerror(err)));
+}
+
+}  // namespace
+
+const std::vector<std::string>& fashion_mnist_classes() {
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                 "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  return names;
+}
+
+ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
+  const std::string& out_path = options.output_path;
+  RT_REQUIRE(options.chunk_samples > 0, DataError, "{}: chunk_samples must be > 0, got {}", out_path,
+             options.chunk_samples);
+  const IdxArray images = read_idx(options.images_path);
+  const IdxArray labels = read_idx(options.labels_path);
+
+  RT_REQUIRE(images.dims.size() == 3 || images.dims.size() == 4, DataError,
+             "{}: images need dims [N, H, W] or [N, C, H, W], got [{}]", options.images_path,
+             fmt::join(images.dims, ", "));
+  RT_REQUIRE(labels.dims.size() == 1, DataError, "{}: labels need dims [N], got [{}]", options.labels_path,
+             fmt::join(labels.dims, ", "));
+  const std::int64_t n = images.dims[0];
+  RT_REQUIRE(labels.dims[0] == n, DataError, "{} has {} labels but {} has {} images", options.labels_path,
+             labels.dims[0], options.images_path, n);
+  RT_REQUIRE(n > 0, DataError, "{}: no samples", options.images_path);
+
+  std::vector<std::int64_t> sample(images.dims.begin() + 1, images.dims.end());
+  if (sample.size() == 2) sample.insert(sample.begin(), 1);  // grayscale [H, W] -> [1, H, W]
+  std::uint64_t sample_bytes = 1;
+  for (const auto d : sample) sample_bytes *= static_cast<std::uint64_t>(d);
+  RT_REQUIRE(sample_bytes > 0, DataError, "{}: empty sample shape [{}]", options.images_path,
+             fmt::join(sample, ", "));
+  RT_REQUIRE(sample_bytes <= kMaxChunkBytes, DataError,
+             "{}: one sample is {} bytes, more than an HDF5 chunk can hold", options.images_path, sample_bytes);
+
+  int num_classes = 0;
+  if (options.class_names.empty()) {
+    num_classes = 1 + *std::max_element(labels.data.begin(), labels.data.end());
+  } else {
+    num_classes = static_cast<int>(options.class_names.size());
+    for (std::size_t i = 0; i < labels.data.size(); ++i)
+      RT_REQUIRE(labels.data[i] < num_classes, DataError,
+                 "{}: label {} at index {} has no class name ({} classes given)", options.labels_path,
+                 labels.data[i], i, num_classes);
+  }
+
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::absolute(fs::path(out_path)).parent_path();
+  std::error_code ec;
+  RT_REQUIRE(fs::is_directory(parent, ec), IoError, "{}: directory {} does not exist", out_path,
+             parent.string());
+  const std::string tmp_path = out_path + ".tmp";
+  fs::remove(tmp_path, ec);  // a stale temp from an interrupted run
+
+  try {
+    h5::ErrorContext where(out_path);
+    h5::File file(RT_H5_CHECK(H5Fcreate(tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+    const auto chunk_n = static_cast<hsize_t>(std::min<std::uint64_t>(
+        {static_cast<std::uint64_t>(options.chunk_samples), static_cast<std::uint64_t>(n),
+         kMaxChunkBytes / sample_bytes}));
+    std::vector<hsize_t> dims4 = {static_cast<hsize_t>(n)};
+    std::vector<hsize_t> chunk4 = {chunk_n};
+    for (const auto d : sample) {
+      dims4.push_back(static_cast<hsize_t>(d));
+      chunk4.push_back(static_cast<hsize_t>(d));
+    }
+    write_u8_dataset(file, "images", dims4, chunk4, images.data.data());
+    // Same samples per chunk as images: chunk i of both holds the same samples.
+    write_u8_dataset(file, "labels", {static_cast<hsize_t>(n)}, {chunk_n}, labels.data.data());
+
+    write_string_attr(file, "format", {kFormatName}, true);
+    write_int_attr(file, "format_version", kFormatVersion);
+    write_string_attr(file, "writer", {std::string("ringtrain ") + version()}, true);
+    write_string_attr(file, "source", {options.images_path, options.labels_path}, false);
+    if (!options.class_names.empty()) write_string_attr(file, "classes", options.class_names, false);
+    write_int_attr(file, "num_classes", num_classes);
+    RT_H5_CHECK(file.close());
+
+    fsync_path(tmp_path, false);
+    fs::rename(tmp_path, out_path, ec);
+    RT_REQUIRE(!ec, IoError, "{}: cannot rename {} into place: {}", out_path, tmp_path, ec.message());
+    fsync_path(parent.string(), true);
+  } catch (...) {
+    fs::remove(tmp_path, ec);
+    throw;
+  }
+
+  ConvertResult result;
+  result.samples = n;
+  result.sample_shape = sample;
+  return result;
+}
+
+}  // namespace ringtrain

@@ -16,6 +16,9 @@ struct DatasetSpec {
   std::string path;
   std::string images_key = "images";
   std::string labels_key = "labels";
+  // Most bytes one collective read moves (whole samples, at least one): keeps MPI-IO counts
+  // far below INT_MAX and bounds the temporary buffers MPI-IO allocates.
+  std::int64_t read_block_bytes = std::int64_t{64} << 20;
 };
 
 class InMemoryDataset {

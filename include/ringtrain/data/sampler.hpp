@@ -9,6 +9,10 @@
 
 namespace ringtrain {
 
+// Purpose index of the sampler's RNG stream: epoch e shuffles with
+// Rng(stream_key(seed, kSamplerStream, e)). Part of the on-disk determinism contract.
+inline constexpr std::uint64_t kSamplerStream = 0x73616d706c6572;  // "sampler"
+
 class DistributedSampler {
  public:
   // Throws DataError when global_batch is not a multiple of world_size, or when there are

@@ -1,0 +1,6 @@
+// The ringtrain version (from CMake's project version).
+#pragma once
+
+namespace ringtrain {
+const char* version();
+}

@@ -1,0 +1,60 @@
+// Layer: the interface every network layer implements. A layer is configured once with its
+// per-sample input shape, owns no parameter memory (it gets views into the model's flat
+// arenas), and reuses its scratch buffers across steps (no allocation in the hot loop).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringtrain/tensor/tensor.hpp"
+
+namespace ringtrain {
+
+// How a parameter is initialised (PyTorch's defaults, so results are comparable).
+enum class ParamInit {
+  uniform_fan_in,  // U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+  ones,
+  zeros,
+};
+
+struct ParamSpec {
+  std::string name;  // "weight", "bias"
+  Shape shape;
+  ParamInit init = ParamInit::uniform_fan_in;
+  std::int64_t fan_in = 1;
+};
+
+// What a forward pass needs to know beyond its input.
+struct StepInfo {
+  bool training = true;
+  std::uint64_t seed = 0;  // run seed
+  std::int64_t step = 0;   // global step (dropout masks differ per step)
+  int rank = 0;            // dropout masks differ per rank
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string_view kind() const = 0;
+
+  // Called once, with the per-sample input shape; returns the per-sample output shape.
+  // Throws ConfigError when the input does not fit the layer.
+  virtual Shape configure(const Shape& input) = 0;
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  // Views into the flat parameter/gradient arenas, in param_specs() order.
+  virtual void bind(const std::vector<Tensor>& /*params*/, const std::vector<Tensor>& /*grads*/) {}
+  // Non-parameter state kept in sync across ranks before evaluation (BatchNorm statistics).
+  virtual std::vector<Tensor> buffers() { return {}; }
+
+  // x: [N, ...input], y: [N, ...output], both preallocated by the model.
+  virtual void forward(const Tensor& x, Tensor& y, const StepInfo& info) = 0;
+  // Overwrites the parameter gradients; writes dx unless dx is null (the network input
+  // needs no gradient).
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
+
+  // Floating-point operations of one forward pass for one sample (2 per multiply-add).
+  virtual std::int64_t forward_flops_per_sample() const { return 0; }
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,135 @@
+// The built-in layers (CPU backend). Each has a finite-difference gradient test in
+// tests/unit/nn. Layouts are NCHW; convolution is im2col + one GEMM over the whole batch.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ringtrain/nn/layer.hpp"
+
+namespace ringtrain {
+
+class Linear : public Layer {
+ public:
+  Linear(std::int64_t out_features, bool bias);
+  std::string_view kind() const override { return "linear"; }
+  Shape configure(const Shape& input) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  std::int64_t forward_flops_per_sample() const override { return 2 * in_ * out_; }
+
+ private:
+  std::int64_t in_ = 0, out_;
+  bool has_bias_;
+  Tensor w_, b_, dw_, db_;
+};
+
+struct Conv2dOptions {
+  std::int64_t out_channels = 0;
+  std::int64_t kernel = 3;
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  bool bias = true;
+};
+
+class Conv2d : public Layer {
+ public:
+  explicit Conv2d(const Conv2dOptions& options);
+  std::string_view kind() const override { return "conv2d"; }
+  Shape configure(const Shape& input) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  std::int64_t forward_flops_per_sample() const override;
+
+ private:
+  Conv2dOptions o_;
+  std::int64_t c_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0;
+  Tensor w_, b_, dw_, db_;
+  std::vector<float> cols_;     // im2col of the last forward input: [C*k*k, N*OH*OW]
+  std::vector<float> gemm_out_;  // [F, N*OH*OW] (forward output / backward dy, channel-major)
+  std::vector<float> dcols_;     // gradient of cols_
+};
+
+class ReLU : public Layer {
+ public:
+  std::string_view kind() const override { return "relu"; }
+  Shape configure(const Shape& input) override { return input; }
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+class MaxPool2d : public Layer {
+ public:
+  MaxPool2d(std::int64_t kernel, std::int64_t stride);
+  std::string_view kind() const override { return "maxpool2d"; }
+  Shape configure(const Shape& input) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  std::int64_t k_, s_, c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
+  std::vector<std::int32_t> argmax_;  // input offset (within the sample) of each output
+};
+
+class Flatten : public Layer {
+ public:
+  std::string_view kind() const override { return "flatten"; }
+  Shape configure(const Shape& input) override { return Shape{input.numel()}; }
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+class Dropout : public Layer {
+ public:
+  Dropout(double p, int layer_index);
+  std::string_view kind() const override { return "dropout"; }
+  Shape configure(const Shape& input) override { return input; }
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  float p_;
+  int layer_index_;           // part of the mask's random stream key
+  std::vector<float> scale_;  // 0 or 1/(1-p) per element of the last training forward
+};
+
+class BatchNorm2d : public Layer {
+ public:
+  BatchNorm2d(double momentum, double eps);
+  std::string_view kind() const override { return "batchnorm2d"; }
+  Shape configure(const Shape& input) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  std::vector<Tensor> buffers() override { return {running_mean_, running_var_}; }
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  float momentum_, eps_;
+  std::int64_t c_ = 0, hw_ = 0;
+  Tensor gamma_, beta_, dgamma_, dbeta_;
+  Tensor running_mean_, running_var_;
+  std::vector<float> mean_, inv_std_;  // batch statistics of the last training forward
+  std::vector<float> xhat_;
+};
+
+// Softmax + cross-entropy over logits [N, K] and integer labels; mean over the batch.
+class SoftmaxCrossEntropy {
+ public:
+  // Returns the mean loss; keeps the probabilities for backward.
+  double forward(const Tensor& logits, const std::int32_t* labels);
+  // dlogits = (softmax - onehot) / N.
+  void backward(Tensor& dlogits) const;
+  // Samples whose arg-max logit equals the label (in the last forward).
+  std::int64_t correct() const { return correct_; }
+
+ private:
+  std::vector<float> probs_;
+  std::vector<std::int32_t> labels_;
+  std::int64_t n_ = 0, k_ = 0, correct_ = 0;
+};
+
+}  // namespace ringtrain

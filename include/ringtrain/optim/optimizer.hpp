@@ -1,0 +1,78 @@
+// Optimizers over the flat parameter/gradient arenas (SGD with momentum/nesterov/weight
+// decay, AdamW) and learning-rate schedules (constant, step, cosine with linear warmup).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ringtrain/optim/update_rules.hpp"
+#include "ringtrain/tensor/tensor.hpp"
+
+namespace ringtrain {
+
+class Config;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string_view name() const = 0;
+  // One update of all n parameters with learning rate lr.
+  virtual void step(float* params, const float* grads, std::int64_t n, float lr) = 0;
+  // Optimizer state (momentum buffers, moments), for checkpoints.
+  virtual std::vector<Tensor> state() = 0;
+};
+
+class Sgd : public Optimizer {
+ public:
+  Sgd(std::int64_t num_params, const SgdHyper& hyper);
+  std::string_view name() const override { return "sgd"; }
+  void step(float* params, const float* grads, std::int64_t n, float lr) override;
+  std::vector<Tensor> state() override { return {velocity_}; }
+
+ private:
+  SgdHyper hyper_;
+  Tensor velocity_;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::int64_t num_params, const AdamWHyper& hyper);
+  std::string_view name() const override { return "adamw"; }
+  void step(float* params, const float* grads, std::int64_t n, float lr) override;
+  std::vector<Tensor> state() override { return {m_, v_}; }
+
+ private:
+  AdamWHyper hyper_;
+  std::int64_t t_ = 0;
+  Tensor m_, v_;
+};
+
+class LrSchedule {
+ public:
+  enum class Kind { constant, step, cosine };
+  struct Options {
+    Kind kind = Kind::constant;
+    double base_lr = 0.01;
+    std::int64_t warmup_steps = 0;  // linear ramp from 0 (all kinds)
+    std::int64_t step_size = 1;     // step: multiply by gamma every step_size steps
+    double gamma = 0.1;
+    double min_lr = 0.0;            // cosine floor
+    std::int64_t total_steps = 1;   // cosine horizon
+  };
+  explicit LrSchedule(const Options& o);
+  double at(std::int64_t step) const;  // learning rate for optimizer step `step` (0-based)
+
+ private:
+  Options o_;
+};
+
+// Reads [optim]: name ("sgd" | "adamw"), lr, momentum, nesterov, weight_decay, beta1, beta2,
+// eps, schedule ("constant" | "step" | "cosine"), warmup_steps, step_size, gamma, min_lr.
+struct OptimSetup {
+  std::unique_ptr<Optimizer> optimizer;
+  LrSchedule schedule;
+};
+OptimSetup build_optimizer(Config& optim_config, std::int64_t num_params, std::int64_t total_steps);
+
+}  // namespace ringtrain

@@ -1,0 +1,38 @@
+// TrainConfig: the typed, validated view of a run's TOML config (everything except the
+// model and optimizer sections, which their builders read). Unknown keys are errors.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ringtrain {
+
+class Config;
+
+struct TrainConfig {
+  // [run]
+  std::string run_dir;             // where metrics.jsonl, summary.json, config.toml go
+  // [train]
+  std::int64_t epochs = 1;
+  std::int64_t max_steps = 0;      // stop after this many optimizer steps (0: no limit)
+  std::int64_t batch_size = 64;    // per rank
+  std::int64_t eval_batch_size = 256;
+  std::uint64_t seed = 0;
+  std::int64_t log_every = 100;    // steps between progress lines
+  // [data]
+  std::string train_path;
+  std::string test_path;           // empty: no evaluation
+  std::string images_key = "images";
+  std::string labels_key = "labels";
+  double mean = 0.0;               // inputs are (u8 / 255 - mean) / std
+  double std = 1.0;
+  // [runtime]
+  std::string backend = "cpu";
+  std::int64_t threads = 0;        // 0: split the node's cores among local ranks
+  // [comm]
+  std::string allreduce = "ring";
+};
+
+// Reads and validates the keys above. `config_stem` names the default run directory.
+TrainConfig read_train_config(Config& config, const std::string& config_stem);
+
+}  // namespace ringtrain

@@ -1,0 +1,19 @@
+// Private: the ringtrain subcommands, each registered on the CLI11 app and run after parsing.
+#pragma once
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace ringtrain {
+
+class Context;
+using Command = std::function<void(Context&)>;
+
+// Each adds its subcommand to `app` and returns the action to run when it was chosen.
+Command add_train_command(CLI::App& app);
+Command add_data_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+
+}  // namespace ringtrain

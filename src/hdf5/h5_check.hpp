@@ -1,0 +1,115 @@
+// RT_H5_CHECK(call): runs an HDF5 call and throws DataError naming the call, file, line and
+// HDF5's innermost error message, prefixed by the current h5::ErrorContext (the file path).
+// Plus h5::Handle, an owning hid_t closed with the H5*close that matches its kind.
+#pragma once
+#include <hdf5.h>
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::h5 {
+
+// Names the file (or object) that HDF5 errors raised on this thread are about, for as long
+// as it lives; scopes nest and the innermost wins. Constructing one also switches off HDF5's
+// automatic stack dumps, which would otherwise reach users on stderr before our exception.
+class ErrorContext {
+ public:
+  explicit ErrorContext(std::string where) : where_(std::move(where)), outer_(top_) {
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    top_ = this;
+  }
+  ~ErrorContext() { top_ = outer_; }
+  ErrorContext(const ErrorContext&) = delete;
+  ErrorContext& operator=(const ErrorContext&) = delete;
+
+  static const std::string* current() { return top_ ? &top_->where_ : nullptr; }
+
+ private:
+  std::string where_;
+  const ErrorContext* outer_;
+  static inline thread_local const ErrorContext* top_ = nullptr;
+};
+
+// The message of the deepest frame on HDF5's error stack: it says what actually went wrong
+// ("object 'labels' doesn't exist"), where the outer frames only say which API failed.
+inline std::string innermost_error() {
+  std::string message;
+  auto walk = [](unsigned n, const H5E_error2_t* err, void* data) -> herr_t {
+    if (n == 0 && err && err->desc) *static_cast<std::string*>(data) = err->desc;
+    return 0;
+  };
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &message);
+  H5Eclear2(H5E_DEFAULT);
+  return message.empty() ? "no message from HDF5" : message;
+}
+
+// Source paths shortened to the part below src/ so messages stay one readable line.
+constexpr std::string_view short_source(std::string_view file) {
+  const auto pos = file.rfind("src/");
+  return pos == std::string_view::npos ? file : file.substr(pos + 4);
+}
+
+[[noreturn]] inline void throw_h5_error(const char* call, const char* file, int line) {
+  const std::string* where = ErrorContext::current();
+  throw DataError(fmt::format("{}{}{} failed ({}:{}): {}", where ? *where : "", where ? ": " : "", call,
+                              short_source(file), line, innermost_error()));
+}
+
+// hid_t, herr_t and htri_t all signal failure with a negative value.
+template <typename T>
+T check(T rc, const char* call, const char* file, int line) {
+  static_assert(std::is_signed_v<T>, "RT_H5_CHECK expects hid_t, herr_t or htri_t");
+  if (rc < 0) throw_h5_error(call, file, line);
+  return rc;
+}
+
+// An owning hid_t. Close is the H5*close function for its kind, so a file is never closed
+// with H5Dclose; moving transfers ownership. Destruction ignores close errors (it may run
+// while an exception unwinds), so close() explicitly where a failed flush must be reported.
+template <herr_t (*Close)(hid_t)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  ~Handle() { reset(); }
+  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      id_ = std::exchange(other.id_, H5I_INVALID_HID);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }  // NOLINT: lets handles go straight into H5 calls
+  bool valid() const { return id_ >= 0; }
+
+  // Closes now and reports failure (for files, where closing flushes data).
+  herr_t close() { return Close(std::exchange(id_, H5I_INVALID_HID)); }
+  void reset() {
+    if (id_ >= 0) Close(std::exchange(id_, H5I_INVALID_HID));
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+using File = Handle<H5Fclose>;
+using Group = Handle<H5Gclose>;
+using Dataset = Handle<H5Dclose>;
+using Dataspace = Handle<H5Sclose>;
+using PropList = Handle<H5Pclose>;
+using Attribute = Handle<H5Aclose>;
+using Datatype = Handle<H5Tclose>;
+
+}  // namespace ringtrain::h5
+
+// An expression: yields the call's result when it is non-negative, throws DataError otherwise.
+#define RT_H5_CHECK(call) ::ringtrain::h5::check((call), #call, __FILE__, __LINE__)

@@ -1,0 +1,73 @@
+// Shape-preserving layers without parameters: ReLU, Flatten (a copy: activations have their
+// own buffers) and Dropout (inverted; masks keyed by seed, step, rank and layer so they do
+// not depend on anything else).
+#include <algorithm>
+#include <cstring>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/layers.hpp"
+
+namespace ringtrain {
+
+void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  const float* in = x.f32();
+  float* out = y.f32();
+  const std::int64_t n = x.numel();
+  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+}
+
+void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (dx == nullptr) return;
+  const float* out = y.f32();
+  const float* g = dy.f32();
+  float* d = dx->f32();
+  const std::int64_t n = y.numel();
+  for (std::int64_t i = 0; i < n; ++i) d[i] = out[i] > 0.0f ? g[i] : 0.0f;
+}
+
+void Flatten::forward(const Tensor& x, Tensor& y, const StepInfo&) { std::memcpy(y.raw(), x.raw(), x.nbytes()); }
+
+void Flatten::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx != nullptr) std::memcpy(dx->raw(), dy.raw(), dy.nbytes());
+}
+
+namespace {
+constexpr std::uint64_t kDropoutStream = 0xd50f'0000'0000'0000ull;
+}
+
+Dropout::Dropout(double p, int layer_index) : p_(static_cast<float>(p)), layer_index_(layer_index) {
+  RT_REQUIRE(p >= 0.0 && p < 1.0, ConfigError, "dropout: p must be in [0, 1), got {}", p);
+}
+
+void Dropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
+  const std::int64_t n = x.numel();
+  const float* in = x.f32();
+  float* out = y.f32();
+  if (!info.training || p_ == 0.0f) {
+    scale_.clear();
+    std::memcpy(out, in, x.nbytes());
+    return;
+  }
+  scale_.resize(static_cast<std::size_t>(n));
+  Rng rng(stream_key(info.seed, kDropoutStream + static_cast<std::uint64_t>(layer_index_),
+                     static_cast<std::uint64_t>(info.step), static_cast<std::uint64_t>(info.rank)));
+  const float keep = 1.0f / (1.0f - p_);
+  for (std::int64_t i = 0; i < n; ++i) {
+    scale_[static_cast<std::size_t>(i)] = rng.uniform() < p_ ? 0.0f : keep;
+    out[i] = in[i] * scale_[static_cast<std::size_t>(i)];
+  }
+}
+
+void Dropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx == nullptr) return;
+  const float* g = dy.f32();
+  float* d = dx->f32();
+  if (scale_.empty()) {
+    std::memcpy(d, g, dy.nbytes());
+    return;
+  }
+  for (std::int64_t i = 0; i < dy.numel(); ++i) d[i] = g[i] * scale_[static_cast<std::size_t>(i)];
+}
+
+}  // namespace ringtrain

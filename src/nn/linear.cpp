@@ -1,0 +1,58 @@
+// Linear: y = x W^T + b with W [out, in]; three GEMMs per step (forward, dW, dx).
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/layers.hpp"
+#include "tensor/blas.hpp"
+
+namespace ringtrain {
+
+Linear::Linear(std::int64_t out_features, bool bias) : out_(out_features), has_bias_(bias) {
+  RT_REQUIRE(out_ > 0, ConfigError, "linear: out must be > 0, got {}", out_);
+}
+
+Shape Linear::configure(const Shape& input) {
+  RT_REQUIRE(input.rank() == 1, ConfigError, "linear: input per sample is {}; add a flatten layer before it",
+             input.str());
+  in_ = input[0];
+  return Shape{out_};
+}
+
+std::vector<ParamSpec> Linear::param_specs() const {
+  std::vector<ParamSpec> specs{{"weight", Shape{out_, in_}, ParamInit::uniform_fan_in, in_}};
+  if (has_bias_) specs.push_back({"bias", Shape{out_}, ParamInit::uniform_fan_in, in_});
+  return specs;
+}
+
+void Linear::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+  w_ = params[0];
+  dw_ = grads[0];
+  if (has_bias_) {
+    b_ = params[1];
+    db_ = grads[1];
+  }
+}
+
+void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  const std::int64_t n = x.shape()[0];
+  float* out = y.f32();
+  if (has_bias_) {
+    const float* b = b_.f32();
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < out_; ++j) out[i * out_ + j] = b[j];
+  }
+  blas::sgemm(false, true, n, out_, in_, 1.0f, x.f32(), in_, w_.f32(), in_, has_bias_ ? 1.0f : 0.0f, out, out_);
+}
+
+void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  const std::int64_t n = x.shape()[0];
+  const float* g = dy.f32();
+  blas::sgemm(true, false, out_, in_, n, 1.0f, g, out_, x.f32(), in_, 0.0f, dw_.f32(), in_);
+  if (has_bias_) {
+    float* db = db_.f32();
+    for (std::int64_t j = 0; j < out_; ++j) db[j] = 0.0f;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < out_; ++j) db[j] += g[i * out_ + j];
+  }
+  if (dx != nullptr) blas::sgemm(false, false, n, in_, out_, 1.0f, g, out_, w_.f32(), in_, 0.0f, dx->f32(), in_);
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,131 @@
+// Model: arena layout, activation buffers and the forward/backward sweep over the layers.
+#include "ringtrain/nn/model.hpp"
+
+#include <cmath>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/random.hpp"
+
+namespace ringtrain {
+
+Model::Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shape)
+    : layers_(std::move(layers)), input_shape_(input_shape) {
+  RT_REQUIRE(!layers_.empty(), ConfigError, "model: no layers");
+  Shape shape = input_shape;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    try {
+      shape = layers_[i]->configure(shape);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("model.layers[{}]: {}", i, e.what()));
+    }
+    shapes_.push_back(shape);
+    specs_.push_back(layers_[i]->param_specs());
+    std::int64_t count = 0;
+    for (const auto& s : specs_.back()) count += s.shape.numel();
+    layer_params_.push_back(count);
+    total += count;
+  }
+  params_ = Tensor::empty(Shape{total});
+  grads_ = Tensor::empty(Shape{total});
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<Tensor> p, g;
+    for (const auto& s : specs_[i]) {
+      p.push_back(params_.flat_slice(offset, s.shape));
+      g.push_back(grads_.flat_slice(offset, s.shape));
+      offset += s.shape.numel();
+    }
+    layers_[i]->bind(p, g);
+  }
+}
+
+void Model::init_params(std::uint64_t seed) {
+  constexpr std::uint64_t kInitStream = 0x1417'0000'0000'0000ull;
+  std::int64_t offset = 0;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    for (std::size_t j = 0; j < specs_[i].size(); ++j) {
+      const auto& s = specs_[i][j];
+      Rng rng(stream_key(seed, kInitStream, i, j));
+      float* p = params_.f32() + offset;
+      const float bound = 1.0f / std::sqrt(static_cast<float>(s.fan_in));
+      for (std::int64_t k = 0; k < s.shape.numel(); ++k) {
+        switch (s.init) {
+          case ParamInit::uniform_fan_in: p[k] = (2.0f * rng.uniform() - 1.0f) * bound; break;
+          case ParamInit::ones: p[k] = 1.0f; break;
+          case ParamInit::zeros: p[k] = 0.0f; break;
+        }
+      }
+      offset += s.shape.numel();
+    }
+}
+
+void Model::ensure_batch(std::int64_t n) {
+  if (n > capacity_) {
+    act_storage_.clear();
+    grad_storage_.clear();
+    for (const auto& s : shapes_) {
+      act_storage_.push_back(Tensor::empty(s.with_batch(n)));
+      grad_storage_.push_back(Tensor::empty(s.with_batch(n)));
+    }
+    capacity_ = n;
+  }
+  if (acts_.empty() || acts_[0].shape()[0] != n) {
+    acts_.clear();
+    dacts_.clear();
+    for (std::size_t i = 0; i < shapes_.size(); ++i) {
+      acts_.push_back(act_storage_[i].rows(0, n));
+      dacts_.push_back(grad_storage_[i].rows(0, n));
+    }
+  }
+}
+
+const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
+  RT_REQUIRE(x.shape().rank() >= 1 && x.shape().sample() == input_shape_, Error,
+             "model input {} does not match the configured per-sample shape {}", x.shape().str(), input_shape_.str());
+  const std::int64_t n = x.shape()[0];
+  ensure_batch(n);
+  input_ = x;
+  const Tensor* in = &input_;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->forward(*in, acts_[i], info);
+    in = &acts_[i];
+  }
+  return acts_.back();
+}
+
+void Model::backward(const Tensor& dlogits) {
+  const std::size_t last = layers_.size() - 1;
+  RT_REQUIRE(dlogits.shape() == acts_[last].shape(), Error, "backward: gradient shape {} != output shape {}",
+             dlogits.shape().str(), acts_[last].shape().str());
+  const Tensor* dy = &dlogits;
+  for (std::size_t i = last + 1; i-- > 0;) {
+    const Tensor& x = i == 0 ? input_ : acts_[i - 1];
+    Tensor* dx = i == 0 ? nullptr : &dacts_[i - 1];
+    layers_[i]->backward(x, acts_[i], *dy, dx);
+    dy = dx;
+  }
+}
+
+std::vector<Tensor> Model::buffers() {
+  std::vector<Tensor> out;
+  for (auto& l : layers_)
+    for (auto& b : l->buffers()) out.push_back(b);
+  return out;
+}
+
+std::int64_t Model::train_flops_per_sample() const {
+  std::int64_t f = 0;
+  for (const auto& l : layers_) f += l->forward_flops_per_sample();
+  return 3 * f;
+}
+
+std::string Model::describe() const {
+  std::string s;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params\n", i, layers_[i]->kind(), shapes_[i].str(),
+                     layer_params_[i]);
+  return s;
+}
+
+}  // namespace ringtrain

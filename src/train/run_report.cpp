@@ -1,0 +1,168 @@
+// RunReport (see header). Rates are over the steps' own time (data + compute + comm), so
+// evaluation and logging never inflate or deflate samples/s.
+#include "train/run_report.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/core/version.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/sampler.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+namespace {
+
+template <typename F>
+double median_of(const std::vector<StepTimes>& t, std::size_t begin, F field) {
+  std::vector<double> v;
+  for (std::size_t i = begin; i < t.size(); ++i) v.push_back(field(t[i]));
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+std::string with_commas(std::int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return (v < 0 ? "-" : "") + out;
+}
+
+std::string hms(double seconds) {
+  const auto s = static_cast<std::int64_t>(seconds + 0.5);
+  return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+}
+
+RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name)
+    : ctx_(ctx), tc_(tc), comm_name_(comm_name) {
+  if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl");
+}
+
+void RunReport::header(const std::string& config_path, const std::string& resolved_config,
+                       const InMemoryDataset& train, const InMemoryDataset& test, const DistributedSampler& sampler,
+                       const Model& model, double setup_seconds) {
+  steps_per_epoch_ = sampler.steps_per_epoch();
+  global_batch_ = sampler.global_batch_size();
+  const auto& b = ctx_.binding();
+  log::info("ringtrain {} | {} rank{} on {} node{} | {} ({} thread{}/rank) | {} allreduce", version(),
+            ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
+            b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_);
+  log::info("config: {} (resolved below; also in {}/config.toml)", config_path, tc_.run_dir);
+  std::string indented;
+  for (std::size_t start = 0; start < resolved_config.size();) {
+    const auto end = resolved_config.find('\n', start);
+    indented += "  " + resolved_config.substr(start, end - start) + "\n";
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  log::info("{}", indented.substr(0, indented.size() - 1));
+  log::info("data:   train {} samples {} ({}), test {} | global batch {} = {} x {} | {} steps/epoch",
+            with_commas(train.size()), train.sample_shape().str(), train.path(),
+            tc_.test_path.empty() ? std::string("none") : with_commas(test.size()), global_batch_,
+            ctx_.world_size(), tc_.batch_size, steps_per_epoch_);
+  log::info("model:  {} layers, {} parameters, {:.1f} MFLOP per training sample", model.num_layers(),
+            with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
+  log::info("{}", model.describe().substr(0, model.describe().size() - 1));
+  log::info("setup:  {:.2f} s", setup_seconds);
+}
+
+void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
+                     double train_accuracy, double lr, const StepTimes& times, std::int64_t total_steps) {
+  times_.push_back(times);
+  window_loss_ += loss;
+  const bool last = global_step + 1 == total_steps;
+  if ((global_step + 1) % tc_.log_every != 0 && !last) return;
+  const std::size_t n = times_.size() - window_begin_;
+  double total = 0.0, data = 0.0, comm = 0.0;
+  for (std::size_t i = window_begin_; i < times_.size(); ++i) {
+    total += times_[i].total();
+    data += times_[i].data;
+    comm += times_[i].comm;
+  }
+  const double rate = static_cast<double>(n * global_batch_) / total;
+  const double eta = static_cast<double>(total_steps - global_step - 1) * median_of(times_, window_begin_,
+                                                                                     [](const StepTimes& t) { return t.total(); });
+  const double mean_loss = window_loss_ / static_cast<double>(n);
+  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm {:.1f}%  lr {:.4g}  eta {}",
+            epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss,
+            with_commas(static_cast<std::int64_t>(rate)), 100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
+  nlohmann::json j = {{"type", "step"},
+                      {"epoch", epoch + 1},
+                      {"step", step_in_epoch + 1},
+                      {"global_step", global_step + 1},
+                      {"loss", mean_loss},
+                      {"train_accuracy", train_accuracy},
+                      {"lr", lr},
+                      {"samples_per_second", rate},
+                      {"step_ms", 1e3 * total / static_cast<double>(n)},
+                      {"data_wait_ms", 1e3 * data / static_cast<double>(n)},
+                      {"comm_ms", 1e3 * comm / static_cast<double>(n)}};
+  if (metrics_) metrics_->write(j.dump());
+  window_begin_ = times_.size();
+  window_loss_ = 0.0;
+}
+
+void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy,
+                          double loss) {
+  best_accuracy_ = std::max(best_accuracy_, accuracy);
+  accuracies_.push_back(accuracy);
+  log::info("epoch {}/{}  test accuracy {:.4f}  loss {:.4f}  (best {:.4f})", epoch + 1, epochs, accuracy, loss,
+            best_accuracy_);
+  nlohmann::json j = {{"type", "epoch"},       {"epoch", epoch + 1},       {"global_step", global_step},
+                      {"test_accuracy", accuracy}, {"test_loss", loss}, {"best_test_accuracy", best_accuracy_}};
+  if (metrics_) metrics_->write(j.dump());
+}
+
+void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy,
+                       const Model& model, const std::string& param_checksum) {
+  double train_seconds = 0.0, data = 0.0, comm = 0.0;
+  for (const auto& t : times_) {
+    train_seconds += t.total();
+    data += t.data;
+    comm += t.comm;
+  }
+  const double rate = train_seconds > 0 ? static_cast<double>(steps * global_batch_) / train_seconds : 0.0;
+  const auto flops = model.train_flops_per_sample();
+  auto med = [&](auto f) { return 1e3 * median_of(times_, 0, f); };
+  nlohmann::json j = {
+      {"ringtrain_version", version()},
+      {"world_size", ctx_.world_size()},
+      {"nodes", ctx_.node_count()},
+      {"backend", ctx_.binding().backend},
+      {"threads_per_rank", ctx_.binding().threads},
+      {"allreduce", comm_name_},
+      {"per_rank_batch", tc_.batch_size},
+      {"global_batch", global_batch_},
+      {"epochs", epochs},
+      {"steps", steps},
+      {"final_test_accuracy", final_accuracy},
+      {"test_accuracy_per_epoch", accuracies_},
+      {"final_train_loss", final_loss},
+      {"train_samples_per_second", rate},
+      {"train_seconds", train_seconds},
+      {"median_step_ms", med([](const StepTimes& t) { return t.total(); })},
+      {"median_data_wait_ms", med([](const StepTimes& t) { return t.data; })},
+      {"median_comm_ms", med([](const StepTimes& t) { return t.comm; })},
+      {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
+      {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},
+      {"parameters", model.num_params()},
+      {"model_flops_per_sample", flops},
+      {"achieved_gflops", rate * static_cast<double>(flops) / 1e9},
+      {"param_checksum", param_checksum}};
+  if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
+  log::info("done: {} epoch{}, {} steps, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
+            "-> {}/summary.json",
+            epochs, epochs > 1 ? "s" : "", steps, hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)),
+            rate * static_cast<double>(flops) / 1e9, final_loss,
+            final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,57 @@
+// Private: what a run tells its user and leaves on disk. Rank 0 prints the header, progress
+// lines and epoch results, and writes metrics.jsonl and summary.json; timings are this
+// rank's (all ranks step in lockstep through the allreduce).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ringtrain/monitor/metrics_log.hpp"
+
+namespace ringtrain {
+
+class Context;
+class DistributedSampler;
+class InMemoryDataset;
+class Model;
+struct TrainConfig;
+
+struct StepTimes {
+  double data = 0.0;     // assembling the batch (waiting for data)
+  double compute = 0.0;  // forward, backward, optimizer
+  double comm = 0.0;     // gradient allreduce (not overlapped yet)
+  double total() const { return data + compute + comm; }
+};
+
+class RunReport {
+ public:
+  RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name);
+  void header(const std::string& config_path, const std::string& resolved_config, const InMemoryDataset& train,
+              const InMemoryDataset& test, const DistributedSampler& sampler, const Model& model,
+              double setup_seconds);
+  void step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
+            double train_accuracy, double lr, const StepTimes& times, std::int64_t total_steps);
+  void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
+  void finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy, const Model& model,
+              const std::string& param_checksum);
+
+ private:
+  const Context& ctx_;
+  const TrainConfig& tc_;
+  std::string comm_name_;
+  std::optional<MetricsLog> metrics_;  // rank 0 only
+  std::int64_t steps_per_epoch_ = 0;
+  std::int64_t global_batch_ = 0;
+  std::vector<StepTimes> times_;  // every step, for medians and the train time
+  std::size_t window_begin_ = 0;
+  double window_loss_ = 0.0;
+  double best_accuracy_ = -1.0;
+  std::vector<double> accuracies_;
+};
+
+std::string with_commas(std::int64_t v);
+std::string hms(double seconds);  // 0:01:05
+
+}  // namespace ringtrain

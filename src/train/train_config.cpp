@@ -1,0 +1,60 @@
+// read_train_config: defaults, types and ranges of the [run], [train], [data], [runtime] and
+// [comm] keys; every message names the key and the offending value.
+#include "ringtrain/train/train_config.hpp"
+
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain {
+namespace {
+
+void require_positive(const Config& c, std::string_view key, std::int64_t v, std::int64_t min) {
+  RT_REQUIRE(v >= min, ConfigError, "config: {}: key '{}': must be >= {}, got {}", c.source(), c.path_of(key), min, v);
+}
+
+}  // namespace
+
+TrainConfig read_train_config(Config& config, const std::string& config_stem) {
+  TrainConfig t;
+  Config run = config.section("run");
+  t.run_dir = run.get_string("dir", "runs/" + config_stem);
+  RT_REQUIRE(!t.run_dir.empty(), ConfigError, "config: {}: key 'run.dir' is empty", config.source());
+
+  Config train = config.section("train");
+  t.epochs = train.get_int("epochs", t.epochs);
+  require_positive(train, "epochs", t.epochs, 1);
+  t.max_steps = train.get_int("max_steps", t.max_steps);
+  require_positive(train, "max_steps", t.max_steps, 0);
+  t.batch_size = train.get_int("batch_size", t.batch_size);
+  require_positive(train, "batch_size", t.batch_size, 1);
+  t.eval_batch_size = train.get_int("eval_batch_size", t.eval_batch_size);
+  require_positive(train, "eval_batch_size", t.eval_batch_size, 1);
+  const std::int64_t seed = train.get_int("seed", 0);
+  require_positive(train, "seed", seed, 0);
+  t.seed = static_cast<std::uint64_t>(seed);
+  t.log_every = train.get_int("log_every", t.log_every);
+  require_positive(train, "log_every", t.log_every, 1);
+
+  Config data = config.section("data");
+  t.train_path = data.require_string("train");
+  t.test_path = data.get_string("test", "");
+  t.images_key = data.get_string("images_key", t.images_key);
+  t.labels_key = data.get_string("labels_key", t.labels_key);
+  t.mean = data.get_double("mean", t.mean);
+  t.std = data.get_double("std", t.std);
+  RT_REQUIRE(t.std > 0.0, ConfigError, "config: {}: key 'data.std': must be > 0, got {}", config.source(), t.std);
+
+  Config runtime = config.section("runtime");
+  t.backend = runtime.get_string("backend", t.backend);
+  RT_REQUIRE(t.backend == "cpu", ConfigError,
+             "config: {}: key 'runtime.backend': '{}' is not available for training yet (available: cpu)",
+             config.source(), t.backend);
+  t.threads = runtime.get_int("threads", t.threads);
+  require_positive(runtime, "threads", t.threads, 0);
+
+  Config comm = config.section("comm");
+  t.allreduce = comm.get_string("allreduce", t.allreduce);
+  return t;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,241 @@
+// run_training: set-up in four collective phases (config, data, model+optimizer, run dir) so
+// that bad input on any rank ends every rank with the same one-line error; then the
+// data-parallel loop: batch -> forward/backward -> allreduce(grads) -> optimizer step.
+#include "ringtrain/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/sampler.hpp"
+#include "ringtrain/monitor/metrics_log.hpp"
+#include "ringtrain/nn/layers.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/train_config.hpp"
+#include "train/batch.hpp"
+#include "train/run_report.hpp"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Setup {
+  std::string config_path;
+  std::string resolved_config;
+  TrainConfig tc;
+  std::unique_ptr<Communicator> comm;
+  InMemoryDataset train, test;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<DistributedSampler> sampler;
+  std::int64_t num_classes = 0;
+  std::int64_t total_steps = 0;
+};
+
+InMemoryDataset load_dataset(const Context& ctx, const TrainConfig& tc, const std::string& key,
+                             const std::string& path) {
+  try {
+    return InMemoryDataset::load(ctx, DatasetSpec{path, tc.images_key, tc.labels_key}, INT_MAX);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}: {}", key, e.what()));
+  }
+}
+
+void check_labels(const InMemoryDataset& d, std::int64_t classes, const std::string& key) {
+  for (std::int64_t i = 0; i < d.size(); ++i)
+    RT_REQUIRE(d.label(i) >= 0 && d.label(i) < classes, DataError,
+               "{}: {}: label {} at index {} out of range for a model with {} outputs", key, d.path(), d.label(i), i,
+               classes);
+}
+
+std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
+  auto s = std::make_unique<Setup>();
+  s->config_path = config_path;
+  std::unique_ptr<Config> config;
+  run_collectively(ctx, [&] {
+    config = std::make_unique<Config>(Config::load_file(config_path, overrides));
+    s->tc = read_train_config(*config, std::filesystem::path(config_path).stem().string());
+    ctx.bind(s->tc.backend, static_cast<int>(s->tc.threads));
+    s->comm = make_mpi_communicator(ctx, parse_allreduce_algo(s->tc.allreduce));
+  });
+  const TrainConfig& tc = s->tc;
+  run_collectively(ctx, [&] {
+    s->train = load_dataset(ctx, tc, "data.train", tc.train_path);
+    if (!tc.test_path.empty()) s->test = load_dataset(ctx, tc, "data.test", tc.test_path);
+  });
+  run_collectively(ctx, [&] {
+    Config model_config = config->section("model");
+    s->model = build_model(model_config, s->train.sample_shape());
+    const Shape& out = s->model->output_shape();
+    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
+               config_path, out.str());
+    s->num_classes = out[0];
+    check_labels(s->train, s->num_classes, "data.train");
+    if (!tc.test_path.empty()) {
+      RT_REQUIRE(s->test.sample_shape() == s->train.sample_shape(), DataError,
+                 "data.test: {}: samples are {} but data.train has {}", tc.test_path, s->test.sample_shape().str(),
+                 s->train.sample_shape().str());
+      check_labels(s->test, s->num_classes, "data.test");
+    }
+    s->sampler = std::make_unique<DistributedSampler>(s->train.size(), tc.batch_size * ctx.world_size(),
+                                                      ctx.world_size(), ctx.world_rank(), tc.seed);
+    s->total_steps = s->sampler->steps_per_epoch() * tc.epochs;
+    if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
+    Config optim_config = config->section("optim");
+    OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps);
+    s->optimizer = std::move(o.optimizer);
+    s->schedule = std::make_unique<LrSchedule>(o.schedule);
+    config->finish();
+    s->resolved_config = config->to_toml();
+  });
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() != 0) return;
+    std::error_code ec;
+    std::filesystem::create_directories(tc.run_dir, ec);
+    RT_REQUIRE(!ec, IoError, "run.dir: {}: cannot create: {}", tc.run_dir, ec.message());
+    write_file_atomic(tc.run_dir + "/config.toml", s->resolved_config + "\n");
+  });
+  return s;
+}
+
+// Sum (not mean) of loss and correct predictions over this rank's shard of the test set.
+struct EvalResult {
+  double accuracy = 0.0;
+  double loss = 0.0;
+};
+
+EvalResult evaluate(Setup& s, const Context& ctx, const BatchBuilder& builder) {
+  // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
+  for (Tensor& b : s.model->buffers()) {
+    s.comm->allreduce_sum(b.raw(), static_cast<std::size_t>(b.numel()), DType::f32);
+    for (std::int64_t i = 0; i < b.numel(); ++i) b.f32()[i] /= static_cast<float>(ctx.world_size());
+  }
+  const Shard shard = even_shard(s.test.size(), ctx.world_size(), ctx.world_rank());
+  const std::int64_t bs = s.tc.eval_batch_size;
+  Tensor x = Tensor::empty(s.test.sample_shape().with_batch(bs));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(bs));
+  SoftmaxCrossEntropy ce;
+  double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
+  StepInfo info;
+  info.training = false;
+  for (std::int64_t b = shard.begin; b < shard.end; b += bs) {
+    const std::int64_t n = std::min(bs, shard.end - b);
+    Tensor xb = x.rows(0, n);
+    builder.fill_range(s.test, b, n, xb, labels.data());
+    const double loss = ce.forward(s.model->forward(xb, info), labels.data());
+    sums[0] += static_cast<double>(ce.correct());
+    sums[1] += loss * static_cast<double>(n);
+    sums[2] += static_cast<double>(n);
+  }
+  s.comm->allreduce_sum(sums, 3, DType::f64);
+  return EvalResult{sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+std::uint64_t fnv1a(const void* data, std::size_t bytes) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+// Every rank must hold bitwise identical parameters at the end; a difference is a bug in
+// the data-parallel machinery and fails the run on all ranks.
+std::string verify_param_checksums(Setup& s, const Context& ctx) {
+  const Tensor& p = s.model->params();
+  std::uint64_t mine = fnv1a(p.raw(), p.nbytes());
+  std::uint64_t root = mine;
+  s.comm->broadcast(&root, sizeof(root), 0);
+  std::int32_t differs = mine != root ? 1 : 0;
+  s.comm->allreduce_sum(&differs, 1, DType::i32);
+  if (differs != 0)
+    throw CollectiveError(fmt::format("parameter checksums differ across ranks at the end of training: {} of {} "
+                                      "ranks differ from rank 0 ({:016x})",
+                                      differs, ctx.world_size(), root));
+  return fmt::format("{:016x}", root);
+}
+
+}  // namespace
+
+void run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
+  const auto setup_start = Clock::now();
+  std::unique_ptr<Setup> sp = set_up(ctx, config_path, overrides);
+  Setup& s = *sp;
+  const TrainConfig& tc = s.tc;
+  Model& model = *s.model;
+  const int world = ctx.world_size();
+  const std::int64_t spe = s.sampler->steps_per_epoch();
+  const std::int64_t epochs = std::min<std::int64_t>(tc.epochs, (s.total_steps + spe - 1) / spe);
+  RunReport report(ctx, s.tc, s.comm->name());
+  report.header(config_path, s.resolved_config, s.train, s.test, *s.sampler, model, seconds_since(setup_start));
+
+  // Parameters start identical everywhere: rank 0's initialisation is broadcast.
+  if (ctx.world_rank() == 0) model.init_params(tc.seed);
+  s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
+
+  const BatchBuilder builder(tc.mean, tc.std);
+  const std::int64_t b = tc.batch_size;
+  Tensor x = Tensor::empty(s.train.sample_shape().with_batch(b));
+  Tensor dlogits = Tensor::empty(Shape{b, s.num_classes});
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
+  SoftmaxCrossEntropy ce;
+  float* params = model.params().f32();
+  float* grads = model.grads().f32();
+  const std::int64_t np = model.num_params();
+  const float inv_world = 1.0f / static_cast<float>(world);
+
+  std::int64_t step = 0;
+  double final_loss = 0.0;
+  EvalResult last_eval{-1.0, 0.0};
+  for (std::int64_t epoch = 0; epoch < epochs && step < s.total_steps; ++epoch) {
+    s.sampler->set_epoch(epoch);
+    for (std::int64_t i = 0; i < spe && step < s.total_steps; ++i, ++step) {
+      const auto t0 = Clock::now();
+      builder.fill(s.train, s.sampler->rank_batch(i), x, labels.data());
+      const auto t1 = Clock::now();
+      const StepInfo info{true, tc.seed, step, ctx.world_rank()};
+      const double loss = ce.forward(model.forward(x, info), labels.data());
+      ce.backward(dlogits);
+      model.backward(dlogits);
+      const auto t2 = Clock::now();
+      s.comm->allreduce_sum(grads, static_cast<std::size_t>(np), DType::f32);
+      double stats[2] = {loss, static_cast<double>(ce.correct())};
+      s.comm->allreduce_sum(stats, 2, DType::f64);
+      const auto t3 = Clock::now();
+      const double mean_loss = stats[0] / world;
+      if (!std::isfinite(mean_loss))  // the same value on every rank: all stop together
+        throw CollectiveError(fmt::format("non-finite loss ({}) at epoch {} step {}; lower optim.lr or check the data",
+                                          mean_loss, epoch + 1, i + 1));
+      for (std::int64_t k = 0; k < np; ++k) grads[k] *= inv_world;
+      s.optimizer->step(params, grads, np, static_cast<float>(s.schedule->at(step)));
+      const auto t4 = Clock::now();
+      final_loss = mean_loss;
+      report.step(epoch, i, step, mean_loss, stats[1] / static_cast<double>(b * world), s.schedule->at(step),
+                  StepTimes{std::chrono::duration<double>(t1 - t0).count(),
+                            std::chrono::duration<double>(t2 - t1).count() + std::chrono::duration<double>(t4 - t3).count(),
+                            std::chrono::duration<double>(t3 - t2).count()},
+                  s.total_steps);
+    }
+    if (!tc.test_path.empty()) {
+      last_eval = evaluate(s, ctx, builder);
+      report.epoch_end(epoch, epochs, step, last_eval.accuracy, last_eval.loss);
+    }
+  }
+  const std::string checksum = verify_param_checksums(s, ctx);
+  report.finish(step, epochs, final_loss, last_eval.accuracy, model, checksum);
+}
+
+}  // namespace ringtrain

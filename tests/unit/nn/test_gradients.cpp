@@ -1,0 +1,209 @@
+// Finite-difference gradient checks for every layer and the loss: the analytic backward
+// must match central differences of L = sum(y * r) for a fixed random r.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/layers.hpp"
+
+namespace ringtrain {
+namespace {
+
+constexpr float kEps = 1e-2f;
+
+struct Harness {
+  Layer& layer;
+  Shape in_sample;
+  std::int64_t batch;
+  Tensor x, y, r, params, grads;
+  StepInfo info{true, 7, 3, 0};
+
+  Harness(Layer& l, const Shape& in, std::int64_t n) : layer(l), in_sample(in), batch(n) {
+    const Shape out = layer.configure(in);
+    std::int64_t total = 0;
+    for (const auto& s : layer.param_specs()) total += s.shape.numel();
+    params = Tensor::empty(Shape{std::max<std::int64_t>(total, 1)});
+    grads = Tensor::empty(Shape{std::max<std::int64_t>(total, 1)});
+    std::vector<Tensor> p, g;
+    std::int64_t off = 0;
+    for (const auto& s : layer.param_specs()) {
+      p.push_back(params.flat_slice(off, s.shape));
+      g.push_back(grads.flat_slice(off, s.shape));
+      off += s.shape.numel();
+    }
+    layer.bind(p, g);
+    Rng rng(11);
+    for (std::int64_t i = 0; i < total; ++i) params.f32()[i] = 0.2f + 0.8f * rng.uniform();
+    x = Tensor::empty(in.with_batch(n));
+    y = Tensor::empty(out.with_batch(n));
+    r = Tensor::empty(out.with_batch(n));
+    for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  }
+
+  double loss() {
+    layer.forward(x, y, info);
+    double s = 0.0;
+    for (std::int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.f32()[i]) * r.f32()[i];
+    return s;
+  }
+
+  // Compares analytic and numeric derivatives for every element of `values` (x or params).
+  void check(Tensor& values, const Tensor& analytic, const char* what) {
+    for (std::int64_t i = 0; i < values.numel(); ++i) {
+      float& v = values.f32()[i];
+      const float saved = v;
+      v = saved + kEps;
+      const double up = loss();
+      v = saved - kEps;
+      const double down = loss();
+      v = saved;
+      const double numeric = (up - down) / (2.0 * kEps);
+      const double a = analytic.f32()[i];
+      EXPECT_NEAR(a, numeric, 2e-3 + 1e-2 * std::fabs(numeric))
+          << layer.kind() << " d" << what << "[" << i << "]";
+    }
+  }
+
+  void run() {
+    loss();
+    Tensor dx = Tensor::empty(x.shape());
+    layer.backward(x, y, r, &dx);
+    Tensor dparams = Tensor::empty(grads.shape());
+    std::copy(grads.f32(), grads.f32() + grads.numel(), dparams.f32());
+    check(x, dx, "x");
+    if (!layer.param_specs().empty()) check(params, dparams, "params");
+  }
+};
+
+void fill_uniform(Tensor& t, std::uint64_t seed) {
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+}
+
+TEST(Gradients, Linear) {
+  Linear l(5, true);
+  Harness h(l, Shape{7}, 3);
+  fill_uniform(h.x, 1);
+  h.run();
+}
+
+TEST(Gradients, LinearWithoutBias) {
+  Linear l(4, false);
+  Harness h(l, Shape{6}, 2);
+  fill_uniform(h.x, 2);
+  h.run();
+}
+
+TEST(Gradients, Conv2dPadded) {
+  Conv2d c(Conv2dOptions{3, 3, 1, 1, true});
+  Harness h(c, Shape{2, 5, 6}, 2);
+  fill_uniform(h.x, 3);
+  h.run();
+}
+
+TEST(Gradients, Conv2dStridedNoPadding) {
+  Conv2d c(Conv2dOptions{2, 3, 2, 0, false});
+  Harness h(c, Shape{3, 7, 7}, 2);
+  fill_uniform(h.x, 4);
+  h.run();
+}
+
+TEST(Gradients, ReLU) {
+  ReLU l;
+  Harness h(l, Shape{4, 3}, 3);
+  fill_uniform(h.x, 5);
+  for (std::int64_t i = 0; i < h.x.numel(); ++i)  // stay clear of the kink at 0
+    if (std::fabs(h.x.f32()[i]) < 0.05f) h.x.f32()[i] = 0.3f;
+  h.run();
+}
+
+TEST(Gradients, MaxPool2d) {
+  MaxPool2d l(2, 2);
+  Harness h(l, Shape{2, 4, 6}, 2);
+  // Distinct values 0.1 apart, shuffled, so no window has a near-tie.
+  std::vector<float> v(static_cast<std::size_t>(h.x.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.1f * static_cast<float>(i);
+  Rng rng(6);
+  for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
+  std::copy(v.begin(), v.end(), h.x.f32());
+  h.run();
+}
+
+TEST(Gradients, Flatten) {
+  Flatten l;
+  Harness h(l, Shape{2, 3, 2}, 2);
+  fill_uniform(h.x, 7);
+  h.run();
+}
+
+TEST(Gradients, DropoutTraining) {
+  Dropout l(0.4, 0);
+  Harness h(l, Shape{20}, 3);
+  fill_uniform(h.x, 8);
+  h.run();  // the mask depends on (seed, step, rank, layer) only, so it is fixed across calls
+}
+
+TEST(Gradients, BatchNorm2d) {
+  BatchNorm2d l(0.1, 1e-5);
+  Harness h(l, Shape{3, 2, 3}, 4);
+  fill_uniform(h.x, 9);
+  h.run();
+}
+
+TEST(Gradients, SoftmaxCrossEntropy) {
+  const std::int64_t n = 4, k = 5;
+  Tensor z = Tensor::empty(Shape{n, k});
+  fill_uniform(z, 10);
+  const std::int32_t labels[n] = {0, 3, 4, 1};
+  SoftmaxCrossEntropy ce;
+  ce.forward(z, labels);
+  Tensor dz = Tensor::empty(Shape{n, k});
+  ce.backward(dz);
+  for (std::int64_t i = 0; i < z.numel(); ++i) {
+    const float saved = z.f32()[i];
+    z.f32()[i] = saved + kEps;
+    const double up = ce.forward(z, labels);
+    z.f32()[i] = saved - kEps;
+    const double down = ce.forward(z, labels);
+    z.f32()[i] = saved;
+    EXPECT_NEAR(dz.f32()[i], (up - down) / (2.0 * kEps), 1e-4) << "dz[" << i << "]";
+  }
+}
+
+TEST(Loss, MatchesDirectFormulaAndCountsCorrect) {
+  Tensor z = Tensor::empty(Shape{2, 3});
+  const float vals[6] = {1.0f, 2.0f, 3.0f, 0.5f, -1.0f, 0.0f};
+  std::copy(vals, vals + 6, z.f32());
+  const std::int32_t labels[2] = {2, 1};
+  SoftmaxCrossEntropy ce;
+  const double loss = ce.forward(z, labels);
+  const double l0 = -std::log(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  const double l1 = -std::log(std::exp(-1.0) / (std::exp(0.5) + std::exp(-1.0) + std::exp(0.0)));
+  EXPECT_NEAR(loss, (l0 + l1) / 2, 1e-6);
+  EXPECT_EQ(ce.correct(), 1);
+}
+
+TEST(Dropout, EvalIsIdentityAndTrainingScalesKeptUnits) {
+  Dropout l(0.5, 0);
+  l.configure(Shape{1000});
+  Tensor x = Tensor::empty(Shape{1, 1000}), y = Tensor::empty(Shape{1, 1000});
+  for (std::int64_t i = 0; i < 1000; ++i) x.f32()[i] = 1.0f;
+  StepInfo eval{false, 1, 0, 0};
+  l.forward(x, y, eval);
+  for (std::int64_t i = 0; i < 1000; ++i) ASSERT_EQ(y.f32()[i], 1.0f);
+  StepInfo train{true, 1, 0, 0};
+  l.forward(x, y, train);
+  int kept = 0;
+  for (std::int64_t i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(y.f32()[i] == 0.0f || y.f32()[i] == 2.0f);
+    kept += y.f32()[i] != 0.0f;
+  }
+  EXPECT_GT(kept, 400);
+  EXPECT_LT(kept, 600);
+}
+
+}  // namespace
+}  // namespace ringtrain

@@ -1,0 +1,108 @@
+// Model building from config: the example architectures' parameter and FLOP counts, and
+// the errors a wrong model description gives.
+#include <gtest/gtest.h>
+
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/model.hpp"
+
+namespace ringtrain {
+namespace {
+
+const char* kCnn = R"(
+[[model.layers]]
+type = "conv2d"
+out_channels = 32
+padding = 1
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "maxpool2d"
+[[model.layers]]
+type = "conv2d"
+out_channels = 64
+padding = 1
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "maxpool2d"
+[[model.layers]]
+type = "flatten"
+[[model.layers]]
+type = "linear"
+out = 128
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "linear"
+out = 10
+)";
+
+std::unique_ptr<Model> build(const std::string& text, const Shape& in) {
+  Config c = Config::parse(text, "test.toml");
+  Config m = c.section("model");
+  auto model = build_model(m, in);
+  c.finish();
+  return model;
+}
+
+TEST(Model, CnnParametersAndFlops) {
+  auto m = build(kCnn, Shape{1, 28, 28});
+  EXPECT_EQ(m->num_params(), 421642);
+  // conv1 2*32*9*784 + conv2 2*64*288*196 + fc 2*3136*128 + 2*128*10, times 3 for training
+  EXPECT_EQ(m->train_flops_per_sample(), 3 * (451584 + 7225344 + 802816 + 2560));
+  EXPECT_EQ(m->output_shape(), (Shape{10}));
+}
+
+TEST(Model, ForwardBackwardShapesAndDeterministicInit) {
+  auto a = build(kCnn, Shape{1, 28, 28});
+  auto b = build(kCnn, Shape{1, 28, 28});
+  a->init_params(5);
+  b->init_params(5);
+  for (std::int64_t i = 0; i < a->num_params(); ++i) ASSERT_EQ(a->params().f32()[i], b->params().f32()[i]);
+  b->init_params(6);
+  EXPECT_NE(a->params().f32()[0], b->params().f32()[0]);
+  Tensor x = Tensor::empty(Shape{3, 1, 28, 28});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(i % 17) / 17.0f;
+  const Tensor& y = a->forward(x, StepInfo{});
+  EXPECT_EQ(y.shape(), (Shape{3, 10}));
+  Tensor dy = Tensor::empty(y.shape());
+  dy.f32()[0] = 1.0f;
+  a->backward(dy);
+  double norm = 0.0;
+  for (std::int64_t i = 0; i < a->num_params(); ++i) norm += std::fabs(a->grads().f32()[i]);
+  EXPECT_GT(norm, 0.0);
+}
+
+TEST(Model, LinearAfterConvNeedsFlatten) {
+  try {
+    build("[[model.layers]]\ntype = \"conv2d\"\nout_channels = 4\n[[model.layers]]\ntype = \"linear\"\nout = 3\n",
+          Shape{1, 8, 8});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers[1]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("flatten"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, UnknownLayerTypeAndUnknownLayerKey) {
+  EXPECT_THROW(build("[[model.layers]]\ntype = \"lstm\"\n", Shape{4}), ConfigError);
+  try {
+    build("[[model.layers]]\ntype = \"linear\"\nout = 3\nkernel = 3\n", Shape{4});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers[0].kernel"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, MissingRequiredLayerKey) {
+  try {
+    build("[[model.layers]]\ntype = \"linear\"\n", Shape{4});
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers[0].out"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain
