@@ -22,7 +22,7 @@ namespace {
 constexpr std::size_t kMaxMpiCount = std::size_t{1} << 30;
 
 // MPI user ops for the halves (MPI has no bf16/f16 type): the same widen-add-round as the
-// ring, over MPI_UINT16_T. MPI guarantees invec and inoutvec do not overlap.
+// ring, over MPI_UINT16_T. MPI hands the op distinct in and inout buffers (never aliased).
 void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
   comm::add_bf16(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
                  static_cast<std::size_t>(*len));

@@ -1,0 +1,17 @@
+// Host launchers for the optimizer kernels (optimizer_kernels.cu). Each takes the CUDA
+// stream as an opaque pointer (cudaStream_t) so this header stays free of CUDA headers,
+// checks the launch, and throws ringtrain::Error on failure.
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/optim/update_rules.hpp"
+
+namespace ringtrain::kernels {
+
+// params, grads, velocity: device pointers to n floats.
+void launch_sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, const SgdHyper& hyper,
+                       void* stream);
+void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n,
+                         const AdamWHyper& hyper, void* stream);
+
+}  // namespace ringtrain::kernels

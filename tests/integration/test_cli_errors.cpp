@@ -1,0 +1,130 @@
+// Bad input through the real executable, on 1 and 2 ranks: each case must exit non-zero
+// within the timeout (no hang), print exactly one "ringtrain: error:" line that names the
+// problem, and never crash (no signal, no core dump).
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <fstream>
+#include <vector>
+
+#include "integration/run_command.hpp"
+
+namespace ringtrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    auto d = fs::temp_directory_path() / "ringtrain-cli-errors";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::string write_text(const std::string& name, const std::string& text) {
+  const auto path = work_dir() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// A dataset file with images of the given dims (uint8) and labels of length n_labels.
+std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels,
+                     std::uint8_t label_value, bool with_labels = true) {
+  const auto path = (work_dir() / name).string();
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t count = 1;
+  for (auto d : image_dims) count *= d;
+  std::vector<std::uint8_t> images(count, 7);
+  const hid_t s = H5Screate_simple(static_cast<int>(image_dims.size()), image_dims.data(), nullptr);
+  const hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (count > 0) H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data());
+  H5Dclose(d);
+  H5Sclose(s);
+  if (with_labels) {
+    std::vector<std::uint8_t> labels(n_labels, label_value);
+    const hid_t ls = H5Screate_simple(1, &n_labels, nullptr);
+    const hid_t ld = H5Dcreate2(f, "labels", H5T_STD_U8LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (n_labels > 0) H5Dwrite(ld, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
+    H5Dclose(ld);
+    H5Sclose(ls);
+  }
+  H5Fclose(f);
+  return path;
+}
+
+const char* kModel = "[[model.layers]]\ntype = \"flatten\"\n[[model.layers]]\ntype = \"linear\"\nout = 10\n";
+
+std::string config_for(const std::string& train_path, const std::string& extra = "") {
+  return "[run]\ndir = \"" + (work_dir() / "run").string() + "\"\n[train]\nbatch_size = 4\nlog_every = 1\n" + extra +
+         "\n[data]\ntrain = \"" + train_path + "\"\n" + kModel;
+}
+
+struct Case {
+  std::string name;
+  std::vector<std::string> args;
+  std::vector<std::string> expected;  // substrings of the error line
+};
+
+std::vector<Case> cases() {
+  const auto good = write_h5("good.h5", {64, 1, 4, 4}, 64, 3);
+  std::vector<Case> c;
+  c.push_back({"missing config", {"train", (work_dir() / "nope.toml").string()}, {"nope.toml", "no such file"}});
+  c.push_back({"syntax error", {"train", write_text("syntax.toml", "[train]\nepochs = = 2\n")}, {"syntax.toml:2:"}});
+  c.push_back({"unknown key", {"train", write_text("unknown.toml", config_for(good, "epoch = 2"))}, {"unknown key", "train.epoch"}});
+  c.push_back({"wrong type",
+               {"train", write_text("type.toml", config_for(good)), "--set", "train.epochs=\"three\""},
+               {"train.epochs", "integer"}});
+  c.push_back({"missing data file",
+               {"train", write_text("nodata.toml", config_for((work_dir() / "absent.h5").string()))},
+               {"data.train", "absent.h5"}});
+  c.push_back({"not hdf5",
+               {"train", write_text("nothdf5.toml", config_for(write_text("text.h5", "hello\n")))},
+               {"data.train", "text.h5", "HDF5"}});
+  c.push_back({"missing labels",
+               {"train", write_text("nolabels.toml", config_for(write_h5("nolabels.h5", {64, 1, 4, 4}, 0, 0, false)))},
+               {"data.train", "labels", "images"}});
+  c.push_back({"wrong rank",
+               {"train", write_text("rank.toml", config_for(write_h5("rank3.h5", {64, 4, 4}, 64, 1)))},
+               {"data.train", "rank3.h5", "images"}});
+  c.push_back({"label out of range",
+               {"train", write_text("range.toml", config_for(write_h5("range.h5", {64, 1, 4, 4}, 64, 12)))},
+               {"data.train", "label", "12"}});
+  c.push_back({"fewer samples than a global batch",
+               {"train", write_text("small.toml", config_for(write_h5("small.h5", {3, 1, 4, 4}, 3, 1)))},
+               {"global batch"}});
+  c.push_back({"non-finite loss",
+               {"train", write_text("nan.toml", config_for(good, "epochs = 50\n[optim]\nlr = 1e30\nmomentum = 0.9"))},
+               {"non-finite loss"}});
+  return c;
+}
+
+class CliErrors : public ::testing::TestWithParam<int> {};
+
+TEST_P(CliErrors, EveryBadInputGivesOneClearLine) {
+  const int ranks = GetParam();
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name + " on " + std::to_string(ranks) + " rank(s)");
+    const auto r = run_ringtrain(ranks, c.args, 60);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_LT(r.exit_code, 124) << "timed out or killed by a signal:\n" << r.output;
+    int error_lines = 0;
+    std::string error_line;
+    for (const auto& line : lines_of(r.output))
+      if (line.rfind("ringtrain: error:", 0) == 0) {
+        ++error_lines;
+        error_line = line;
+      }
+    EXPECT_EQ(error_lines, 1) << r.output;
+    for (const auto& e : c.expected) EXPECT_NE(error_line.find(e), std::string::npos) << "missing '" << e << "' in: " << error_line;
+    EXPECT_EQ(r.output.find("core dumped"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << "should end collectively:\n" << r.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CliErrors, ::testing::Values(1, 2));
+
+}  // namespace
+}  // namespace ringtrain::test

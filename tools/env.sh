@@ -1,0 +1,14 @@
+# Sourced by tools/* scripts: build folder, parallelism, and what mpirun needs as root.
+RINGTRAIN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RINGTRAIN_BUILD="${RINGTRAIN_BUILD:-$RINGTRAIN_ROOT/build}"
+RINGTRAIN_JOBS="${RINGTRAIN_JOBS:-$(nproc)}"
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+# Containers often forbid the cross-process memory attach Open MPI tries first.
+export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+
+ringtrain_configure_and_build() {
+  cmake -S "$RINGTRAIN_ROOT" -B "$RINGTRAIN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+  cmake --build "$RINGTRAIN_BUILD" -j "$RINGTRAIN_JOBS"
+}

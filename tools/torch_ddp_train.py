@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+"""PyTorch DDP reference worker for tools/bench_vs_pytorch.py.
+
+Trains the same models as ringtrain's examples/fashion_mnist configs with
+PyTorch DistributedDataParallel (gloo, CPU) and prints one JSON line with
+the measured training throughput.
+
+Run it with a Python interpreter that has torch, h5py and numpy:
+
+    python tools/torch_ddp_train.py --model mlp --np 2 --train data/fashion-mnist/train.h5
+
+Without the internal worker environment it acts as a launcher: it starts
+--np copies of itself as plain subprocesses (env RANK, WORLD_SIZE,
+MASTER_ADDR=127.0.0.1, MASTER_PORT), waits for them, and forwards rank 0's
+JSON line on stdout.  Exit status is non-zero if any rank fails.
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+WORKER_ENV = "_RINGTRAIN_TORCH_WORKER"
+TRAIN_SAMPLES_DEFAULT = 60000  # Fashion-MNIST train size, used for the default step count
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=("mlp", "cnn"), required=True)
+    p.add_argument("--train", required=True, help="HDF5 file with images uint8 [N,1,28,28] and labels uint8 [N]")
+    p.add_argument("--test", default=None, help="optional HDF5 test file; reports test_accuracy after training")
+    p.add_argument("--np", dest="world_size", type=int, default=2, help="number of ranks (processes)")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per rank")
+    p.add_argument("--batch", type=int, default=64, help="per-rank batch size")
+    p.add_argument("--steps", type=int, default=None,
+                   help="optimizer steps (default: one epoch = N_train // global_batch)")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--bind", choices=("core", "none"), default="core",
+                   help="pin rank r to cores [r*T, (r+1)*T) like mpirun --bind-to core (default core; "
+                        "skipped if there are not enough cores)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="launcher: kill all ranks after this many seconds")
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------------------------
+# launcher
+# --------------------------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(args):
+    port = free_port()
+    procs = []
+    base_env = dict(os.environ)
+    base_env.update({
+        WORKER_ENV: "1",
+        "WORLD_SIZE": str(args.world_size),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "OMP_NUM_THREADS": str(args.threads),
+        "MKL_NUM_THREADS": str(args.threads),
+        "OPENBLAS_NUM_THREADS": str(args.threads),
+    })
+    # gloo otherwise picks the interface of the hostname, which may not be loopback
+    base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    cmd = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+    try:
+        for r in range(args.world_size):
+            env = dict(base_env, RANK=str(r), LOCAL_RANK=str(r))
+            procs.append(subprocess.Popen(
+                cmd, env=env,
+                stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
+                text=True))
+        deadline = time.monotonic() + args.timeout
+        out0 = None
+        while True:
+            codes = [p.poll() for p in procs]
+            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
+            if bad:
+                r, c = bad[0]
+                print(f"torch_ddp_train: rank {r} exited with status {c}", file=sys.stderr)
+                return c if c > 0 else 1
+            if procs[0].poll() is not None and out0 is None:
+                out0 = procs[0].stdout.read()
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                print(f"torch_ddp_train: timeout after {args.timeout:.0f} s", file=sys.stderr)
+                return 124
+            time.sleep(0.05)
+        if out0 is None:
+            out0 = procs[0].stdout.read()
+        sys.stdout.write(out0)
+        sys.stdout.flush()
+        return 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+# --------------------------------------------------------------------------------------------
+# worker
+# --------------------------------------------------------------------------------------------
+
+def build_model(nn, name):
+    if name == "mlp":
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(784, 512), nn.ReLU(),
+            nn.Linear(512, 256), nn.ReLU(),
+            nn.Linear(256, 10),
+        )
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
+        nn.Linear(128, 10),
+    )
+
+
+def model_flops_per_sample(torch, nn, model):
+    """Analytic training FLOPs per sample: 3 x forward, forward = 2 x MACs of Linear/Conv2d.
+
+    Output shapes come from forward hooks on one dummy sample; MACs are computed
+    from the layer hyper-parameters (no profiler involved)."""
+    macs = [0]
+
+    def hook(mod, inp, out):
+        if isinstance(mod, nn.Linear):
+            macs[0] += mod.in_features * mod.out_features
+        elif isinstance(mod, nn.Conv2d):
+            kh, kw = mod.kernel_size
+            cout, hout, wout = out.shape[1], out.shape[2], out.shape[3]
+            macs[0] += cout * hout * wout * (mod.in_channels // mod.groups) * kh * kw
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, (nn.Linear, nn.Conv2d))]
+    with torch.no_grad():
+        model(torch.zeros(1, 1, 28, 28))
+    for h in handles:
+        h.remove()
+    return 3 * 2 * macs[0]
+
+
+def load_h5(torch, path):
+    import h5py
+    import numpy as np
+    with h5py.File(path, "r") as f:
+        images = np.asarray(f["images"][...])
+        labels = np.asarray(f["labels"][...])
+    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[1:] != (1, 28, 28):
+        raise SystemExit(f"{path}: images must be uint8 [N,1,28,28], got {images.dtype} {images.shape}")
+    if labels.shape != (images.shape[0],):
+        raise SystemExit(f"{path}: labels must be [N], got {labels.shape} vs {images.shape[0]} images")
+    x = torch.from_numpy(images).float().div_(255.0)
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x, y
+
+
+def bind_cpus(rank, threads):
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    avail = sorted(os.sched_getaffinity(0))
+    lo, hi = rank * threads, (rank + 1) * threads
+    if hi > len(avail):
+        return None  # oversubscribed: leave it to the OS
+    cpus = avail[lo:hi]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def worker(args):
+    import faulthandler
+    faulthandler.enable()  # Python traceback on SIGABRT/SIGSEGV from native code
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    cpus = bind_cpus(rank, args.threads) if args.bind == "core" else None
+
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    import torch.distributed as dist
+    import torch.nn as nn
+    from datetime import timedelta
+
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=max(60.0, args.timeout)))
+
+    x_all, y_all = load_h5(torch, args.train)
+    n = x_all.shape[0]
+    b = args.batch
+    gb = b * world
+    steps_per_epoch = n // gb
+    if steps_per_epoch == 0:
+        raise SystemExit(f"{args.train}: {n} samples < global batch {gb}")
+    steps = args.steps if args.steps is not None else TRAIN_SAMPLES_DEFAULT // gb
+    steps = max(1, steps)
+
+    # Pre-build this rank's batches (contiguous part of each global batch, per-epoch permutation
+    # seeded with seed+epoch, tail dropped) so that data preparation is outside the timed loop.
+    batches = []
+    epoch = 0
+    while len(batches) < steps:
+        g = torch.Generator()
+        g.manual_seed(args.seed + epoch)
+        perm = torch.randperm(n, generator=g)
+        for i in range(steps_per_epoch):
+            if len(batches) == steps:
+                break
+            idx = perm[i * gb + rank * b: i * gb + (rank + 1) * b]
+            batches.append((x_all.index_select(0, idx).contiguous(), y_all.index_select(0, idx).contiguous()))
+        epoch += 1
+    del x_all, y_all
+
+    torch.manual_seed(args.seed)
+    model = build_model(nn, args.model)
+    flops = model_flops_per_sample(torch, nn, model)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    loss_fn = nn.CrossEntropyLoss()
+    ddp.train()
+
+    dist.barrier()
+    t0 = time.perf_counter()
+    loss = None
+    for xb, yb in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(xb), yb)
+        loss.backward()
+        opt.step()
+    dist.barrier()
+    seconds = time.perf_counter() - t0
+
+    # final training loss: last step's local-batch loss averaged over ranks
+    last = loss.detach().clone().reshape(1)
+    dist.all_reduce(last)
+    final_loss = last.item() / world
+    t = torch.tensor([seconds], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    seconds = t.item()
+
+    result = None
+    if rank == 0:
+        result = {
+            "framework": "pytorch",
+            "torch_version": torch.__version__,
+            "python": sys.executable,
+            "model": args.model,
+            "world_size": world,
+            "threads_per_rank": args.threads,
+            "steps": steps,
+            "per_rank_batch": b,
+            "global_batch": gb,
+            "train_seconds": seconds,
+            "train_samples_per_second": steps * gb / seconds,
+            "final_train_loss": final_loss,
+            "model_flops_per_sample": flops,
+            "cpu_binding": "core" if cpus is not None else "none",
+        }
+        if args.test:
+            xt, yt = load_h5(torch, args.test)
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for i in range(0, xt.shape[0], 1000):
+                    correct += (model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
+            result["test_accuracy"] = correct / xt.shape[0]
+    dist.barrier()
+    dist.destroy_process_group()
+    if result is not None:
+        print(json.dumps(result), flush=True)
+    if os.environ.get("DBG_MARK"): print(f"MARK rank {rank} done", file=sys.stderr, flush=True)
+    return 0
+
+
+def main():
+    args = parse_args()
+    if args.world_size < 1 or args.threads < 1 or args.batch < 1:
+        raise SystemExit("--np, --threads and --batch must be >= 1")
+    if os.environ.get(WORKER_ENV) == "1":
+        return worker(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return launch(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
