@@ -37,11 +37,11 @@ void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
 // which is how the trainer's single communication thread uses it.
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(const Context& ctx, AllreduceAlgo algo) : algo_(algo) {
+  MpiCommunicator(MPI_Comm base, AllreduceAlgo algo) : algo_(algo) {
     try {
       // Our own communicator: ring messages can never match a receive posted by other code
       // on the world communicator (data loading, checkpoints), nor the other way round.
-      RT_MPI_CHECK(MPI_Comm_dup(world_comm(ctx), &comm_));
+      RT_MPI_CHECK(MPI_Comm_dup(base, &comm_));
       RT_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
       RT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
       RT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -126,7 +126,11 @@ class MpiCommunicator final : public Communicator {
 }  // namespace
 
 std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, AllreduceAlgo algo) {
-  return std::make_unique<MpiCommunicator>(ctx, algo);
+  return std::make_unique<MpiCommunicator>(world_comm(ctx), algo);
+}
+
+std::unique_ptr<Communicator> make_mpi_self_communicator(AllreduceAlgo algo) {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_SELF, algo);
 }
 
 }  // namespace ringtrain

@@ -22,6 +22,7 @@
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/train_config.hpp"
 #include "train/batch.hpp"
 #include "train/run_report.hpp"
@@ -189,13 +190,8 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
   const BatchBuilder builder(tc.mean, tc.std);
   const std::int64_t b = tc.batch_size;
   Tensor x = Tensor::empty(s.train.sample_shape().with_batch(b));
-  Tensor dlogits = Tensor::empty(Shape{b, s.num_classes});
   std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
-  SoftmaxCrossEntropy ce;
-  float* params = model.params().f32();
-  float* grads = model.grads().f32();
-  const std::int64_t np = model.num_params();
-  const float inv_world = 1.0f / static_cast<float>(world);
+  DataParallelStep dp_step(model, *s.optimizer, *s.comm, b, s.num_classes);
 
   std::int64_t step = 0;
   double final_loss = 0.0;
@@ -205,29 +201,13 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
     for (std::int64_t i = 0; i < spe && step < s.total_steps; ++i, ++step) {
       const auto t0 = Clock::now();
       builder.fill(s.train, s.sampler->rank_batch(i), x, labels.data());
-      const auto t1 = Clock::now();
-      const StepInfo info{true, tc.seed, step, ctx.world_rank()};
-      const double loss = ce.forward(model.forward(x, info), labels.data());
-      ce.backward(dlogits);
-      model.backward(dlogits);
-      const auto t2 = Clock::now();
-      s.comm->allreduce_sum(grads, static_cast<std::size_t>(np), DType::f32);
-      double stats[2] = {loss, static_cast<double>(ce.correct())};
-      s.comm->allreduce_sum(stats, 2, DType::f64);
-      const auto t3 = Clock::now();
-      const double mean_loss = stats[0] / world;
-      if (!std::isfinite(mean_loss))  // the same value on every rank: all stop together
-        throw CollectiveError(fmt::format("non-finite loss ({}) at epoch {} step {}; lower optim.lr or check the data",
-                                          mean_loss, epoch + 1, i + 1));
-      for (std::int64_t k = 0; k < np; ++k) grads[k] *= inv_world;
-      s.optimizer->step(params, grads, np, static_cast<float>(s.schedule->at(step)));
-      const auto t4 = Clock::now();
-      final_loss = mean_loss;
-      report.step(epoch, i, step, mean_loss, stats[1] / static_cast<double>(b * world), s.schedule->at(step),
-                  StepTimes{std::chrono::duration<double>(t1 - t0).count(),
-                            std::chrono::duration<double>(t2 - t1).count() + std::chrono::duration<double>(t4 - t3).count(),
-                            std::chrono::duration<double>(t3 - t2).count()},
-                  s.total_steps);
+      const double data_s = seconds_since(t0);
+      const double lr = s.schedule->at(step);
+      const StepResult r = dp_step.run(x, labels.data(), StepInfo{true, tc.seed, step, ctx.world_rank()},
+                                       static_cast<float>(lr));
+      final_loss = r.loss;
+      report.step(epoch, i, step, r.loss, r.correct / static_cast<double>(b * world), lr,
+                  StepTimes{data_s, r.compute_s, r.comm_s}, s.total_steps);
     }
     if (!tc.test_path.empty()) {
       last_eval = evaluate(s, ctx, builder);

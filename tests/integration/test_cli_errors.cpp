@@ -30,9 +30,11 @@ std::string write_text(const std::string& name, const std::string& text) {
   return path.string();
 }
 
-// A dataset file with images of the given dims (uint8) and labels of length n_labels.
+// A dataset file with images of the given dims (uint8) and labels of length n_labels, all
+// equal to label_value, or cycling through 0..9 when label_value is kCycle.
+constexpr int kCycle = -1;
 std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels,
-                     std::uint8_t label_value, bool with_labels = true) {
+                     int label_value, bool with_labels = true) {
   const auto path = (work_dir() / name).string();
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t count = 1;
@@ -44,7 +46,9 @@ std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_
   H5Dclose(d);
   H5Sclose(s);
   if (with_labels) {
-    std::vector<std::uint8_t> labels(n_labels, label_value);
+    std::vector<std::uint8_t> labels(n_labels);
+    for (hsize_t i = 0; i < n_labels; ++i)
+      labels[i] = static_cast<std::uint8_t>(label_value == kCycle ? static_cast<int>(i % 10) : label_value);
     const hid_t ls = H5Screate_simple(1, &n_labels, nullptr);
     const hid_t ld = H5Dcreate2(f, "labels", H5T_STD_U8LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (n_labels > 0) H5Dwrite(ld, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data());
@@ -69,7 +73,7 @@ struct Case {
 };
 
 std::vector<Case> cases() {
-  const auto good = write_h5("good.h5", {64, 1, 4, 4}, 64, 3);
+  const auto good = write_h5("good.h5", {64, 1, 4, 4}, 64, kCycle);
   std::vector<Case> c;
   c.push_back({"missing config", {"train", (work_dir() / "nope.toml").string()}, {"nope.toml", "no such file"}});
   c.push_back({"syntax error", {"train", write_text("syntax.toml", "[train]\nepochs = = 2\n")}, {"syntax.toml:2:"}});
@@ -96,7 +100,7 @@ std::vector<Case> cases() {
                {"train", write_text("small.toml", config_for(write_h5("small.h5", {3, 1, 4, 4}, 3, 1)))},
                {"global batch"}});
   c.push_back({"non-finite loss",
-               {"train", write_text("nan.toml", config_for(good, "epochs = 50\n[optim]\nlr = 1e30\nmomentum = 0.9"))},
+               {"train", write_text("nan.toml", config_for(good, "epochs = 50\n[optim]\nlr = 1e38\nmomentum = 0.9"))},
                {"non-finite loss"}});
   return c;
 }

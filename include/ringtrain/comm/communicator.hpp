@@ -39,5 +39,8 @@ class Communicator {
 
 // The MPI backend on the Context's world communicator.
 std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, AllreduceAlgo algo);
+// A one-rank communicator on this process alone (MPI_COMM_SELF): the single-process
+// reference that data-parallel results are compared with.
+std::unique_ptr<Communicator> make_mpi_self_communicator(AllreduceAlgo algo);
 
 }  // namespace ringtrain
