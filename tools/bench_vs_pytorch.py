@@ -161,13 +161,19 @@ def run_ringtrain(args, model, steps):
     cfg = os.path.join("examples", "fashion_mnist", f"{model}.toml")
     if not os.path.exists(os.path.join(REPO, cfg)):
         raise RunFailed(f"ringtrain {model}: config {cfg} not found")
+    # 1 unless --steps asks for more than one epoch (ringtrain stops at max_steps anyway)
+    epochs = max(1, -(-steps // max(1, TRAIN_SAMPLES // (args.batch * args.np))))
     rundir = tempfile.mkdtemp(prefix=f"ringtrain-bench-{model}-")
     try:
         cmd = mpirun_base(args) + ["--oversubscribe", args.ringtrain, "train", cfg,
                                    "--set", f"train.max_steps={steps}",
-                                   "--set", "train.epochs=1",
+                                   "--set", f"train.epochs={epochs}",
                                    "--set", f"run.dir={rundir}",
-                                   "--set", "train.log_every=100000"]
+                                   "--set", "train.log_every=100000",
+                                   # same data and per-rank batch as the PyTorch worker
+                                   "--set", f"train.batch_size={args.batch}",
+                                   "--set", f"data.train={os.path.join(args.data_dir, 'train.h5')}",
+                                   "--set", f"data.test={os.path.join(args.data_dir, 'test.h5')}"]
         for kv in args.ringtrain_set or []:
             cmd += ["--set", kv]
         run_cmd(cmd, args.timeout, env=ringtrain_env(), what=f"ringtrain {model}")
@@ -288,11 +294,11 @@ def main():
     ap.add_argument("--ringtrain", default=os.path.join("build", "src", "cli", "ringtrain"),
                     help="ringtrain binary (relative paths are relative to the repo root)")
     ap.add_argument("--data-dir", default=os.path.join("data", "fashion-mnist"),
-                    help="directory with train.h5 and test.h5 (used by the PyTorch worker; relative to repo root)")
+                    help="directory with train.h5 and test.h5 for both frameworks (relative to repo root)")
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
-    ap.add_argument("--batch", type=int, default=64, help="per-rank batch for torch (ringtrain: from its config)")
+    ap.add_argument("--batch", type=int, default=64, help="per-rank batch (both frameworks)")
     ap.add_argument("--steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--torch-python", action="append", default=None, metavar="PYTHON",
@@ -300,7 +306,7 @@ def main():
     ap.add_argument("--only", choices=("ringtrain", "pytorch"), default=None,
                     help="run only one side (the peak is still measured if the ringtrain binary exists)")
     ap.add_argument("--ringtrain-set", action="append", default=None, metavar="KEY=VALUE",
-                    help="extra --set passed to ringtrain train (repeatable), e.g. to point it at --data-dir")
+                    help="extra --set passed to ringtrain train (repeatable)")
     ap.add_argument("--peak-gflops", type=float, default=None,
                     help="use this aggregate GFLOP/s as peak instead of running ringtrain bench gemm")
     ap.add_argument("--eval", action="store_true", help="torch worker also reports test accuracy (test.h5)")
@@ -335,13 +341,13 @@ def main():
     if need_mpirun and shutil.which(args.mpirun) is None:
         sys.exit(f"error: {args.mpirun} not found on PATH")
 
+    for name in ("train.h5", "test.h5"):
+        path = os.path.join(args.data_dir, name)
+        if (name == "train.h5" or want_rt or args.eval) and not os.path.isfile(path):
+            sys.exit(f"error: {path} not found (--data-dir; write it with tools/quickstart "
+                     f"or `ringtrain data convert`)")
     torch_pys = []
     if want_torch:
-        train_h5 = os.path.join(args.data_dir, "train.h5")
-        if not os.path.isfile(train_h5):
-            sys.exit(f"error: {train_h5} not found (--data-dir)")
-        if args.eval and not os.path.isfile(os.path.join(args.data_dir, "test.h5")):
-            sys.exit(f"error: {os.path.join(args.data_dir, 'test.h5')} not found (--eval)")
         torch_pys = resolve_torch_pythons(args)
         if not torch_pys:
             sys.exit("error: no Python with torch, h5py and numpy found; run tools/setup-torch-venv "
@@ -389,6 +395,9 @@ def main():
             if res.get("steps") != steps or res.get("world_size") != args.np:
                 log(f"warning: {r['label']} {r['model']} ran steps={res.get('steps')} "
                     f"world_size={res.get('world_size')} (expected {steps}, {args.np})")
+            if res.get("threads_per_rank", args.threads) != args.threads:
+                log(f"warning: {r['label']} {r['model']} used threads_per_rank={res.get('threads_per_rank')}, "
+                    f"torch uses --threads {args.threads}")
         gbs = {r["label"]: r["result"].get("global_batch") for r in runs}
         if len(set(gbs.values())) > 1:
             log(f"warning: global batch differs between frameworks: {gbs}")
