@@ -39,9 +39,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
   if (!std::isfinite(r.loss))  // the same value on every rank: all stop together
     throw CollectiveError(fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss,
                                       info.step + 1));
-  const float inv_world = 1.0f / static_cast<float>(world);
-  for (std::int64_t k = 0; k < n; ++k) grads[k] *= inv_world;
-  optimizer_.step(model_.params().f32(), grads, n, lr);
+  optimizer_.step(model_.params().f32(), grads, n, lr, 1.0f / static_cast<float>(world));
   const auto t3 = Clock::now();
   r.compute_s = between(t0, t1) + between(t2, t3);
   r.comm_s = between(t1, t2);

@@ -17,8 +17,9 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string_view name() const = 0;
-  // One update of all n parameters with learning rate lr.
-  virtual void step(float* params, const float* grads, std::int64_t n, float lr) = 0;
+  // One update of all n parameters with learning rate lr, using grads * grad_scale (the
+  // 1/world averaging folded into the update: one pass over the arenas instead of two).
+  virtual void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) = 0;
   // Optimizer state (momentum buffers, moments), for checkpoints.
   virtual std::vector<Tensor> state() = 0;
 };
@@ -27,7 +28,7 @@ class Sgd : public Optimizer {
  public:
   Sgd(std::int64_t num_params, const SgdHyper& hyper);
   std::string_view name() const override { return "sgd"; }
-  void step(float* params, const float* grads, std::int64_t n, float lr) override;
+  void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
   std::vector<Tensor> state() override { return {velocity_}; }
 
  private:
@@ -39,7 +40,7 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::int64_t num_params, const AdamWHyper& hyper);
   std::string_view name() const override { return "adamw"; }
-  void step(float* params, const float* grads, std::int64_t n, float lr) override;
+  void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
   std::vector<Tensor> state() override { return {m_, v_}; }
 
  private:
