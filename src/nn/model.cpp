@@ -13,6 +13,7 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shap
   RT_REQUIRE(!layers_.empty(), ConfigError, "model: no layers");
   Shape shape = input_shape;
   std::int64_t total = 0;
+  first_trainable_ = layers_.size();
   for (std::size_t i = 0; i < layers_.size(); ++i) {
     try {
       shape = layers_[i]->configure(shape);
@@ -24,6 +25,7 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shap
     std::int64_t count = 0;
     for (const auto& s : specs_.back()) count += s.shape.numel();
     layer_params_.push_back(count);
+    if (count > 0 && first_trainable_ == layers_.size()) first_trainable_ = i;
     total += count;
   }
   params_ = Tensor::empty(Shape{total});
@@ -98,10 +100,12 @@ void Model::backward(const Tensor& dlogits) {
   const std::size_t last = layers_.size() - 1;
   RT_REQUIRE(dlogits.shape() == acts_[last].shape(), Error, "backward: gradient shape {} != output shape {}",
              dlogits.shape().str(), acts_[last].shape().str());
+  // Layers before the first one with parameters need no backward at all, and that layer
+  // needs no input gradient (for the MLP this skips a third of the first GEMM's backward).
   const Tensor* dy = &dlogits;
-  for (std::size_t i = last + 1; i-- > 0;) {
+  for (std::size_t i = last + 1; i-- > first_trainable_;) {
     const Tensor& x = i == 0 ? input_ : acts_[i - 1];
-    Tensor* dx = i == 0 ? nullptr : &dacts_[i - 1];
+    Tensor* dx = i == first_trainable_ ? nullptr : &dacts_[i - 1];
     layers_[i]->backward(x, acts_[i], *dy, dx);
     dy = dx;
   }

@@ -46,6 +46,7 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> shapes_;              // per-sample output shape of each layer
   std::vector<std::int64_t> layer_params_;  // parameter count per layer
+  std::size_t first_trainable_ = 0;         // index of the first layer with parameters
   std::vector<std::vector<ParamSpec>> specs_;
   Tensor params_, grads_;
   std::int64_t capacity_ = 0;               // batch size the activation buffers hold
