@@ -46,6 +46,17 @@ void Conv2d::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   }
 }
 
+// Output columns ox whose input column ox * stride - padding + kj lies inside the image.
+Conv2d::Span Conv2d::valid_span(std::int64_t kj) const {
+  const std::int64_t shift = o_.padding - kj;  // ix = ox * stride - shift
+  std::int64_t begin = shift > 0 ? (shift + o_.stride - 1) / o_.stride : 0;
+  std::int64_t end = (w_in_ - 1 + shift) / o_.stride + 1;  // first ox with ix >= w_in
+  if (w_in_ - 1 + shift < 0) end = 0;
+  begin = std::min(begin, ow_);
+  end = std::clamp(end, begin, ow_);
+  return Span{begin, end};
+}
+
 std::int64_t Conv2d::forward_flops_per_sample() const {
   return 2 * o_.out_channels * c_ * o_.kernel * o_.kernel * oh_ * ow_;
 }
@@ -56,11 +67,13 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   cols_.resize(static_cast<std::size_t>(kk * np));
   gemm_out_.resize(static_cast<std::size_t>(f * np));
   const float* in = x.f32();
-  // im2col: row (c, ki, kj), column (n, oh, ow).
+  // im2col: row (c, ki, kj), column (n, oh, ow). Each output row splits into a zero
+  // left margin, a valid middle (a contiguous copy when stride is 1) and a zero right margin.
   for (std::int64_t c = 0; c < c_; ++c)
     for (std::int64_t ki = 0; ki < k; ++ki)
       for (std::int64_t kj = 0; kj < k; ++kj) {
         float* row = cols_.data() + ((c * k + ki) * k + kj) * np;
+        const Span span = valid_span(kj);
         for (std::int64_t b = 0; b < n; ++b) {
           const float* plane = in + (b * c_ + c) * h_ * w_in_;
           float* dst = row + b * p;
@@ -71,11 +84,15 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
               std::fill(d, d + ow_, 0.0f);
               continue;
             }
-            const float* src = plane + iy * w_in_;
-            for (std::int64_t ox = 0; ox < ow_; ++ox) {
-              const std::int64_t ix = ox * o_.stride - o_.padding + kj;
-              d[ox] = (ix >= 0 && ix < w_in_) ? src[ix] : 0.0f;
+            const float* src = plane + iy * w_in_;  // column ox reads src[ox * stride - shift]
+            const std::int64_t shift = o_.padding - kj;
+            std::fill(d, d + span.begin, 0.0f);
+            if (o_.stride == 1) {
+              std::copy(src + span.begin - shift, src + span.end - shift, d + span.begin);
+            } else {
+              for (std::int64_t ox = span.begin; ox < span.end; ++ox) d[ox] = src[ox * o_.stride - shift];
             }
+            std::fill(d + span.end, d + ow_, 0.0f);
           }
         }
       }
@@ -93,31 +110,36 @@ void Conv2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   const std::int64_t n = x.shape()[0], k = o_.kernel, p = oh_ * ow_, np = n * p, kk = c_ * k * k;
   const std::int64_t f = o_.out_channels;
-  // dy [N, F, P] -> channel-major [F, N*P] (reusing the forward output buffer).
+  // dy [N, F, P] -> channel-major [F, N*P] (reusing the forward output buffer); the bias
+  // gradient is summed on the way, while the rows are in cache.
   const float* g = dy.f32();
+  std::vector<double>& db = bias_sums_;
+  db.assign(static_cast<std::size_t>(f), 0.0);
   for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t j = 0; j < f; ++j)
-      std::memcpy(gemm_out_.data() + j * np + b * p, g + (b * f + j) * p, sizeof(float) * static_cast<std::size_t>(p));
-  blas::sgemm(false, true, f, kk, np, 1.0f, gemm_out_.data(), np, cols_.data(), np, 0.0f, dw_.f32(), kk);
-  if (o_.bias) {
-    float* db = db_.f32();
     for (std::int64_t j = 0; j < f; ++j) {
-      double s = 0.0;
-      const float* row = gemm_out_.data() + j * np;
-      for (std::int64_t q = 0; q < np; ++q) s += row[q];
-      db[j] = static_cast<float>(s);
+      const float* src = g + (b * f + j) * p;
+      float* dst = gemm_out_.data() + j * np + b * p;
+      float row_sum = 0.0f;
+      for (std::int64_t q = 0; q < p; ++q) {
+        dst[q] = src[q];
+        row_sum += src[q];
+      }
+      db[static_cast<std::size_t>(j)] += row_sum;
     }
-  }
+  if (o_.bias)
+    for (std::int64_t j = 0; j < f; ++j) db_.f32()[j] = static_cast<float>(db[static_cast<std::size_t>(j)]);
+  blas::sgemm(false, true, f, kk, np, 1.0f, gemm_out_.data(), np, cols_.data(), np, 0.0f, dw_.f32(), kk);
   if (dx == nullptr) return;
   dcols_.resize(static_cast<std::size_t>(kk * np));
   blas::sgemm(true, false, kk, np, f, 1.0f, w_.f32(), kk, gemm_out_.data(), np, 0.0f, dcols_.data(), np);
-  // col2im: scatter-add the column gradients back to the input positions.
+  // col2im: scatter-add the column gradients back to the input positions (valid spans only).
   float* out = dx->f32();
   std::memset(out, 0, dx->nbytes());
   for (std::int64_t c = 0; c < c_; ++c)
     for (std::int64_t ki = 0; ki < k; ++ki)
       for (std::int64_t kj = 0; kj < k; ++kj) {
         const float* row = dcols_.data() + ((c * k + ki) * k + kj) * np;
+        const Span span = valid_span(kj);
         for (std::int64_t b = 0; b < n; ++b) {
           float* plane = out + (b * c_ + c) * h_ * w_in_;
           const float* src = row + b * p;
@@ -125,11 +147,9 @@ void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* 
             const std::int64_t iy = oy * o_.stride - o_.padding + ki;
             if (iy < 0 || iy >= h_) continue;
             float* d = plane + iy * w_in_;
-            const float* s = src + oy * ow_;
-            for (std::int64_t ox = 0; ox < ow_; ++ox) {
-              const std::int64_t ix = ox * o_.stride - o_.padding + kj;
-              if (ix >= 0 && ix < w_in_) d[ix] += s[ox];
-            }
+            const float* g = src + oy * ow_;
+            const std::int64_t shift = o_.padding - kj;
+            for (std::int64_t ox = span.begin; ox < span.end; ++ox) d[ox * o_.stride - shift] += g[ox];
           }
         }
       }

@@ -111,6 +111,13 @@ TEST(Gradients, Conv2dStridedNoPadding) {
   h.run();
 }
 
+TEST(Gradients, Conv2dStridedWidePadding) {
+  Conv2d c(Conv2dOptions{2, 3, 2, 2, true});
+  Harness h(c, Shape{2, 5, 4}, 2);
+  fill_uniform(h.x, 12);
+  h.run();
+}
+
 TEST(Gradients, ReLU) {
   ReLU l;
   Harness h(l, Shape{4, 3}, 3);
