@@ -1,7 +1,5 @@
 // MaxPool2d (no padding): remembers the arg-max of every window for backward. Ties pick the
 // first maximum in row-major window order, as PyTorch does.
-#include <limits>
-
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 
@@ -29,22 +27,34 @@ void MaxPool2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   float* out = y.f32();
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t c = 0; c < c_; ++c) {
-      const float* plane = in + b * in_sample + c * h_ * w_;
+      const std::int64_t plane_offset = c * h_ * w_;
+      const float* plane = in + b * in_sample + plane_offset;
+      float* o = out + b * out_sample + c * oh_ * ow_;
+      std::int32_t* a = argmax_.data() + b * out_sample + c * oh_ * ow_;
       for (std::int64_t oy = 0; oy < oh_; ++oy)
         for (std::int64_t ox = 0; ox < ow_; ++ox) {
-          float best = -std::numeric_limits<float>::infinity();
-          std::int64_t where = (oy * s_) * w_ + ox * s_;
-          for (std::int64_t i = 0; i < k_; ++i)
-            for (std::int64_t j = 0; j < k_; ++j) {
-              const std::int64_t off = (oy * s_ + i) * w_ + ox * s_ + j;
+          const std::int64_t origin = (oy * s_) * w_ + ox * s_;
+          float best = plane[origin];
+          std::int64_t where = origin;
+          if (k_ == 2) {  // the common case, unrolled (same first-maximum rule)
+            const std::int64_t cand[3] = {origin + 1, origin + w_, origin + w_ + 1};
+            for (std::int64_t off : cand)
               if (plane[off] > best) {
                 best = plane[off];
                 where = off;
               }
-            }
-          const std::int64_t o = b * out_sample + (c * oh_ + oy) * ow_ + ox;
-          out[o] = best;
-          argmax_[static_cast<std::size_t>(o)] = static_cast<std::int32_t>(c * h_ * w_ + where);
+          } else {
+            for (std::int64_t i = 0; i < k_; ++i)
+              for (std::int64_t j = 0; j < k_; ++j) {
+                const std::int64_t off = origin + i * w_ + j;
+                if (plane[off] > best) {
+                  best = plane[off];
+                  where = off;
+                }
+              }
+          }
+          o[oy * ow_ + ox] = best;
+          a[oy * ow_ + ox] = static_cast<std::int32_t>(plane_offset + where);
         }
     }
 }

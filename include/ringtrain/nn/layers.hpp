@@ -49,13 +49,14 @@ class Conv2d : public Layer {
     std::int64_t begin, end;
   };
   Span valid_span(std::int64_t kj) const;
+  void im2col(const float* image, float* cols) const;  // one sample: [C*k*k, OH*OW]
+  void col2im(const float* cols, float* image) const;  // one sample, overwrites image
 
   Conv2dOptions o_;
   std::int64_t c_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0;
   Tensor w_, b_, dw_, db_;
-  std::vector<float> cols_;     // im2col of the last forward input: [C*k*k, N*OH*OW]
-  std::vector<float> gemm_out_;  // [F, N*OH*OW] (forward output / backward dy, channel-major)
-  std::vector<float> dcols_;     // gradient of cols_
+  std::vector<float> cols_;     // columns of the last forward input: [N][C*k*k][OH*OW]
+  std::vector<float> dcols_;    // one sample's column gradient
   std::vector<double> bias_sums_;  // per-channel bias gradient accumulators
 };
 
