@@ -25,6 +25,7 @@ Model::Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shap
     std::int64_t count = 0;
     for (const auto& s : specs_.back()) count += s.shape.numel();
     layer_params_.push_back(count);
+    layer_offset_.push_back(total);
     if (count > 0 && first_trainable_ == layers_.size()) first_trainable_ = i;
     total += count;
   }
@@ -96,7 +97,7 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
   return acts_.back();
 }
 
-void Model::backward(const Tensor& dlogits) {
+void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
   const std::size_t last = layers_.size() - 1;
   RT_REQUIRE(dlogits.shape() == acts_[last].shape(), Error, "backward: gradient shape {} != output shape {}",
              dlogits.shape().str(), acts_[last].shape().str());
@@ -107,8 +108,16 @@ void Model::backward(const Tensor& dlogits) {
     const Tensor& x = i == 0 ? input_ : acts_[i - 1];
     Tensor* dx = i == first_trainable_ ? nullptr : &dacts_[i - 1];
     layers_[i]->backward(x, acts_[i], *dy, dx);
+    if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
     dy = dx;
   }
+}
+
+std::vector<std::int64_t> Model::param_layer_offsets() const {
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    if (layer_params_[i] > 0) out.push_back(layer_offset_[i]);
+  return out;
 }
 
 std::vector<Tensor> Model::buffers() {

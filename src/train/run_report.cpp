@@ -64,14 +64,22 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
     start = end + 1;
   }
   log::info("{}", indented.substr(0, indented.size() - 1));
-  log::info("data:   train {} samples {} ({}), test {} | global batch {} = {} x {} | {} steps/epoch",
+  const std::string accumulation =
+      tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : std::string();
+  log::info("data:   train {} samples {} ({}), test {} | global batch {} = {} ranks x {}{} | {} steps/epoch",
             with_commas(train.size()), train.sample_shape().str(), train.path(),
             tc_.test_path.empty() ? std::string("none") : with_commas(test.size()), global_batch_,
-            ctx_.world_size(), tc_.batch_size, steps_per_epoch_);
+            ctx_.world_size(), tc_.batch_size, accumulation, steps_per_epoch_);
   log::info("model:  {} layers, {} parameters, {:.1f} MFLOP per training sample", model.num_layers(),
             with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
   log::info("setup:  {:.2f} s", setup_seconds);
+}
+
+void RunReport::comm_plan(std::size_t buckets, bool overlap) {
+  log::info("comm:   {} gradient bucket{}, {}, watchdog {:g} s", buckets, buckets == 1 ? "" : "s",
+            overlap ? "allreduce overlapped with backward" : "allreduce after backward (comm.overlap = false)",
+            tc_.timeout_s);
 }
 
 void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
@@ -81,17 +89,18 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
   const bool last = global_step + 1 == total_steps;
   if ((global_step + 1) % tc_.log_every != 0 && !last) return;
   const std::size_t n = times_.size() - window_begin_;
-  double total = 0.0, data = 0.0, comm = 0.0;
+  double total = 0.0, data = 0.0, comm = 0.0, allreduce = 0.0;
   for (std::size_t i = window_begin_; i < times_.size(); ++i) {
     total += times_[i].total();
     data += times_[i].data;
     comm += times_[i].comm;
+    allreduce += times_[i].allreduce;
   }
   const double rate = static_cast<double>(n * global_batch_) / total;
   const double eta = static_cast<double>(total_steps - global_step - 1) * median_of(times_, window_begin_,
                                                                                      [](const StepTimes& t) { return t.total(); });
   const double mean_loss = window_loss_ / static_cast<double>(n);
-  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm {:.1f}%  lr {:.4g}  eta {}",
+  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
             epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss,
             with_commas(static_cast<std::int64_t>(rate)), 100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
   nlohmann::json j = {{"type", "step"},
@@ -104,7 +113,8 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
                       {"samples_per_second", rate},
                       {"step_ms", 1e3 * total / static_cast<double>(n)},
                       {"data_wait_ms", 1e3 * data / static_cast<double>(n)},
-                      {"comm_ms", 1e3 * comm / static_cast<double>(n)}};
+                      {"exposed_comm_ms", 1e3 * comm / static_cast<double>(n)},
+                      {"allreduce_ms", 1e3 * allreduce / static_cast<double>(n)}};
   if (metrics_) metrics_->write(j.dump());
   window_begin_ = times_.size();
   window_loss_ = 0.0;
@@ -150,7 +160,10 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"train_seconds", train_seconds},
       {"median_step_ms", med([](const StepTimes& t) { return t.total(); })},
       {"median_data_wait_ms", med([](const StepTimes& t) { return t.data; })},
-      {"median_comm_ms", med([](const StepTimes& t) { return t.comm; })},
+      {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
+      {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
+      {"overlap", tc_.overlap},
+      {"accumulation_steps", tc_.accumulation_steps},
       {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
       {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},
       {"parameters", model.num_params()},

@@ -19,9 +19,10 @@ class Model;
 struct TrainConfig;
 
 struct StepTimes {
-  double data = 0.0;     // assembling the batch (waiting for data)
-  double compute = 0.0;  // forward, backward, optimizer
-  double comm = 0.0;     // gradient allreduce (not overlapped yet)
+  double data = 0.0;       // assembling the batch (waiting for data)
+  double compute = 0.0;    // forward, backward, optimizer
+  double comm = 0.0;       // exposed communication: end of backward until gradients are reduced
+  double allreduce = 0.0;  // all buckets' allreduce time, overlapped with backward or not
   double total() const { return data + compute + comm; }
 };
 
@@ -31,6 +32,7 @@ class RunReport {
   void header(const std::string& config_path, const std::string& resolved_config, const InMemoryDataset& train,
               const InMemoryDataset& test, const DistributedSampler& sampler, const Model& model,
               double setup_seconds);
+  void comm_plan(std::size_t buckets, bool overlap);
   void step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
             double train_accuracy, double lr, const StepTimes& times, std::int64_t total_steps);
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);

@@ -34,6 +34,8 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.seed = static_cast<std::uint64_t>(seed);
   t.log_every = train.get_int("log_every", t.log_every);
   require_positive(train, "log_every", t.log_every, 1);
+  t.accumulation_steps = train.get_int("accumulation_steps", t.accumulation_steps);
+  require_positive(train, "accumulation_steps", t.accumulation_steps, 1);
 
   Config data = config.section("data");
   t.train_path = data.require_string("train");
@@ -54,6 +56,16 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
 
   Config comm = config.section("comm");
   t.allreduce = comm.get_string("allreduce", t.allreduce);
+  t.overlap = comm.get_bool("overlap", t.overlap);
+  t.bucket_mb = comm.get_double("bucket_mb", t.bucket_mb);
+  t.first_bucket_mb = comm.get_double("first_bucket_mb", t.first_bucket_mb);
+  t.timeout_s = comm.get_double("timeout_s", t.timeout_s);
+  for (const auto& [key, value] : {std::pair{"bucket_mb", t.bucket_mb}, std::pair{"first_bucket_mb", t.first_bucket_mb},
+                                   std::pair{"timeout_s", t.timeout_s}})
+    RT_REQUIRE(value > 0.0, ConfigError, "config: {}: key 'comm.{}': must be > 0, got {}", config.source(), key, value);
+
+  Config monitor = config.section("monitor");
+  t.trace = monitor.get_bool("trace", t.trace);
   return t;
 }
 

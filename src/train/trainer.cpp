@@ -11,12 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/sampler.hpp"
 #include "ringtrain/monitor/metrics_log.hpp"
+#include "ringtrain/monitor/tracer.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -37,7 +39,9 @@ struct Setup {
   std::string config_path;
   std::string resolved_config;
   TrainConfig tc;
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<Communicator> comm;       // set-up, statistics, evaluation
+  std::unique_ptr<Communicator> grad_comm;  // gradient buckets only (the comm thread's)
   InMemoryDataset train, test;
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
@@ -71,7 +75,13 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     config = std::make_unique<Config>(Config::load_file(config_path, overrides));
     s->tc = read_train_config(*config, std::filesystem::path(config_path).stem().string());
     ctx.bind(s->tc.backend, static_cast<int>(s->tc.threads));
-    s->comm = make_mpi_communicator(ctx, parse_allreduce_algo(s->tc.allreduce));
+    s->watchdog = std::make_unique<Watchdog>(s->tc.timeout_s, [&ctx](const std::string& message) {
+      log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
+      ctx.abort(1);
+    });
+    const AllreduceAlgo algo = parse_allreduce_algo(s->tc.allreduce);
+    s->comm = watch_collectives(make_mpi_communicator(ctx, algo), *s->watchdog, "main");
+    s->grad_comm = watch_collectives(make_mpi_communicator(ctx, algo), *s->watchdog, "gradient");
   });
   const TrainConfig& tc = s->tc;
   run_collectively(ctx, [&] {
@@ -92,7 +102,8 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
                  s->train.sample_shape().str());
       check_labels(s->test, s->num_classes, "data.test");
     }
-    s->sampler = std::make_unique<DistributedSampler>(s->train.size(), tc.batch_size * ctx.world_size(),
+    s->sampler = std::make_unique<DistributedSampler>(s->train.size(),
+                                                      tc.batch_size * tc.accumulation_steps * ctx.world_size(),
                                                       ctx.world_size(), ctx.world_rank(), tc.seed);
     s->total_steps = s->sampler->steps_per_epoch() * tc.epochs;
     if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
@@ -169,6 +180,20 @@ std::string verify_param_checksums(Setup& s, const Context& ctx) {
   return fmt::format("{:016x}", root);
 }
 
+// Each rank writes its own trace; rank 0 merges them into run.dir/trace.json (the run dir
+// is on a file system every rank sees, as metrics and checkpoints assume too).
+void write_trace(const Tracer& tracer, Setup& s, const Context& ctx) {
+  const std::string dir = s.tc.run_dir;
+  run_collectively(ctx, [&] { tracer.write(fmt::format("{}/trace-rank{}.json", dir, ctx.world_rank())); });
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() != 0) return;
+    std::vector<std::string> parts;
+    for (int r = 0; r < ctx.world_size(); ++r) parts.push_back(fmt::format("{}/trace-rank{}.json", dir, r));
+    Tracer::merge(parts, dir + "/trace.json");
+    for (const auto& p : parts) std::filesystem::remove(p);
+  });
+}
+
 }  // namespace
 
 void run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
@@ -188,10 +213,18 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
   s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
 
   const BatchBuilder builder(tc.mean, tc.std);
-  const std::int64_t b = tc.batch_size;
+  const std::int64_t b = s.sampler->rank_batch_size();  // batch_size x accumulation_steps
   Tensor x = Tensor::empty(s.train.sample_shape().with_batch(b));
   std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
-  DataParallelStep dp_step(model, *s.optimizer, *s.comm, b, s.num_classes);
+  Tracer tracer(tc.trace, ctx.world_rank());
+  StepOptions options;
+  options.overlap = tc.overlap;
+  options.bucket_mb = tc.bucket_mb;
+  options.first_bucket_mb = tc.first_bucket_mb;
+  options.accumulation_steps = tc.accumulation_steps;
+  DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
+                           &tracer);
+  report.comm_plan(dp_step.num_buckets(), tc.overlap);
 
   std::int64_t step = 0;
   double final_loss = 0.0;
@@ -201,13 +234,15 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
     for (std::int64_t i = 0; i < spe && step < s.total_steps; ++i, ++step) {
       const auto t0 = Clock::now();
       builder.fill(s.train, s.sampler->rank_batch(i), x, labels.data());
-      const double data_s = seconds_since(t0);
+      const auto t1 = Clock::now();
+      tracer.span("data wait", "data", t0, t1);
       const double lr = s.schedule->at(step);
       const StepResult r = dp_step.run(x, labels.data(), StepInfo{true, tc.seed, step, ctx.world_rank()},
                                        static_cast<float>(lr));
       final_loss = r.loss;
       report.step(epoch, i, step, r.loss, r.correct / static_cast<double>(b * world), lr,
-                  StepTimes{data_s, r.compute_s, r.comm_s}, s.total_steps);
+                  StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
+                  s.total_steps);
     }
     if (!tc.test_path.empty()) {
       last_eval = evaluate(s, ctx, builder);
@@ -215,6 +250,7 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
     }
   }
   const std::string checksum = verify_param_checksums(s, ctx);
+  if (tracer.enabled()) write_trace(tracer, s, ctx);
   report.finish(step, epochs, final_loss, last_eval.accuracy, model, checksum);
 }
 

@@ -3,6 +3,7 @@
 // checkpoint slices are just ranges of them. Activations are preallocated per batch size.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,12 +26,19 @@ class Model {
   // Runs the network on x [N, ...input]; returns the logits [N, ...output] (owned by the
   // model, valid until the next forward).
   const Tensor& forward(const Tensor& x, const StepInfo& info);
+  // Called during backward each time a layer with parameters is done: every gradient from
+  // element `ready_from` of the arena to its end is final (layers are laid out in forward
+  // order, so readiness grows from the end of the arena towards its start).
+  using GradReadyHook = std::function<void(std::int64_t ready_from)>;
   // Back-propagates dlogits (same shape as the last forward's output) into the gradient arena.
-  void backward(const Tensor& dlogits);
+  void backward(const Tensor& dlogits, const GradReadyHook& on_ready = {});
 
   Tensor& params() { return params_; }
   Tensor& grads() { return grads_; }
   std::int64_t num_params() const { return params_.numel(); }
+  // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
+  // cut only there).
+  std::vector<std::int64_t> param_layer_offsets() const;
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return shapes_.back(); }
@@ -46,6 +54,7 @@ class Model {
   Shape input_shape_;
   std::vector<Shape> shapes_;              // per-sample output shape of each layer
   std::vector<std::int64_t> layer_params_;  // parameter count per layer
+  std::vector<std::int64_t> layer_offset_;  // first arena element of each layer's parameters
   std::size_t first_trainable_ = 0;         // index of the first layer with parameters
   std::vector<std::vector<ParamSpec>> specs_;
   Tensor params_, grads_;

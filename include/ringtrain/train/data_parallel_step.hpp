@@ -1,8 +1,11 @@
 // DataParallelStep: one synchronous data-parallel optimizer step on this rank's batch:
-// forward, loss, backward, gradient allreduce-average over the communicator, optimizer
-// update. The trainer runs it every step; tests run it with different world sizes.
+// forward and backward over `accumulation_steps` micro-batches, the gradient allreduce in
+// buckets (launched during the last backward when overlapping), averaging folded into the
+// optimizer update. The trainer runs it every step; tests run it with different world
+// sizes, bucketings and accumulation.
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/tensor/tensor.hpp"
@@ -10,30 +13,51 @@
 namespace ringtrain {
 
 class Communicator;
+class GradBucketer;
 class Model;
 class Optimizer;
+class Tracer;
+
+struct StepOptions {
+  bool overlap = true;                  // allreduce buckets during backward on a comm thread
+  double bucket_mb = 1.0;               // target bucket size
+  double first_bucket_mb = 0.25;        // the first (last layers') bucket, smaller to start early
+  std::int64_t accumulation_steps = 1;  // micro-batches per optimizer step
+};
 
 struct StepResult {
-  double loss = 0.0;         // mean over the global batch (all ranks)
+  double loss = 0.0;         // mean over the global batch (all ranks, all micro-batches)
   double correct = 0.0;      // correct predictions in the global batch
   double compute_s = 0.0;    // forward, backward, optimizer
-  double comm_s = 0.0;       // gradient and statistics allreduce
+  double allreduce_s = 0.0;  // gradient buckets' allreduce time (overlapped or not)
+  double exposed_s = 0.0;    // end of backward until all buckets are reduced, + statistics
 };
 
 class DataParallelStep {
  public:
-  DataParallelStep(Model& model, Optimizer& optimizer, Communicator& comm, std::int64_t batch,
-                   std::int64_t num_classes);
-  // x: [batch, ...] this rank's inputs; labels: batch entries. Throws CollectiveError (on
-  // every rank at once) when the global loss is not finite; the update is then skipped.
+  // stats_comm carries the loss/accuracy; grad_comm is used only for gradient buckets (on
+  // the comm thread when overlapping). micro_batch: samples per micro-batch per rank.
+  DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm, Communicator& grad_comm,
+                   std::int64_t micro_batch, std::int64_t num_classes, const StepOptions& options, Tracer* tracer);
+  ~DataParallelStep();
+
+  // x: [micro_batch * accumulation_steps, ...] this rank's inputs; labels: as many entries.
+  // Throws CollectiveError (on every rank at once) when the global loss is not finite; the
+  // update is then skipped.
   StepResult run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr);
+  std::size_t num_buckets() const;
 
  private:
   Model& model_;
   Optimizer& optimizer_;
-  Communicator& comm_;
+  Communicator& stats_comm_;
+  StepOptions options_;
+  std::int64_t micro_batch_;
+  Tracer* tracer_;
   SoftmaxCrossEntropy loss_;
   Tensor dlogits_;
+  Tensor carry_;  // gradients summed over the earlier micro-batches (accumulation only)
+  std::unique_ptr<GradBucketer> bucketer_;
 };
 
 }  // namespace ringtrain

@@ -18,6 +18,7 @@ struct TrainConfig {
   std::int64_t eval_batch_size = 256;
   std::uint64_t seed = 0;
   std::int64_t log_every = 100;    // steps between progress lines
+  std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
   // [data]
   std::string train_path;
   std::string test_path;           // empty: no evaluation
@@ -30,6 +31,12 @@ struct TrainConfig {
   std::int64_t threads = 0;        // 0: split the node's cores among local ranks
   // [comm]
   std::string allreduce = "ring";
+  bool overlap = true;             // bucket allreduces during backward on a comm thread
+  double bucket_mb = 1.0;
+  double first_bucket_mb = 0.25;
+  double timeout_s = 300.0;        // watchdog: a collective taking longer ends the job
+  // [monitor]
+  bool trace = false;              // Chrome/Perfetto timeline in run.dir/trace.json
 };
 
 // Reads and validates the keys above. `config_stem` names the default run directory.

@@ -1,9 +1,13 @@
 // The data-parallel invariant: W ranks with per-rank batch 128/W end with the same
 // parameters as one process with batch 128 after 20 steps (relative difference < 1e-5),
-// for an MLP and a CNN, with the ring and with MPI_Allreduce.
+// for an MLP and a CNN, with the ring and with MPI_Allreduce. Also: overlapped and plain
+// bucket paths give bitwise identical parameters, and gradient accumulation over k
+// micro-batches equals one k-times larger batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <functional>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
@@ -55,8 +59,13 @@ void fill_sample(std::int64_t index, float* x, std::int32_t* label) {
   *label = static_cast<std::int32_t>((index * 7) % 10);
 }
 
-// Trains for kSteps on `comm` (world W, this rank r) and returns the final parameters.
-std::vector<float> train(const char* model_text, Communicator& comm) {
+using CommFactory = std::function<std::unique_ptr<Communicator>()>;
+
+// Trains for kSteps over the communicators `make_comm` gives (world W, this rank r) and
+// returns the final parameters.
+std::vector<float> train(const char* model_text, const CommFactory& make_comm, const StepOptions& options = {}) {
+  auto stats_comm = make_comm();
+  auto grad_comm = make_comm();
   Config c = Config::parse(model_text, "model.toml");
   Config m = c.section("model");
   auto model = build_model(m, kSample);
@@ -64,9 +73,10 @@ std::vector<float> train(const char* model_text, Communicator& comm) {
   SgdHyper h;
   h.momentum = 0.9f;
   Sgd sgd(model->num_params(), h);
-  const std::int64_t b = kGlobalBatch / comm.size();
-  DistributedSampler sampler(kSamples, kGlobalBatch, comm.size(), comm.rank(), 3);
-  DataParallelStep step(*model, sgd, comm, b, 10);
+  const std::int64_t b = kGlobalBatch / stats_comm->size();
+  const std::int64_t micro = b / options.accumulation_steps;
+  DistributedSampler sampler(kSamples, kGlobalBatch, stats_comm->size(), stats_comm->rank(), 3);
+  DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, micro, 10, options, nullptr);
   Tensor x = Tensor::empty(kSample.with_batch(b));
   std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
   for (std::int64_t s = 0; s < kSteps; ++s) {
@@ -74,10 +84,17 @@ std::vector<float> train(const char* model_text, Communicator& comm) {
     if (epoch != sampler.epoch()) sampler.set_epoch(epoch);
     const auto idx = sampler.rank_batch(s % sampler.steps_per_epoch());
     for (std::int64_t i = 0; i < b; ++i) fill_sample(idx[i], x.f32() + i * kSample.numel(), &labels[i]);
-    step.run(x, labels.data(), StepInfo{true, 1, s, comm.rank()}, 0.05f);
+    step.run(x, labels.data(), StepInfo{true, 1, s, stats_comm->rank()}, 0.05f);
   }
   const float* p = model->params().f32();
   return std::vector<float>(p, p + model->num_params());
+}
+
+CommFactory world(AllreduceAlgo algo) {
+  return [algo] { return make_mpi_communicator(test::context(), algo); };
+}
+CommFactory self(AllreduceAlgo algo) {
+  return [algo] { return make_mpi_self_communicator(algo); };
 }
 
 double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
@@ -93,10 +110,8 @@ class DataParallel : public ::testing::TestWithParam<std::tuple<const char*, All
 
 TEST_P(DataParallel, WorldSizeDoesNotChangeTheResult) {
   const auto [model_text, algo] = GetParam();
-  auto world = make_mpi_communicator(test::context(), algo);
-  auto self = make_mpi_self_communicator(algo);
-  const auto distributed = train(model_text, *world);
-  const auto reference = train(model_text, *self);  // batch 128 in one process
+  const auto distributed = train(model_text, world(algo));
+  const auto reference = train(model_text, self(algo));  // batch 128 in one process
   const auto initial = [&] {
     Config c = Config::parse(model_text, "model.toml");
     Config m = c.section("model");
@@ -106,6 +121,28 @@ TEST_P(DataParallel, WorldSizeDoesNotChangeTheResult) {
   }();
   EXPECT_GT(relative_difference(reference, initial), 1e-2) << "training did not move the parameters";
   EXPECT_LT(relative_difference(distributed, reference), 1e-5);
+}
+
+TEST_P(DataParallel, OverlappedAndPlainPathsAreBitwiseIdentical) {
+  const auto [model_text, algo] = GetParam();
+  StepOptions overlapped, plain;
+  overlapped.bucket_mb = plain.bucket_mb = 1e-3;  // several buckets even for these small models
+  overlapped.first_bucket_mb = plain.first_bucket_mb = 1e-3;
+  plain.overlap = false;
+  const auto a = train(model_text, world(algo), overlapped);
+  const auto b = train(model_text, world(algo), plain);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST_P(DataParallel, AccumulationEqualsOneLargerBatch) {
+  const auto [model_text, algo] = GetParam();
+  StepOptions accumulate;
+  accumulate.accumulation_steps = 4;  // 4 micro-batches of 128 / (4 W)
+  const auto a = train(model_text, world(algo), accumulate);
+  const auto b = train(model_text, world(algo));
+  EXPECT_LT(relative_difference(a, b), 1e-5);
+  EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "the two paths cannot be the same code";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DataParallel,

@@ -1,0 +1,69 @@
+// Gradient buckets: contiguous slices of the flat gradient arena, planned from its end (the
+// last layers' gradients are final first during backward). GradBucketer launches each
+// bucket's allreduce as soon as backward has finished every gradient in it — on a
+// CommThread when overlapping, or in the same order after backward on the plain path, so
+// both paths compute bitwise identical sums.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ringtrain/comm/comm_thread.hpp"
+
+namespace ringtrain {
+
+class Communicator;
+class Tracer;
+
+struct Bucket {
+  std::int64_t begin = 0;  // first element in the arena
+  std::int64_t end = 0;    // one past the last
+};
+
+// Buckets covering [0, num_elements) exactly once, in launch order (from the end of the
+// arena). Buckets are cut only at `cuts` (ascending arena offsets where a layer's
+// parameters start; a layer is never split, as in PyTorch DDP): a bucket closes at the first
+// cut at which it holds at least its target, first_bucket_elements for the first bucket and
+// bucket_elements after. Both targets must be > 0.
+std::vector<Bucket> plan_buckets(std::int64_t num_elements, const std::vector<std::int64_t>& cuts,
+                                 std::int64_t bucket_elements, std::int64_t first_bucket_elements);
+
+struct BucketTimes {
+  double exposed_s = 0.0;    // from the end of backward until the last bucket was reduced
+  double allreduce_s = 0.0;  // sum of the buckets' allreduce durations
+};
+
+class GradBucketer {
+ public:
+  // grads: the f32 arena of num_elements; comm: used only for gradient buckets (by the
+  // comm thread when overlap is on). tracer may be null.
+  GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm, bool overlap,
+               Tracer* tracer);
+
+  // Starts a step. `carry` (nullable, num_elements floats) is added to each bucket's
+  // gradients just before it is reduced: gradients accumulated over earlier micro-batches.
+  void begin_step(const float* carry);
+  // Backward's hook: every gradient from element ready_from to the end is final.
+  void on_ready(std::int64_t ready_from);
+  // After backward: launches what is left, waits for every bucket, returns the timings.
+  BucketTimes finish();
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  bool overlap() const { return thread_ != nullptr; }
+
+ private:
+  void launch(std::size_t index);
+
+  float* grads_;
+  std::int64_t num_elements_;
+  std::vector<Bucket> buckets_;
+  Communicator& comm_;
+  Tracer* tracer_;
+  std::unique_ptr<CommThread> thread_;  // null on the plain path
+  const float* carry_ = nullptr;
+  std::size_t next_ = 0;                // next bucket to launch
+  double allreduce_s_ = 0.0;            // written by the comm thread, read after wait_all
+};
+
+}  // namespace ringtrain

@@ -1,0 +1,52 @@
+// Collective watchdog: every collective gets a sequence number and is registered while in
+// flight; a monitor thread ends the job (through the handler, which aborts MPI) when one has
+// not finished within the timeout, naming the operation, its sequence number and size —
+// instead of a silent hang when a peer is stuck or dead.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace ringtrain {
+
+class Communicator;
+
+class Watchdog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // on_timeout receives a one-line description; it is expected not to return (it aborts).
+  Watchdog(double timeout_s, std::function<void(const std::string&)> on_timeout);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Registers an operation as in flight until the returned id is passed to done().
+  std::uint64_t begin(std::string description);
+  void done(std::uint64_t id);
+  double timeout_s() const { return timeout_s_; }
+
+ private:
+  void monitor();
+
+  double timeout_s_;
+  std::function<void(const std::string&)> on_timeout_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::map<std::uint64_t, std::pair<std::string, Clock::time_point>> in_flight_;
+  std::uint64_t next_id_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Wraps a communicator so that each collective is numbered and watched (seq counts per
+// communicator and is the same on every rank, so ranks can be matched up in messages).
+std::unique_ptr<Communicator> watch_collectives(std::unique_ptr<Communicator> inner, Watchdog& watchdog,
+                                                std::string label);
+
+}  // namespace ringtrain

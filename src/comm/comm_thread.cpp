@@ -1,0 +1,61 @@
+// CommThread (see header). After a failed job the remaining jobs are dropped: the error is
+// rethrown by wait_all on the compute thread, which ends the run on every rank.
+#include "ringtrain/comm/comm_thread.hpp"
+
+#include <utility>
+
+#include "ringtrain/comm/communicator.hpp"
+
+namespace ringtrain {
+
+CommThread::CommThread(Communicator& comm) : comm_(comm), thread_([this] { run(); }) {}
+
+CommThread::~CommThread() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  thread_.join();
+}
+
+void CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(Job{data, count, dtype, std::move(done)});
+    ++in_flight_;
+  }
+  work_ready_.notify_one();
+}
+
+void CommThread::wait_all() {
+  std::unique_lock lock(mutex_);
+  all_done_.wait(lock, [this] { return in_flight_ == 0; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void CommThread::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and nothing left to do
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    const bool skip = error_ != nullptr;
+    lock.unlock();
+    if (!skip) {
+      try {
+        const auto begin = Clock::now();
+        comm_.allreduce_sum(job.data, job.count, job.dtype);
+        if (job.done) job.done(begin, Clock::now());
+      } catch (...) {
+        std::lock_guard error_lock(mutex_);
+        error_ = std::current_exception();
+      }
+    }
+    lock.lock();
+    if (--in_flight_ == 0) all_done_.notify_all();
+  }
+}
+
+}  // namespace ringtrain

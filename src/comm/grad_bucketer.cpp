@@ -1,0 +1,83 @@
+// plan_buckets and GradBucketer (see header).
+#include "ringtrain/comm/grad_bucketer.hpp"
+
+#include <algorithm>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/monitor/tracer.hpp"
+
+namespace ringtrain {
+
+std::vector<Bucket> plan_buckets(std::int64_t num_elements, const std::vector<std::int64_t>& cuts,
+                                 std::int64_t bucket_elements, std::int64_t first_bucket_elements) {
+  RT_REQUIRE(bucket_elements > 0 && first_bucket_elements > 0, ConfigError,
+             "comm.bucket_mb and comm.first_bucket_mb must be > 0");
+  std::vector<Bucket> out;
+  std::int64_t end = num_elements;
+  for (auto cut = cuts.rbegin(); cut != cuts.rend(); ++cut) {
+    if (*cut >= end) continue;  // duplicate or empty layer
+    const std::int64_t target = out.empty() ? first_bucket_elements : bucket_elements;
+    if (end - *cut >= target || *cut == 0) {
+      out.push_back(Bucket{*cut, end});
+      end = *cut;
+    }
+  }
+  if (end > 0) out.push_back(Bucket{0, end});  // no cut at 0: the rest is one bucket
+  return out;
+}
+
+GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm,
+                           bool overlap, Tracer* tracer)
+    : grads_(grads), num_elements_(num_elements), buckets_(std::move(buckets)), comm_(comm), tracer_(tracer) {
+  std::int64_t covered = num_elements_;  // buckets run from the end of the arena down to 0
+  for (const Bucket& b : buckets_) {
+    RT_REQUIRE(b.end == covered && b.begin < b.end, Error, "gradient buckets do not tile the arena of {} elements",
+               num_elements_);
+    covered = b.begin;
+  }
+  RT_REQUIRE(covered == 0, Error, "gradient buckets do not reach the start of the arena");
+  if (overlap) thread_ = std::make_unique<CommThread>(comm_);
+}
+
+void GradBucketer::begin_step(const float* carry) {
+  carry_ = carry;
+  next_ = 0;
+  allreduce_s_ = 0.0;
+}
+
+void GradBucketer::on_ready(std::int64_t ready_from) {
+  if (thread_ == nullptr) return;  // the plain path reduces after backward
+  while (next_ < buckets_.size() && buckets_[next_].begin >= ready_from) launch(next_++);
+}
+
+void GradBucketer::launch(std::size_t index) {
+  const Bucket& b = buckets_[index];
+  float* data = grads_ + b.begin;
+  const std::size_t count = static_cast<std::size_t>(b.end - b.begin);
+  if (carry_ != nullptr)
+    for (std::size_t i = 0; i < count; ++i) data[i] += carry_[b.begin + static_cast<std::int64_t>(i)];
+  auto done = [this, index](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
+    allreduce_s_ += std::chrono::duration<double>(end - begin).count();
+    if (tracer_ != nullptr) tracer_->span(fmt::format("allreduce bucket {}", index), "comm", begin, end, Tracer::kComm);
+  };
+  if (thread_ != nullptr) {
+    thread_->allreduce_sum(data, count, DType::f32, std::move(done));
+  } else {
+    const auto begin = CommThread::Clock::now();
+    comm_.allreduce_sum(data, count, DType::f32);
+    done(begin, CommThread::Clock::now());
+  }
+}
+
+BucketTimes GradBucketer::finish() {
+  const auto begin = CommThread::Clock::now();
+  while (next_ < buckets_.size()) launch(next_++);
+  if (thread_ != nullptr) thread_->wait_all();
+  BucketTimes t;
+  t.exposed_s = std::chrono::duration<double>(CommThread::Clock::now() - begin).count();
+  t.allreduce_s = allreduce_s_;
+  return t;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,144 @@
+// Single-process parts of the comm module: bucket planning tiles the arena exactly once and
+// cuts only at layer starts; the comm thread runs jobs in order and surfaces errors; the
+// watchdog fires for an operation that overstays and stays quiet otherwise.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "ringtrain/comm/comm_thread.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/grad_bucketer.hpp"
+#include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain {
+namespace {
+
+void expect_tiles(const std::vector<Bucket>& buckets, std::int64_t n) {
+  std::int64_t end = n;
+  for (const auto& b : buckets) {
+    EXPECT_EQ(b.end, end);
+    EXPECT_LT(b.begin, b.end);
+    end = b.begin;
+  }
+  EXPECT_EQ(end, 0);
+}
+
+TEST(PlanBuckets, CoversTheArenaOnceAndCutsOnlyAtLayerStarts) {
+  // CNN-like: conv1 [0,320) conv2 [320,18816) fc1 [18816,420352) fc2 [420352,421642)
+  const std::vector<std::int64_t> cuts{0, 320, 18816, 420352};
+  const auto b = plan_buckets(421642, cuts, 1 << 18, 1 << 16);
+  expect_tiles(b, 421642);
+  ASSERT_EQ(b.size(), 2u);  // fc2+fc1 (first target reached inside fc1), then conv2+conv1
+  EXPECT_EQ(b[0].begin, 18816);
+  EXPECT_EQ(b[1].begin, 0);
+  for (const auto& bucket : b)
+    EXPECT_TRUE(std::find(cuts.begin(), cuts.end(), bucket.begin) != cuts.end()) << bucket.begin;
+}
+
+TEST(PlanBuckets, TinyTargetsGiveOneBucketPerLayerAndHugeOnesOneBucket) {
+  const std::vector<std::int64_t> cuts{0, 10, 25, 40};
+  const auto per_layer = plan_buckets(50, cuts, 1, 1);
+  expect_tiles(per_layer, 50);
+  EXPECT_EQ(per_layer.size(), 4u);
+  const auto one = plan_buckets(50, cuts, 1000, 1000);
+  expect_tiles(one, 50);
+  EXPECT_EQ(one.size(), 1u);
+  EXPECT_TRUE(plan_buckets(0, {}, 1, 1).empty());
+  EXPECT_THROW(plan_buckets(50, cuts, 0, 1), ConfigError);
+}
+
+// A Communicator that records what it was asked to do (single process).
+class RecordingComm : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view name() const override { return "recording"; }
+  void allreduce_sum(void* data, std::size_t count, DType) override {
+    if (fail_on_ == calls_.size()) {
+      calls_.push_back(count);
+      throw CommError("injected failure");
+    }
+    calls_.push_back(count);
+    static_cast<float*>(data)[0] += 1.0f;  // visible effect
+  }
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+  std::vector<std::size_t> calls_;
+  std::size_t fail_on_ = static_cast<std::size_t>(-1);
+};
+
+TEST(CommThread, RunsJobsInOrderAndWaits) {
+  RecordingComm comm;
+  std::vector<float> data(8, 0.0f);
+  {
+    CommThread thread(comm);
+    std::atomic<int> done{0};
+    for (std::size_t i = 1; i <= 5; ++i) thread.allreduce_sum(data.data(), i, DType::f32, [&](auto, auto) { ++done; });
+    thread.wait_all();
+    EXPECT_EQ(done.load(), 5);
+  }
+  EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(data[0], 5.0f);
+}
+
+TEST(CommThread, SurfacesTheFirstErrorAndDropsTheRest) {
+  RecordingComm comm;
+  comm.fail_on_ = 1;
+  std::vector<float> data(4, 0.0f);
+  CommThread thread(comm);
+  for (int i = 0; i < 4; ++i) thread.allreduce_sum(data.data(), 4, DType::f32);
+  EXPECT_THROW(thread.wait_all(), CommError);
+  EXPECT_EQ(comm.calls_.size(), 2u);
+  thread.allreduce_sum(data.data(), 4, DType::f32);  // usable again afterwards
+  EXPECT_NO_THROW(thread.wait_all());
+}
+
+TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReady) {
+  RecordingComm comm;
+  std::vector<float> grads(50, 0.0f);
+  GradBucketer bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr);
+  bucketer.begin_step(nullptr);
+  bucketer.on_ready(40);
+  bucketer.on_ready(25);
+  const BucketTimes t = bucketer.finish();  // launches [10,25) and [0,10)
+  EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{10, 15, 15, 10}));
+  EXPECT_GE(t.allreduce_s, 0.0);
+}
+
+TEST(Watchdog, FiresForAnOverdueOperationOnly) {
+  std::atomic<int> fired{0};
+  std::string message;
+  std::mutex m;
+  Watchdog dog(0.2, [&](const std::string& msg) {
+    std::lock_guard lock(m);
+    message = msg;
+    ++fired;
+  });
+  const auto quick = dog.begin("quick op");
+  dog.done(quick);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(fired.load(), 0);
+  dog.begin("allreduce #7 of 1000 f32");
+  for (int i = 0; i < 40 && fired.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(fired.load(), 1);
+  std::lock_guard lock(m);
+  EXPECT_NE(message.find("allreduce #7"), std::string::npos) << message;
+  EXPECT_NE(message.find("comm.timeout_s"), std::string::npos) << message;
+}
+
+TEST(Watchdog, DecoratorNumbersCollectives) {
+  std::string message;
+  Watchdog dog(0.1, [&](const std::string& msg) { message = msg; });
+  auto watched = watch_collectives(std::make_unique<RecordingComm>(), dog, "gradient");
+  float x = 0.0f;
+  watched->allreduce_sum(&x, 1, DType::f32);
+  watched->allreduce_sum(&x, 1, DType::f32);
+  EXPECT_EQ(x, 2.0f);
+  EXPECT_EQ(watched->name(), "recording");
+  EXPECT_TRUE(message.empty());
+}
+
+}  // namespace
+}  // namespace ringtrain
