@@ -1,0 +1,365 @@
+// NcclCommunicator: the GPU backend of Communicator. One NCCL communicator per rank over the
+// world (its id made by rank 0 and broadcast over MPI), collectives on a private stream and
+// waited for by polling, so that a dead or failed peer ends in an abort and a CommError.
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "comm/nccl_check.hpp"
+#include "comm/nccl_unique_id.hpp"
+#include "cuda/cuda_check.hpp"
+#include "mpi/mpi_check.hpp"
+#include "ringtrain/comm/nccl.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "runtime/cuda_device.hpp"
+#include "runtime/mpi_context.hpp"
+
+namespace ringtrain {
+
+static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "NCCL_UNIQUE_ID_BYTES changed");
+// Non-blocking communicators, ncclCommFinalize and ncclGetLastError arrived in 2.14.
+static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0), "ringtrain needs NCCL 2.14 or newer");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A small allreduce takes tens of microseconds, so polls first only yield (a sleep would
+// dominate it); after that they sleep briefly so a long wait leaves the core to the loader.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+constexpr auto kPollSleep = std::chrono::microseconds(50);
+
+class Deadline {
+ public:
+  explicit Deadline(double seconds)
+      : start_(Clock::now()),
+        end_(start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds))) {}
+  bool passed() const { return Clock::now() >= end_; }
+  void pause() const {
+    if (Clock::now() - start_ < kSpinFor)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(kPollSleep);
+  }
+
+ private:
+  Clock::time_point start_;
+  Clock::time_point end_;
+};
+
+// Makes `device` current for a scope and restores the caller's device after: collectives may
+// come from a communication thread whose current device is still the default 0.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    RT_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) RT_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { (void)cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+std::optional<ncclDataType_t> nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
+    case DType::i32: return ncclInt32;
+    case DType::u8: return std::nullopt;  // a sum of bytes would wrap silently
+  }
+  return std::nullopt;
+}
+
+// Not thread-safe: one call at a time (the trainer's single communication thread).
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(const Context& ctx, const NcclOptions& options)
+      : options_(options), rank_(ctx.world_rank()), size_(ctx.world_size()) {
+    try {
+      // Everything local that can fail is agreed on before any rank enters NCCL init, where
+      // it would otherwise wait for a peer that has already given up.
+      run_collectively(ctx, [&] { with_rank([&] { prepare(ctx); }); });
+      const NcclUniqueIdBytes id_bytes = exchange_nccl_unique_id(ctx);
+      ncclUniqueId id;
+      std::memcpy(&id, id_bytes.data(), sizeof(id));
+      // Agreed on too: a rank whose init failed must not leave peers holding a communicator
+      // whose first collective would wait for it.
+      run_collectively(ctx, [&] { with_rank([&] { init(id); }); });
+    } catch (...) {
+      release();  // the destructor does not run for a half-built object
+      throw;
+    }
+  }
+
+  ~NcclCommunicator() override { release(); }
+
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string_view name() const override { return "nccl"; }
+
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
+    const auto type = nccl_type(dtype);  // before any early return: the error must not depend on size
+    RT_REQUIRE(type.has_value(), CommError,
+               "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", dtype_name(dtype));
+    require_usable("allreduce");
+    if (count == 0) return;
+    require_device_pointer("allreduce", data);
+    run("allreduce", count, dtype_name(dtype), [&] {
+      return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_);
+    });
+  }
+
+  void broadcast(void* data, std::size_t bytes, int root) override {
+    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root,
+               size_);
+    require_usable("broadcast");
+    if (bytes == 0) return;
+    require_device_pointer("broadcast", data);
+    run("broadcast", bytes, "bytes", [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+  }
+
+  // An NCCL allreduce of one int rather than MPI_Barrier: after construction this backend
+  // depends on NCCL alone, a broken peer shows up here as the same abort and CommError as in
+  // any collective (instead of an MPI hang), and it stays right if the NCCL communicator
+  // ever covers other ranks than MPI's world.
+  void barrier() override {
+    require_usable("barrier");
+    run("barrier", 1, "i32",
+        [&] { return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_); });
+  }
+
+ private:
+  // Prefixes the rank to a failure, since run_collectively shows one rank's message to all.
+  template <typename F>
+  void with_rank(F&& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("nccl: rank {} of {}: {}", rank_, size_, e.what()));
+    }
+  }
+
+  void prepare(const Context& ctx) {
+    RT_REQUIRE(std::isfinite(options_.timeout_s) && options_.timeout_s > 0, ConfigError,
+               "nccl timeout_s must be a positive number of seconds (got {})", options_.timeout_s);
+    const DeviceBinding& binding = ctx.binding();
+    if (binding.backend == "cuda" && binding.device >= 0) {
+      device_ = binding.device;
+    } else {
+      const int count = cuda::device_count();
+      RT_REQUIRE(count > 0, CommError,
+                 "no CUDA device visible on this node (node-local rank {}); the nccl backend needs one GPU per rank",
+                 ctx.local_rank());
+      device_ = ctx.local_rank() % count;
+    }
+    RT_CUDA_CHECK(cudaSetDevice(device_));
+    // Non-blocking: collectives must not serialize with the legacy default stream that other
+    // code may use; inputs are ordered explicitly through inputs_ready_ instead.
+    RT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    RT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    RT_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
+    RT_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
+  }
+
+  void init(const ncclUniqueId& id) {
+    RT_CUDA_CHECK(cudaSetDevice(device_));  // NCCL binds the communicator to the current device
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = options_.nonblocking ? 0 : 1;
+    const ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+    if (rc != ncclSuccess && rc != ncclInProgress) {
+      if (comm_ != nullptr) abort_comm();
+      nccl::throw_nccl_error(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
+    }
+    const Deadline deadline(options_.timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+      if (state == ncclSuccess) break;
+      if (state != ncclInProgress) {
+        const std::string why = nccl::describe_nccl_error(state);
+        abort_comm();
+        throw CommError(fmt::format("ncclCommInitRankConfig on device {} failed: {}", device_, why));
+      }
+      if (deadline.passed()) {
+        abort_comm();
+        throw CommError(fmt::format("ncclCommInitRankConfig on device {} not done after {} s (timeout_s): a peer "
+                                    "did not join; aborted",
+                                    device_, options_.timeout_s));
+      }
+      deadline.pause();
+    }
+  }
+
+  // Enqueues one collective and waits for it. On any failure or the timeout the NCCL
+  // communicator is aborted (peers stuck in the same collective then fail or time out too)
+  // and the error names the operation, its size and the cause.
+  template <typename Enqueue>
+  void run(const char* op, std::size_t count, std::string_view unit, Enqueue&& enqueue) {
+    const std::string what = fmt::format("nccl {} of {} x {}", op, count, unit);
+    try {
+      const DeviceGuard on_device(device_);
+      // Inputs written by work on the legacy default stream (or a blocking stream) must be
+      // complete before NCCL reads them; an event on the legacy stream covers both.
+      RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
+      RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+      RT_NCCL_CHECK_ASYNC(ncclGroupStart());
+      const ncclResult_t enqueued = enqueue();
+      const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
+      if (enqueued != ncclSuccess && enqueued != ncclInProgress)
+        throw CommError(fmt::format("enqueue failed: {}", nccl::describe_nccl_error(enqueued)));
+      if (ended != ncclSuccess && ended != ncclInProgress)
+        throw CommError(fmt::format("ncclGroupEnd failed: {}", nccl::describe_nccl_error(ended)));
+      wait();
+    } catch (const std::exception& e) {
+      if (comm_ != nullptr) abort_comm();
+      broken_ = fmt::format("{} failed", what);
+      throw CommError(fmt::format("{} failed on rank {} (device {}): {}; the NCCL communicator was aborted", what,
+                                  rank_, device_, e.what()));
+    }
+  }
+
+  // Done when NCCL reports no pending state (non-blocking enqueue may still be in progress,
+  // and until it is the stream may look idle) and the stream has drained.
+  void wait() {
+    const Deadline deadline(options_.timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+      if (state != ncclSuccess && state != ncclInProgress)
+        throw CommError(fmt::format("asynchronous NCCL error: {}", nccl::describe_nccl_error(state)));
+      if (state == ncclSuccess) {
+        const cudaError_t query = cudaStreamQuery(stream_);
+        if (query == cudaSuccess) return;
+        if (query != cudaErrorNotReady) cuda::throw_cuda_error(query, "cudaStreamQuery(stream_)", __FILE__, __LINE__);
+      }
+      if (deadline.passed())
+        throw CommError(fmt::format("not done after {} s (timeout_s): a peer is stuck, dead or not calling it",
+                                    options_.timeout_s));
+      deadline.pause();
+    }
+  }
+
+  void require_usable(const char* op) const {
+    RT_REQUIRE(broken_.empty(), CommError, "nccl {}: the communicator is unusable, aborted after: {}", op, broken_);
+  }
+
+  // NCCL given a host pointer fails deep inside a kernel (or reads garbage); say so here.
+  void require_device_pointer(const char* op, const void* data) const {
+    cudaPointerAttributes attributes{};
+    RT_CUDA_CHECK(cudaPointerGetAttributes(&attributes, data));
+    const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+    RT_REQUIRE(on_device, CommError, "nccl {}: {} is not device memory (the nccl backend takes device pointers; "
+               "use the mpi backend for host buffers)", op, data);
+    RT_REQUIRE(attributes.type == cudaMemoryTypeManaged || attributes.device == device_, CommError,
+               "nccl {}: buffer {} is on device {}, this rank's communicator on device {}", op, data,
+               attributes.device, device_);
+  }
+
+  void abort_comm() noexcept {
+    const ncclResult_t rc = ncclCommAbort(comm_);
+    if (rc != ncclSuccess) log::warn("nccl: ncclCommAbort failed: {}", ncclGetErrorString(rc));
+    comm_ = nullptr;
+  }
+
+  // Frees what the constructor made. Never throws (destructor path): failures are logged. A
+  // healthy communicator is finalized (flushes NCCL's pending work, bounded by timeout_s)
+  // before destroy; a failed finalize or a broken one is aborted instead.
+  void release() noexcept {
+    try {
+      std::optional<DeviceGuard> on_device;
+      try {
+        if (device_ >= 0) on_device.emplace(device_);
+      } catch (const std::exception& e) {
+        log::warn("nccl communicator: {}", e.what());  // still free what we can
+      }
+      if (comm_ != nullptr) {
+        bool finalized = false;
+        const ncclResult_t rc = ncclCommFinalize(comm_);
+        if (rc == ncclSuccess || rc == ncclInProgress) {
+          const Deadline deadline(options_.timeout_s);
+          ncclResult_t state = ncclInProgress;
+          while (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state == ncclInProgress && !deadline.passed())
+            deadline.pause();
+          finalized = state == ncclSuccess;
+          if (!finalized) log::warn("nccl: finalize failed or timed out ({}); aborting", ncclGetErrorString(state));
+        } else {
+          log::warn("nccl: ncclCommFinalize failed: {}; aborting", nccl::describe_nccl_error(rc));
+        }
+        if (finalized) {
+          const ncclResult_t destroyed = ncclCommDestroy(comm_);
+          if (destroyed != ncclSuccess) log::warn("nccl: ncclCommDestroy failed: {}", ncclGetErrorString(destroyed));
+          comm_ = nullptr;
+        } else {
+          abort_comm();
+        }
+      }
+      if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
+      if (inputs_ready_ != nullptr) (void)cudaEventDestroy(inputs_ready_);
+      if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+      barrier_word_ = nullptr;
+      inputs_ready_ = nullptr;
+      stream_ = nullptr;
+    } catch (const std::exception& e) {
+      log::warn("nccl communicator: {}", e.what());
+    }
+  }
+
+  NcclOptions options_;
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = -1;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t inputs_ready_ = nullptr;
+  int* barrier_word_ = nullptr;  // device scratch for barrier()
+  std::string broken_;           // why the communicator was aborted; empty while usable
+};
+
+}  // namespace
+
+NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx) {
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  // Collective, so that a failure on rank 0 ends every rank instead of leaving them in the
+  // broadcast below.
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() == 0) RT_NCCL_CHECK(ncclGetUniqueId(&id));
+  });
+  RT_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, world_comm(ctx)));
+  NcclUniqueIdBytes bytes;
+  std::memcpy(bytes.data(), &id, sizeof(id));
+  return bytes;
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(const Context& ctx, const NcclOptions& options) {
+  return std::make_unique<NcclCommunicator>(ctx, options);
+}
+
+std::string nccl_version() {
+  int code = 0;
+  RT_NCCL_CHECK(ncclGetVersion(&code));
+  // NCCL_VERSION(X, Y, Z) is X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before.
+  if (code >= 10000) return fmt::format("{}.{}.{}", code / 10000, code % 10000 / 100, code % 100);
+  return fmt::format("{}.{}.{}", code / 1000, code % 1000 / 100, code % 100);
+}
+
+}  // namespace ringtrain
