@@ -77,6 +77,7 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
 }
 
 void RunReport::comm_plan(std::size_t buckets, bool overlap) {
+  overlap_ = overlap;
   log::info("comm:   {} gradient bucket{}, {}, watchdog {:g} s", buckets, buckets == 1 ? "" : "s",
             overlap ? "allreduce overlapped with backward" : "allreduce after backward (comm.overlap = false)",
             tc_.timeout_s);
@@ -162,7 +163,7 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"median_data_wait_ms", med([](const StepTimes& t) { return t.data; })},
       {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
       {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
-      {"overlap", tc_.overlap},
+      {"overlap", overlap_},
       {"accumulation_steps", tc_.accumulation_steps},
       {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
       {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},

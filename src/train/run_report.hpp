@@ -50,6 +50,7 @@ class RunReport {
   std::size_t window_begin_ = 0;
   double window_loss_ = 0.0;
   double best_accuracy_ = -1.0;
+  bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
 };
 

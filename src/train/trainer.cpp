@@ -218,13 +218,17 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
   std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
   Tracer tracer(tc.trace, ctx.world_rank());
   StepOptions options;
-  options.overlap = tc.overlap;
+  // The comm thread calls MPI while the compute thread may too (abort, evaluation): only
+  // safe with MPI_THREAD_MULTIPLE, which Context requests; without it, fall back.
+  options.overlap = tc.overlap && ctx.thread_multiple();
+  if (tc.overlap && !options.overlap)
+    log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
   options.bucket_mb = tc.bucket_mb;
   options.first_bucket_mb = tc.first_bucket_mb;
   options.accumulation_steps = tc.accumulation_steps;
   DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
                            &tracer);
-  report.comm_plan(dp_step.num_buckets(), tc.overlap);
+  report.comm_plan(dp_step.num_buckets(), options.overlap);
 
   std::int64_t step = 0;
   double final_loss = 0.0;
