@@ -1,6 +1,7 @@
-// `ringtrain bench gemm`: the machine's practical compute peak, OpenBLAS sgemm on every rank
-// at once (ranks share cores and memory bandwidth, so the aggregate is what a data-parallel
-// run can reach). Prints one JSON line on rank 0.
+// `ringtrain bench`: `gemm`, the machine's practical compute peak, OpenBLAS sgemm on every
+// rank at once (ranks share cores and memory bandwidth, so the aggregate is what a
+// data-parallel run can reach; one JSON line on rank 0), `allreduce` (bench_allreduce.cpp)
+// and `io` (bench_io.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -60,6 +61,11 @@ void bench_gemm(Context& ctx, const GemmOptions& o) {
 
 }  // namespace
 
+// `bench allreduce`, in bench_allreduce.cpp.
+Command add_bench_allreduce_command(CLI::App& bench);
+// `bench io`, in bench_io.cpp.
+Command add_bench_io_command(CLI::App& bench);
+
 Command add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
@@ -69,8 +75,12 @@ Command add_bench_command(CLI::App& app) {
   gemm->add_option("--seconds", o->seconds, "time per measurement")->check(CLI::Range(0.05, 60.0));
   gemm->add_option("--threads", o->threads, "BLAS threads per rank (0: split the cores)")->check(CLI::Range(0, 1024));
   gemm->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
-  return [gemm, o](Context& ctx) {
+  Command allreduce = add_bench_allreduce_command(*bench);
+  Command io = add_bench_io_command(*bench);
+  return [gemm, o, allreduce, io](Context& ctx) {
     if (gemm->parsed()) bench_gemm(ctx, *o);
+    allreduce(ctx);
+    io(ctx);
   };
 }
 

@@ -1,5 +1,6 @@
 // Our ring allreduce over MPI point-to-point: reduce-scatter then allgather, each segment
-// moved in bounded slices through a scratch buffer that is reused across calls.
+// moved in bounded slices through scratch buffers that are reused across calls, with the
+// next slices' transfers posted before the current one is summed.
 #pragma once
 #include <mpi.h>
 
@@ -10,10 +11,14 @@
 
 namespace ringtrain::comm {
 
-// Largest piece of a segment sent in one message. Bounds the scratch buffer (one slice) and
-// keeps every MPI count far below INT_MAX; at 4 MiB the per-message cost is noise next to
-// the copy, and the slice still fits comfortably in L2/L3 while it is being added.
-inline constexpr std::size_t kSliceBytes = std::size_t{4} << 20;
+// Largest piece of a segment sent in one message (bytes on the wire). Bounds the scratch
+// buffers and keeps every MPI count far below INT_MAX; small enough that a slice being summed
+// stays in L2 and that the pipeline fills quickly, large enough that per-message costs are
+// noise next to the copies.
+inline constexpr std::size_t kSliceBytes = std::size_t{1} << 20;
+
+// Slices in flight in each direction: two lets slice k+1 travel while slice k is summed.
+inline constexpr int kRingSlots = 2;
 
 // A byte buffer that only grows. Never shrunk or freed per call: first touch of fresh pages
 // is slow on our machines, and the hot path must not allocate. Not zeroed (a receive fills it).
@@ -28,10 +33,11 @@ class ScratchBuffer {
 };
 
 // In-place sum of `count` elements of `dtype` (a summable one) over all ranks of `comm`,
-// where this process is `rank` of `size`. Collective: every rank calls it with the same
-// count and dtype. Every segment is reduced on one rank and then copied, so all ranks end
-// bitwise identical.
-void ring_allreduce_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype,
+// where this process is `rank` of `size`, the data travelling as `wire` (from
+// wire_dtype_for). Collective: every rank calls it with the same count, dtype and wire.
+// Every segment is reduced on one rank and then copied, so all ranks end bitwise identical.
+// Waits yield the core (yield_wait.hpp).
+void ring_allreduce_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype, DType wire,
                         ScratchBuffer& scratch);
 
 }  // namespace ringtrain::comm

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 #include <toml++/toml.h>
 
 #include "ringtrain/core/error.hpp"
@@ -225,6 +226,49 @@ std::vector<std::int64_t> Config::get_int_list(std::string_view key, const std::
     out.push_back(e.as_integer()->get());
   }
   return out;
+}
+
+// One T or an array of T (numbers: integers accepted for doubles), as get_double_list and
+// get_string_list read them; `expected` names the accepted form in the error.
+namespace {
+template <typename T>
+std::vector<T> one_or_list(Config& c, toml::node* n, std::string_view key, const char* expected) {
+  auto one = [&](const toml::node& e) -> T {
+    if constexpr (std::is_same_v<T, double>) {
+      if (e.is_integer()) return static_cast<double>(e.as_integer()->get());
+      if (e.is_floating_point()) return e.as_floating_point()->get();
+    } else {
+      if (e.is_string()) return e.as_string()->get();
+    }
+    wrong_type(c, key, expected, *n);
+  };
+  if (!n->is_array()) return {one(*n)};
+  std::vector<T> out;
+  for (const auto& e : *n->as_array()) out.push_back(one(e));
+  return out;
+}
+}  // namespace
+
+std::vector<double> Config::get_double_list(std::string_view key, const std::vector<double>& fallback) {
+  auto* n = static_cast<toml::node*>(node(key));
+  if (n == nullptr) {
+    toml::array arr;
+    for (auto x : fallback) arr.push_back(x);
+    insert_default(key, &arr);
+    return fallback;
+  }
+  return one_or_list<double>(*this, n, key, "a number or an array of numbers");
+}
+
+std::vector<std::string> Config::get_string_list(std::string_view key, const std::vector<std::string>& fallback) {
+  auto* n = static_cast<toml::node*>(node(key));
+  if (n == nullptr) {
+    toml::array arr;
+    for (const auto& x : fallback) arr.push_back(x);
+    insert_default(key, &arr);
+    return fallback;
+  }
+  return one_or_list<std::string>(*this, n, key, "a string or an array of strings");
 }
 
 std::int64_t Config::require_int(std::string_view key) {

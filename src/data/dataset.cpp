@@ -1,24 +1,115 @@
-// InMemoryDataset::load: cheap per-rank checks (agreed on by all ranks before any collective
-// call, so one rank's missing file cannot leave its peers inside a collective open), then a
-// collective MPI-IO open, schema validation and collective reads of both datasets.
+// Dataset::open: per-rank checks of every file (agreed on by all ranks before any collective
+// call, so one rank's bad file cannot leave its peers inside a collective), then each rank reads
+// its shard (1/W of the global index, ranks ordered node by node) of the labels, and of the
+// samples for the memory strategy, and scans float samples for NaN/Inf; labels and the list of
+// excluded samples are then shared with all ranks, samples within each node.
 #include "ringtrain/data/dataset.hpp"
 
-#include <algorithm>
-#include <climits>
-#include <filesystem>
-
 #include <fmt/ranges.h>
+#include <glob.h>
 
-#include "hdf5/h5_check.hpp"
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <set>
+
+#include "data/dataset_open.hpp"
+#include "data/h5_io.hpp"
+#include "data/node_memory.hpp"
 #include "mpi/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/sampler.hpp"
+#include "ringtrain/tensor/dtype.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {
+
+using Clock = std::chrono::steady_clock;
+
+struct Dataset::Resident {
+  Resident(MPI_Comm node, std::size_t bytes) : buffer(node, bytes) {}
+  data::NodeSharedBuffer buffer;
+};
+
+std::size_t sample_type_size(SampleType t) {
+  switch (t) {
+    case SampleType::u8:
+    case SampleType::i8:
+      return 1;
+    case SampleType::u16:
+    case SampleType::i16:
+    case SampleType::f16:
+      return 2;
+    case SampleType::u32:
+    case SampleType::i32:
+    case SampleType::f32:
+      return 4;
+    case SampleType::u64:
+    case SampleType::i64:
+    case SampleType::f64:
+      return 8;
+  }
+  return 0;
+}
+
+std::string_view sample_type_name(SampleType t) {
+  switch (t) {
+    case SampleType::u8:
+      return "uint8";
+    case SampleType::i8:
+      return "int8";
+    case SampleType::u16:
+      return "uint16";
+    case SampleType::i16:
+      return "int16";
+    case SampleType::u32:
+      return "uint32";
+    case SampleType::i32:
+      return "int32";
+    case SampleType::u64:
+      return "uint64";
+    case SampleType::i64:
+      return "int64";
+    case SampleType::f16:
+      return "float16";
+    case SampleType::f32:
+      return "float32";
+    case SampleType::f64:
+      return "float64";
+  }
+  return "?";
+}
+
+std::optional<ReadStrategy> read_strategy_from_name(std::string_view name) {
+  if (name == "memory") return ReadStrategy::memory;
+  if (name == "stream") return ReadStrategy::stream;
+  return std::nullopt;
+}
+
+std::string_view read_strategy_name(ReadStrategy s) { return s == ReadStrategy::memory ? "memory" : "stream"; }
+
+Dataset::~Dataset() = default;
+
+const DatasetFile& Dataset::file_of(std::int64_t i) const {
+  RT_REQUIRE(i >= 0 && i < size_, DataError, "sample {} is outside [0, {})", i, size_);
+  const auto it = std::upper_bound(files_.begin(), files_.end(), i,
+                                   [](std::int64_t v, const DatasetFile& f) { return v < f.first; });
+  return *(it - 1);
+}
+
+const std::byte* Dataset::resident_sample(std::int64_t i) const {
+  RT_REQUIRE(resident_ != nullptr, DataError, "{}: samples are not held in memory (data.strategy = \"stream\")",
+             files_.front().path);
+  return resident_->buffer.data() + i * sample_bytes();
+}
+
 namespace {
 
 // Every rank throws the lowest failing rank's message, or none throws.
-void agree_or_throw(MPI_Comm comm, int rank, const std::string& failure) {
+void agree_or_throw(MPI_Comm comm, const std::string& failure) {
+  int rank = 0;
+  RT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   const int mine = failure.empty() ? INT_MAX : rank;
   int first = INT_MAX;
   RT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
@@ -31,172 +122,344 @@ void agree_or_throw(MPI_Comm comm, int rank, const std::string& failure) {
   throw DataError(text);
 }
 
-// "" when the file looks loadable from this rank, else the reason.
-std::string local_file_problem(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return fmt::format("{}: no such file", path);
-  if (fs::is_directory(path, ec)) return fmt::format("{}: is a directory, not an HDF5 file", path);
-  h5::ErrorContext where(path);
-  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 < 0) return fmt::format("{}: cannot read: {}", path, h5::innermost_error());
-  if (is_hdf5 == 0) return fmt::format("{}: not an HDF5 file", path);
+// Runs fn and returns its DataError's message ("" when it succeeds), for agree_or_throw.
+template <typename F>
+std::string failure_of(F&& fn) {
+  try {
+    fn();
+  } catch (const DataError& e) {
+    return e.what();
+  }
   return {};
 }
 
-std::vector<std::string> root_links(hid_t file) {
-  std::vector<std::string> names;
-  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
-    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
-    return 0;
-  };
-  RT_H5_CHECK(H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names));
-  return names;
+std::vector<std::string> expand_sources(const std::vector<std::string>& sources) {
+  RT_REQUIRE(!sources.empty(), DataError, "no dataset files given");
+  std::vector<std::string> paths;
+  for (const auto& source : sources) {
+    if (source.find_first_of("*?[") == std::string::npos) {
+      paths.push_back(source);
+      continue;
+    }
+    glob_t found{};
+    const int rc = glob(source.c_str(), GLOB_ERR, nullptr, &found);
+    for (std::size_t i = 0; rc == 0 && i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
+    globfree(&found);
+    RT_REQUIRE(rc != GLOB_NOMATCH, DataError, "{}: no files match", source);
+    RT_REQUIRE(rc == 0, DataError, "{}: cannot expand the pattern ({})", source,
+               rc == GLOB_ABORTED ? "a directory could not be read" : "out of memory");
+  }
+  std::set<std::string> seen;
+  for (const auto& p : paths) RT_REQUIRE(seen.insert(p).second, DataError, "{}: listed more than once", p);
+  return paths;
 }
 
-// Opens a dataset by key, with a message that lists the root's contents when it is absent.
-h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string& key) {
-  // H5Lexists fails (rather than answering false) when an intermediate group is missing,
-  // so walk the key one component at a time.
-  bool present = !key.empty();
-  for (std::size_t pos = 0; present && pos != std::string::npos;) {
-    pos = key.find('/', pos + 1);
-    const std::string prefix = key.substr(0, pos);
-    present = RT_H5_CHECK(H5Lexists(file, prefix.c_str(), H5P_DEFAULT)) > 0;
-  }
-  if (!present) {
-    const auto found = root_links(file);
-    throw DataError(fmt::format("{}: dataset '{}' missing (found: {})", path, key,
-                                found.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(found, ", "))));
-  }
-  {
-    h5::Handle<H5Oclose> object(RT_H5_CHECK(H5Oopen(file, key.c_str(), H5P_DEFAULT)));
-    const H5I_type_t type = H5Iget_type(object);
-    RT_REQUIRE(type == H5I_DATASET, DataError, "{}: '{}' is a {}, not a dataset", path, key,
-               type == H5I_GROUP ? "group" : type == H5I_DATATYPE ? "named datatype" : "non-dataset object");
-  }
-  return h5::Dataset(RT_H5_CHECK(H5Dopen2(file, key.c_str(), H5P_DEFAULT)));
-}
-
-std::string dtype_name(hid_t type) {
-  const H5T_class_t cls = H5Tget_class(type);
-  const std::size_t bits = 8 * H5Tget_size(type);
-  switch (cls) {
-    case H5T_INTEGER: return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
-    case H5T_FLOAT: return fmt::format("float{}", bits);
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "vlen";
-    case H5T_BITFIELD: return "bitfield";
-    case H5T_OPAQUE: return "opaque";
-    case H5T_REFERENCE: return "reference";
-    default: return "unknown";
-  }
-}
-
-struct DatasetInfo {
-  std::vector<hsize_t> dims;
-  H5T_class_t type_class = H5T_NO_CLASS;
-  std::string type_name;
-  bool is_uint8 = false;
+struct Catalog {
+  std::vector<DatasetFile> files;
+  data::FileSchema schema;  // the first file's; all others match it
+  std::int64_t total = 0;
 };
 
-DatasetInfo describe(hid_t dset) {
-  DatasetInfo info;
-  h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
-  const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(space));
-  info.dims.resize(static_cast<std::size_t>(rank));
-  RT_H5_CHECK(H5Sget_simple_extent_dims(space, info.dims.data(), nullptr));
-  h5::Datatype type(RT_H5_CHECK(H5Dget_type(dset)));
-  info.type_class = H5Tget_class(type);
-  info.type_name = dtype_name(type);
-  info.is_uint8 = info.type_class == H5T_INTEGER && H5Tget_size(type) == 1 && H5Tget_sign(type) == H5T_SGN_NONE;
-  return info;
+Catalog read_catalog(const DatasetSpec& spec) {
+  const auto guard = h5::lock();
+  Catalog c;
+  for (const auto& path : expand_sources(spec.sources)) {
+    const std::string problem = data::local_file_problem(path);
+    RT_REQUIRE(problem.empty(), DataError, "{}", problem);
+    const data::FileSchema s = data::read_file_schema(path, spec.images_key, spec.labels_key);
+    if (!c.files.empty()) {
+      const data::FileSchema& f = c.schema;
+      const std::string& first = c.files.front().path;
+      RT_REQUIRE(s.type_name == f.type_name && s.sample_dims == f.sample_dims, DataError,
+                 "{}: dataset '{}' holds {} samples of [{}] but {} holds {} samples of [{}]", path, spec.images_key,
+                 s.type_name, fmt::join(s.sample_dims, ", "), first, f.type_name, fmt::join(f.sample_dims, ", "));
+      RT_REQUIRE(s.label_type_name == f.label_type_name, DataError, "{}: dataset '{}' is {} but {} has {}", path,
+                 spec.labels_key, s.label_type_name, first, f.label_type_name);
+    } else {
+      c.schema = s;
+    }
+    c.files.push_back(DatasetFile{path, c.total, s.samples, s.chunk_rows});
+    c.total += s.samples;
+  }
+  return c;
 }
 
-// MPI-IO counts are ints: whatever the spec asks, one read call stays well below 2 GiB.
-constexpr std::int64_t kReadBlockCap = std::int64_t{1} << 30;
+// A sample that holds NaN or Inf.
+struct NonFiniteSample {
+  std::int64_t index = 0;
+  bool nan = false;
+};
 
-// Collective read of a whole dataset in blocks of leading-dimension rows.
 template <typename T>
-void read_rows(hid_t dset, hid_t mem_type, const std::vector<hsize_t>& dims, hid_t dxpl, std::int64_t max_bytes,
-               T* out) {
-  hsize_t row_elems = 1;
-  for (std::size_t d = 1; d < dims.size(); ++d) row_elems *= dims[d];
-  const auto block_bytes = static_cast<hsize_t>(std::min(max_bytes, kReadBlockCap));
-  const hsize_t rows_per_read = std::max<hsize_t>(1, block_bytes / (row_elems * sizeof(T)));
-  h5::Dataspace file_space(RT_H5_CHECK(H5Dget_space(dset)));
-  std::vector<hsize_t> start(dims.size(), 0);
-  std::vector<hsize_t> count = dims;
-  for (hsize_t row = 0; row < dims[0]; row += rows_per_read) {
-    start[0] = row;
-    count[0] = std::min(rows_per_read, dims[0] - row);
-    RT_H5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr));
-    const hsize_t elems = count[0] * row_elems;
-    h5::Dataspace mem_space(RT_H5_CHECK(H5Screate_simple(1, &elems, nullptr)));
-    RT_H5_CHECK(H5Dread(dset, mem_type, mem_space, file_space, dxpl, out + row * row_elems));
+void scan_as(const std::byte* samples, std::int64_t numel, std::int64_t first, std::int64_t count,
+             std::vector<NonFiniteSample>& bad) {
+  for (std::int64_t s = 0; s < count; ++s) {
+    const auto* v = reinterpret_cast<const T*>(samples) + s * numel;
+    for (std::int64_t j = 0; j < numel; ++j) {
+      bool finite = true, nan = false;
+      if constexpr (std::is_same_v<T, std::uint16_t>) {  // float16 bits
+        finite = (v[j] & 0x7c00u) != 0x7c00u;
+        nan = !finite && (v[j] & 0x03ffu) != 0;
+      } else {
+        finite = std::isfinite(v[j]);
+        nan = std::isnan(v[j]);
+      }
+      if (!finite) {
+        bad.push_back({first + s, nan});
+        break;
+      }
+    }
   }
+}
+
+// Appends the samples among [first, first + count) (held at `samples`) that are not finite.
+void scan_nonfinite(SampleType type, const std::byte* samples, std::int64_t numel, std::int64_t first,
+                    std::int64_t count, std::vector<NonFiniteSample>& bad) {
+  switch (type) {
+    case SampleType::f16:
+      scan_as<std::uint16_t>(samples, numel, first, count, bad);
+      break;
+    case SampleType::f32:
+      scan_as<float>(samples, numel, first, count, bad);
+      break;
+    case SampleType::f64:
+      scan_as<double>(samples, numel, first, count, bad);
+      break;
+    default:
+      break;  // integers are always finite
+  }
+}
+
+// [begin, end) of a file's rows that a global range covers.
+struct Rows {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t count() const { return end - begin; }
+};
+Rows rows_in(const DatasetFile& f, Shard range) {
+  const std::int64_t b = std::clamp(range.begin - f.first, std::int64_t{0}, f.samples);
+  const std::int64_t e = std::clamp(range.end - f.first, std::int64_t{0}, f.samples);
+  return Rows{b, std::max(b, e)};
+}
+
+template <typename T>
+std::vector<T> allgather_varying(MPI_Comm world, const std::vector<T>& mine, MPI_Datatype type) {
+  int size = 0;
+  RT_MPI_CHECK(MPI_Comm_size(world, &size));
+  int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(counts.size());
+  RT_MPI_CHECK(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, world));
+  std::int64_t total = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    displs[r] = static_cast<int>(total);
+    total += counts[r];
+  }
+  std::vector<T> all(static_cast<std::size_t>(total));
+  RT_MPI_CHECK(MPI_Allgatherv(mine.data(), count, type, all.data(), counts.data(), displs.data(), type, world));
+  return all;
 }
 
 }  // namespace
 
-InMemoryDataset InMemoryDataset::load(const Context& ctx, const DatasetSpec& spec, int num_classes) {
-  const std::string& path = spec.path;
-  RT_REQUIRE(num_classes > 0, DataError, "{}: num_classes must be > 0, got {}", path, num_classes);
-  RT_REQUIRE(spec.read_block_bytes > 0, DataError, "{}: read_block_bytes must be > 0, got {}", path,
-             spec.read_block_bytes);
-  const MPI_Comm comm = world_comm(ctx);
-  agree_or_throw(comm, ctx.world_rank(), local_file_problem(path));
+// Builds a Dataset step by step; a friend of Dataset, so the class keeps no setters.
+class DatasetOpener {
+ public:
+  DatasetOpener(MPI_Comm world, MPI_Comm node, const DatasetSpec& spec)
+      : world_(world), node_(node), ds_(new Dataset()) {
+    ds_->spec_ = spec;
+    RT_MPI_CHECK(MPI_Comm_size(world, &world_size_));
+  }
 
-  h5::ErrorContext where(path);
-  h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-  RT_H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
-  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+  std::shared_ptr<const Dataset> open() {
+    auto t = Clock::now();
+    // Adds the time since the last lap to `into`.
+    auto lap = [&](double& into) {
+      const auto now = Clock::now();
+      into += std::chrono::duration<double>(now - t).count();
+      t = now;
+    };
+    DatasetOpenStats& stats = ds_->open_stats_;
+    Catalog catalog;
+    agree_or_throw(world_, failure_of([&] {
+                     RT_REQUIRE(ds_->spec_.read_block_bytes > 0, DataError, "read_block_bytes must be > 0, got {}",
+                                ds_->spec_.read_block_bytes);
+                     catalog = read_catalog(ds_->spec_);
+                   }));
+    ds_->files_ = std::move(catalog.files);
+    ds_->size_ = catalog.total;
+    ds_->sample_shape_ = Shape(catalog.schema.sample_dims);
+    ds_->sample_type_ = catalog.schema.type;
 
-  const h5::Dataset images = open_dataset(file, path, spec.images_key);
-  const h5::Dataset labels = open_dataset(file, path, spec.labels_key);
-  const DatasetInfo im = describe(images);
-  const DatasetInfo lb = describe(labels);
-  const std::string& ik = spec.images_key;
-  const std::string& lk = spec.labels_key;
+    order_ = data::node_order(world_, node_);
+    shard_ = even_shard(ds_->size_, world_size_, order_.position);
+    labels_.resize(static_cast<std::size_t>(shard_.end - shard_.begin));
+    lap(stats.check);
+    if (ds_->spec_.strategy == ReadStrategy::memory) {
+      allocate_memory();
+      lap(stats.allocate);
+      read_memory();
+    } else {
+      agree_or_throw(world_, failure_of([&] { read_stream(); }));
+    }
+    lap(stats.read);
+    share_labels();
+    settle_nonfinite();
+    if (ds_->resident_) share_samples();
+    lap(stats.share);
+    return std::shared_ptr<const Dataset>(ds_.release());
+  }
 
-  RT_REQUIRE(im.dims.size() == 4, DataError, "{}: dataset '{}' has rank {} [{}], expected 4 [N, C, H, W]", path,
-             ik, im.dims.size(), fmt::join(im.dims, ", "));
-  RT_REQUIRE(im.is_uint8, DataError, "{}: dataset '{}' has unsupported dtype {} (supported: uint8)", path, ik,
-             im.type_name);
-  RT_REQUIRE(lb.dims.size() == 1, DataError, "{}: dataset '{}' has rank {} [{}], expected 1 [N]", path, lk,
-             lb.dims.size(), fmt::join(lb.dims, ", "));
-  RT_REQUIRE(lb.type_class == H5T_INTEGER, DataError,
-             "{}: dataset '{}' has unsupported dtype {} (supported: integer types)", path, lk, lb.type_name);
-  RT_REQUIRE(im.dims[0] == lb.dims[0], DataError, "{}: dataset '{}' has {} samples but '{}' has {}", path, ik,
-             im.dims[0], lk, lb.dims[0]);
-  RT_REQUIRE(im.dims[0] > 0, DataError, "{}: dataset '{}' is empty (0 samples)", path, ik);
-  RT_REQUIRE(im.dims[1] > 0 && im.dims[2] > 0 && im.dims[3] > 0, DataError,
-             "{}: dataset '{}' has an empty sample shape [{}, {}, {}]", path, ik, im.dims[1], im.dims[2],
-             im.dims[3]);
+ private:
+  std::int64_t rows_per_read(std::int64_t row_bytes) const {
+    return std::max<std::int64_t>(1, ds_->spec_.read_block_bytes / row_bytes);
+  }
 
-  h5::PropList dxpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
-  RT_H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+  // The most H5Dread calls any rank makes for file f, so all make as many (collective reads).
+  std::int64_t rounds(const DatasetFile& f, std::int64_t per_read) const {
+    std::int64_t most = 0;
+    for (int p = 0; p < world_size_; ++p)
+      most = std::max(most, data::read_calls(rows_in(f, even_shard(ds_->size_, world_size_, p)).count(), per_read));
+    return most;
+  }
 
-  InMemoryDataset ds;
-  ds.path_ = path;
-  ds.size_ = static_cast<std::int64_t>(im.dims[0]);
-  ds.sample_shape_ = Shape({static_cast<std::int64_t>(im.dims[1]), static_cast<std::int64_t>(im.dims[2]),
-                            static_cast<std::int64_t>(im.dims[3])});
+  // The node's copy, with this rank's part backed by memory (all ranks agreeing it worked).
+  void allocate_memory() {
+    const auto sb = static_cast<std::size_t>(ds_->sample_bytes());
+    ds_->resident_ = std::make_unique<Dataset::Resident>(node_, static_cast<std::size_t>(ds_->size_) * sb);
+    std::string failure = ds_->resident_->buffer.populate(static_cast<std::size_t>(shard_.begin) * sb,
+                                                          static_cast<std::size_t>(shard_.end - shard_.begin) * sb);
+    if (!failure.empty()) failure = fmt::format("{}: {}", ds_->files_.front().path, failure);
+    agree_or_throw(world_, failure);
+  }
 
-  // Labels first: they are small, and a bad label should not cost a full image read.
-  ds.labels_.resize(static_cast<std::size_t>(ds.size_));
-  read_rows(labels, H5T_NATIVE_INT32, lb.dims, dxpl, spec.read_block_bytes, ds.labels_.data());
-  const auto bad = std::find_if(ds.labels_.begin(), ds.labels_.end(),
-                                [&](std::int32_t v) { return v < 0 || v >= num_classes; });
-  RT_REQUIRE(bad == ds.labels_.end(), DataError, "{}: dataset '{}': value {} at index {} is outside [0, {})",
-             path, lk, bad == ds.labels_.end() ? 0 : *bad, bad - ds.labels_.begin(), num_classes);
+  // Collective MPI-IO reads of every file in turn, straight into the node's shared copy.
+  void read_memory() {
+    const std::int64_t sb = ds_->sample_bytes();
+    std::byte* base = ds_->resident_->buffer.data();
+    const auto guard = h5::lock();
+    for (const DatasetFile& f : ds_->files_) {
+      h5::ErrorContext where(f.path);
+      h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+      RT_H5_CHECK(H5Pset_fapl_mpio(fapl, world_, MPI_INFO_NULL));
+      h5::File file(RT_H5_CHECK(H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, fapl)));
+      h5::PropList dxpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
+      RT_H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+      const Rows rows = rows_in(f, shard_);
+      const std::int64_t at = f.first + rows.begin;
+      const h5::Dataset images = data::open_dataset(file, f.path, ds_->spec_.images_key);
+      const h5::Datatype mem = data::native_type_of(images);
+      const std::int64_t per_read = rows_per_read(sb);
+      data::read_rows(images, mem, rows.begin, rows.count(), per_read, dxpl, rounds(f, per_read), base + at * sb);
+      ds_->open_stats_.read_bytes += rows.count() * (sb + static_cast<std::int64_t>(sizeof(std::int32_t)));
+      const h5::Dataset labels = data::open_dataset(file, f.path, ds_->spec_.labels_key);
+      const std::int64_t per_label_read = rows_per_read(sizeof(std::int32_t));
+      data::read_rows(labels, H5T_NATIVE_INT32, rows.begin, rows.count(), per_label_read, dxpl,
+                      rounds(f, per_label_read), labels_.data() + (at - shard_.begin));
+    }
+    scan_nonfinite(ds_->sample_type_, base + shard_.begin * sb, ds_->sample_numel(), shard_.begin,
+                   shard_.end - shard_.begin, bad_);
+  }
 
-  ds.images_.resize(static_cast<std::size_t>(ds.size_ * ds.sample_numel()));
-  read_rows(images, H5T_NATIVE_UINT8, im.dims, dxpl, spec.read_block_bytes, ds.images_.data());
-  return ds;
+  // Independent reads with the POSIX driver: labels, and float samples piece by piece for the
+  // NaN/Inf scan (samples are otherwise read while training).
+  void read_stream() {
+    const std::int64_t sb = ds_->sample_bytes();
+    const bool scan = is_float(ds_->sample_type_);
+    Tensor piece;  // 64-byte aligned: see LoadedGroup in loader.cpp
+    const auto guard = h5::lock();
+    for (const DatasetFile& f : ds_->files_) {
+      const Rows rows = rows_in(f, shard_);
+      if (rows.count() == 0) continue;
+      h5::ErrorContext where(f.path);
+      h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+      RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
+      h5::File file(RT_H5_CHECK(H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, fapl)));
+      const std::int64_t at = f.first + rows.begin;
+      const h5::Dataset labels = data::open_dataset(file, f.path, ds_->spec_.labels_key);
+      const std::int64_t per_label_read = rows_per_read(sizeof(std::int32_t));
+      data::read_rows(labels, H5T_NATIVE_INT32, rows.begin, rows.count(), per_label_read, H5P_DEFAULT,
+                      data::read_calls(rows.count(), per_label_read), labels_.data() + (at - shard_.begin));
+      ds_->open_stats_.read_bytes += rows.count() * static_cast<std::int64_t>(sizeof(std::int32_t));
+      if (!scan) continue;
+      const h5::Dataset images = data::open_dataset(file, f.path, ds_->spec_.images_key);
+      const h5::Datatype mem = data::native_type_of(images);
+      const std::int64_t per_read = rows_per_read(sb);
+      if (piece.numel() < std::min(per_read, rows.count()) * sb)
+        piece = Tensor::empty(Shape{std::min(per_read, rows.count()) * sb}, DType::u8);
+      for (std::int64_t r = rows.begin; r < rows.end; r += per_read) {
+        const std::int64_t n = std::min(per_read, rows.end - r);
+        data::read_rows(images, mem, r, n, per_read, H5P_DEFAULT, 1, piece.raw());
+        ds_->open_stats_.read_bytes += n * sb;
+        scan_nonfinite(ds_->sample_type_, static_cast<const std::byte*>(piece.raw()), ds_->sample_numel(), f.first + r,
+                       n, bad_);
+      }
+    }
+  }
+
+  void share_labels() {
+    int world_rank = 0;
+    RT_MPI_CHECK(MPI_Comm_rank(world_, &world_rank));
+    std::vector<int> counts(static_cast<std::size_t>(world_size_)), displs(counts.size());
+    for (int r = 0; r < world_size_; ++r) {
+      const Shard s = even_shard(ds_->size_, world_size_, order_.positions[static_cast<std::size_t>(r)]);
+      RT_REQUIRE(s.end <= INT_MAX, DataError, "{}: more than {} samples", ds_->files_.front().path, INT_MAX);
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(s.end - s.begin);
+      displs[static_cast<std::size_t>(r)] = static_cast<int>(s.begin);
+    }
+    ds_->labels_.resize(static_cast<std::size_t>(ds_->size_));
+    RT_MPI_CHECK(MPI_Allgatherv(labels_.data(), counts[static_cast<std::size_t>(world_rank)], MPI_INT32_T,
+                                ds_->labels_.data(), counts.data(), displs.data(), MPI_INT32_T, world_));
+  }
+
+  void settle_nonfinite() {
+    if (!is_float(ds_->sample_type_)) return;
+    if (ds_->spec_.nonfinite == NonFinite::error) {
+      std::string failure;
+      if (!bad_.empty()) {
+        const DatasetFile& f = ds_->file_of(bad_.front().index);
+        failure =
+            fmt::format("{}: dataset '{}': sample {} holds {} (data.nonfinite = \"skip\" leaves such samples out)",
+                        f.path, ds_->spec_.images_key, bad_.front().index - f.first, bad_.front().nan ? "NaN" : "Inf");
+      }
+      agree_or_throw(world_, failure);
+      return;
+    }
+    std::vector<std::int64_t> mine;
+    for (const auto& b : bad_) mine.push_back(b.index);
+    ds_->excluded_ = allgather_varying(world_, mine, MPI_INT64_T);
+    std::sort(ds_->excluded_.begin(), ds_->excluded_.end());
+    RT_REQUIRE(ds_->usable_size() > 0, DataError, "{}: dataset '{}': every sample holds NaN or Inf",
+               ds_->files_.front().path, ds_->spec_.images_key);
+  }
+
+  void share_samples() {
+    const auto& buffer = ds_->resident_->buffer;
+    buffer.fence();
+    std::vector<std::int64_t> part_begin;
+    for (const int p : order_.node_begin)
+      part_begin.push_back(p == world_size_ ? ds_->size_ : even_shard(ds_->size_, world_size_, p).begin);
+    data::exchange_between_nodes(world_, order_, buffer.data(), part_begin, ds_->sample_bytes());
+    buffer.fence();
+  }
+
+  MPI_Comm world_;
+  MPI_Comm node_;
+  int world_size_ = 1;
+  std::unique_ptr<Dataset> ds_;
+  data::NodeOrder order_;
+  Shard shard_;                       // this rank's part of the global index
+  std::vector<std::int32_t> labels_;  // this rank's shard of the labels
+  std::vector<NonFiniteSample> bad_;  // in this rank's shard
+};
+
+std::shared_ptr<const Dataset> Dataset::open(const Context& ctx, const DatasetSpec& spec) {
+  return data::open_dataset(world_comm(ctx), ctx.impl().node, spec);
 }
+
+namespace data {
+std::shared_ptr<const Dataset> open_dataset(MPI_Comm world, MPI_Comm node, const DatasetSpec& spec) {
+  return DatasetOpener(world, node, spec).open();
+}
+}  // namespace data
 
 }  // namespace ringtrain

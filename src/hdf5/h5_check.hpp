@@ -1,9 +1,10 @@
 // RT_H5_CHECK(call): runs an HDF5 call and throws DataError naming the call, file, line and
 // HDF5's innermost error message, prefixed by the current h5::ErrorContext (the file path).
-// Plus h5::Handle, an owning hid_t closed with the H5*close that matches its kind.
+// Plus h5::Handle, an owning hid_t closed with the H5*close that matches its kind, and h5::lock.
 #pragma once
 #include <hdf5.h>
 
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -12,6 +13,14 @@
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::h5 {
+
+// Parallel HDF5 is not built thread-safe, and the loader reads from background threads: any
+// HDF5 call that may run while another thread can make one (loader threads, or code running
+// while a loader exists) holds this process-wide lock. Recursive, so helpers can take it too.
+inline std::unique_lock<std::recursive_mutex> lock() {
+  static std::recursive_mutex mutex;
+  return std::unique_lock<std::recursive_mutex>(mutex);
+}
 
 // Names the file (or object) that HDF5 errors raised on this thread are about, for as long
 // as it lives; scopes nest and the innermost wins. Constructing one also switches off HDF5's
@@ -59,11 +68,16 @@ constexpr std::string_view short_source(std::string_view file) {
                               short_source(file), line, innermost_error()));
 }
 
-// hid_t, herr_t and htri_t all signal failure with a negative value.
+// hid_t, herr_t, htri_t and HDF5's enums (H5D_LAYOUT_ERROR, H5T_ORDER_ERROR, ...) all
+// signal failure with a negative value.
 template <typename T>
 T check(T rc, const char* call, const char* file, int line) {
-  static_assert(std::is_signed_v<T>, "RT_H5_CHECK expects hid_t, herr_t or htri_t");
-  if (rc < 0) throw_h5_error(call, file, line);
+  if constexpr (std::is_enum_v<T>) {
+    if (static_cast<std::make_signed_t<std::underlying_type_t<T>>>(rc) < 0) throw_h5_error(call, file, line);
+  } else {
+    static_assert(std::is_signed_v<T>, "RT_H5_CHECK expects hid_t, herr_t, htri_t or an HDF5 enum");
+    if (rc < 0) throw_h5_error(call, file, line);
+  }
   return rc;
 }
 

@@ -8,7 +8,6 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/dataset.hpp"
-#include "ringtrain/data/sampler.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/train_config.hpp"
@@ -23,6 +22,12 @@ double median_of(const std::vector<StepTimes>& t, std::size_t begin, F field) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+// "/d/a.h5" or "/d/a.h5 and 3 more files".
+std::string files_of(const Dataset& d) {
+  const auto& f = d.files();
+  return f.size() == 1 ? f[0].path : fmt::format("{} and {} more files", f[0].path, f.size() - 1);
 }
 
 }  // namespace
@@ -47,10 +52,10 @@ RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view
 }
 
 void RunReport::header(const std::string& config_path, const std::string& resolved_config,
-                       const InMemoryDataset& train, const InMemoryDataset& test, const DistributedSampler& sampler,
-                       const Model& model, double setup_seconds) {
-  steps_per_epoch_ = sampler.steps_per_epoch();
-  global_batch_ = sampler.global_batch_size();
+                       const Dataset& train, const Dataset* test, std::int64_t steps_per_epoch,
+                       std::int64_t global_batch, const Model& model, double setup_seconds) {
+  steps_per_epoch_ = steps_per_epoch;
+  global_batch_ = global_batch;
   const auto& b = ctx_.binding();
   log::info("ringtrain {} | {} rank{} on {} node{} | {} ({} thread{}/rank) | {} allreduce", version(),
             ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
@@ -66,10 +71,14 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
   log::info("{}", indented.substr(0, indented.size() - 1));
   const std::string accumulation =
       tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : std::string();
-  log::info("data:   train {} samples {} ({}), test {} | global batch {} = {} ranks x {}{} | {} steps/epoch",
-            with_commas(train.size()), train.sample_shape().str(), train.path(),
-            tc_.test_path.empty() ? std::string("none") : with_commas(test.size()), global_batch_,
-            ctx_.world_size(), tc_.batch_size, accumulation, steps_per_epoch_);
+  const std::string skipped =
+      train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
+  log::info("data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} ranks x "
+            "{}{} | {} steps/epoch",
+            with_commas(train.size()), skipped, sample_type_name(train.sample_type()), train.sample_shape().str(),
+            files_of(train), test ? with_commas(test->size()) : std::string("none"),
+            read_strategy_name(tc_.data.strategy), tc_.data.prefetch, global_batch_, ctx_.world_size(),
+            tc_.batch_size, accumulation, steps_per_epoch_);
   log::info("model:  {} layers, {} parameters, {:.1f} MFLOP per training sample", model.num_layers(),
             with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
@@ -164,6 +173,8 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
       {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
       {"overlap", overlap_},
+      {"data_strategy", read_strategy_name(tc_.data.strategy)},
+      {"prefetch", tc_.data.prefetch},
       {"accumulation_steps", tc_.accumulation_steps},
       {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
       {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},

@@ -13,13 +13,12 @@
 namespace ringtrain {
 
 class Context;
-class DistributedSampler;
-class InMemoryDataset;
+class Dataset;
 class Model;
 struct TrainConfig;
 
 struct StepTimes {
-  double data = 0.0;       // assembling the batch (waiting for data)
+  double data = 0.0;       // waiting for the next batch (all of its assembly when data.prefetch = 0)
   double compute = 0.0;    // forward, backward, optimizer
   double comm = 0.0;       // exposed communication: end of backward until gradients are reduced
   double allreduce = 0.0;  // all buckets' allreduce time, overlapped with backward or not
@@ -29,8 +28,9 @@ struct StepTimes {
 class RunReport {
  public:
   RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name);
-  void header(const std::string& config_path, const std::string& resolved_config, const InMemoryDataset& train,
-              const InMemoryDataset& test, const DistributedSampler& sampler, const Model& model,
+  // test: null without a test set.
+  void header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
+              const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
               double setup_seconds);
   void comm_plan(std::size_t buckets, bool overlap);
   void step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,

@@ -1,5 +1,5 @@
-// read_train_config: defaults, types and ranges of the [run], [train], [data], [runtime] and
-// [comm] keys; every message names the key and the offending value.
+// read_train_config: defaults, types and ranges of the [run], [train], [runtime] and [comm]
+// keys ([data] is read by read_data_config); every message names the key and the value.
 #include "ringtrain/train/train_config.hpp"
 
 #include "ringtrain/core/config.hpp"
@@ -38,13 +38,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   require_positive(train, "accumulation_steps", t.accumulation_steps, 1);
 
   Config data = config.section("data");
-  t.train_path = data.require_string("train");
-  t.test_path = data.get_string("test", "");
-  t.images_key = data.get_string("images_key", t.images_key);
-  t.labels_key = data.get_string("labels_key", t.labels_key);
-  t.mean = data.get_double("mean", t.mean);
-  t.std = data.get_double("std", t.std);
-  RT_REQUIRE(t.std > 0.0, ConfigError, "config: {}: key 'data.std': must be > 0, got {}", config.source(), t.std);
+  t.data = read_data_config(data);
 
   Config runtime = config.section("runtime");
   t.backend = runtime.get_string("backend", t.backend);

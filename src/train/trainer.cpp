@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -16,7 +15,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/dataset.hpp"
-#include "ringtrain/data/sampler.hpp"
+#include "ringtrain/data/loader.hpp"
 #include "ringtrain/monitor/metrics_log.hpp"
 #include "ringtrain/monitor/tracer.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -26,7 +25,6 @@
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/train_config.hpp"
-#include "train/batch.hpp"
 #include "train/run_report.hpp"
 
 namespace ringtrain {
@@ -42,29 +40,50 @@ struct Setup {
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<Communicator> comm;       // set-up, statistics, evaluation
   std::unique_ptr<Communicator> grad_comm;  // gradient buckets only (the comm thread's)
-  InMemoryDataset train, test;
+  std::shared_ptr<const Dataset> train, test;  // test: null without data.test
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<DistributedSampler> sampler;
+  std::unique_ptr<Loader> train_loader, test_loader;
   std::int64_t num_classes = 0;
   std::int64_t total_steps = 0;
 };
 
-InMemoryDataset load_dataset(const Context& ctx, const TrainConfig& tc, const std::string& key,
-                             const std::string& path) {
+// Errors name the config key first: "data.train: /x/a.h5: ...".
+template <typename F>
+auto for_key(const std::string& key, F&& fn) {
   try {
-    return InMemoryDataset::load(ctx, DatasetSpec{path, tc.images_key, tc.labels_key}, INT_MAX);
+    return fn();
   } catch (const DataError& e) {
     throw DataError(fmt::format("{}: {}", key, e.what()));
   }
 }
 
-void check_labels(const InMemoryDataset& d, std::int64_t classes, const std::string& key) {
-  for (std::int64_t i = 0; i < d.size(); ++i)
-    RT_REQUIRE(d.label(i) >= 0 && d.label(i) < classes, DataError,
-               "{}: {}: label {} at index {} out of range for a model with {} outputs", key, d.path(), d.label(i), i,
-               classes);
+void check_labels(const Dataset& d, std::int64_t classes, const std::string& key) {
+  for (std::int64_t i = 0; i < d.size(); ++i) {
+    if (d.label(i) >= 0 && d.label(i) < classes) continue;
+    const DatasetFile& f = d.file_of(i);
+    throw DataError(fmt::format("{}: {}: label {} at index {} out of range for a model with {} outputs", key, f.path,
+                                d.label(i), i - f.first, classes));
+  }
+}
+
+// Training: batch_size x accumulation_steps per rank, shuffled and augmented; evaluation:
+// eval_batch_size, this rank's shard in order. One evaluation per epoch.
+LoaderOptions loader_options(const TrainConfig& tc, const Context& ctx, bool training) {
+  LoaderOptions o;
+  o.training = training;
+  o.batch_size = training ? tc.batch_size * tc.accumulation_steps : tc.eval_batch_size;
+  o.world_size = ctx.world_size();
+  o.rank = ctx.world_rank();
+  o.seed = tc.seed;
+  o.epochs = tc.epochs;
+  o.prefetch = tc.data.prefetch;
+  o.augment = tc.data.augment;
+  o.normalize = tc.data.normalize;
+  o.shuffle_window = tc.data.shuffle_window;
+  o.read_ahead = tc.data.read_ahead;
+  return o;
 }
 
 std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
@@ -85,27 +104,31 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   });
   const TrainConfig& tc = s->tc;
   run_collectively(ctx, [&] {
-    s->train = load_dataset(ctx, tc, "data.train", tc.train_path);
-    if (!tc.test_path.empty()) s->test = load_dataset(ctx, tc, "data.test", tc.test_path);
+    s->train = for_key("data.train", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.train)); });
+    if (!tc.data.test.empty())
+      s->test = for_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
   });
   run_collectively(ctx, [&] {
     Config model_config = config->section("model");
-    s->model = build_model(model_config, s->train.sample_shape());
+    s->model = build_model(model_config, s->train->sample_shape());
     const Shape& out = s->model->output_shape();
     RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
                config_path, out.str());
     s->num_classes = out[0];
-    check_labels(s->train, s->num_classes, "data.train");
-    if (!tc.test_path.empty()) {
-      RT_REQUIRE(s->test.sample_shape() == s->train.sample_shape(), DataError,
-                 "data.test: {}: samples are {} but data.train has {}", tc.test_path, s->test.sample_shape().str(),
-                 s->train.sample_shape().str());
-      check_labels(s->test, s->num_classes, "data.test");
+    check_labels(*s->train, s->num_classes, "data.train");
+    if (s->test) {
+      RT_REQUIRE(s->test->sample_shape() == s->train->sample_shape(), DataError,
+                 "data.test: {}: samples are {} but data.train has {}", s->test->files().front().path,
+                 s->test->sample_shape().str(), s->train->sample_shape().str());
+      check_labels(*s->test, s->num_classes, "data.test");
+      s->test_loader = for_key("data.test", [&] {
+        return std::make_unique<Loader>(s->test, loader_options(tc, ctx, false));
+      });
     }
-    s->sampler = std::make_unique<DistributedSampler>(s->train.size(),
-                                                      tc.batch_size * tc.accumulation_steps * ctx.world_size(),
-                                                      ctx.world_size(), ctx.world_rank(), tc.seed);
-    s->total_steps = s->sampler->steps_per_epoch() * tc.epochs;
+    s->train_loader = for_key("data.train", [&] {
+      return std::make_unique<Loader>(s->train, loader_options(tc, ctx, true));
+    });
+    s->total_steps = s->train_loader->steps_per_epoch() * tc.epochs;
     if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
     Config optim_config = config->section("optim");
     OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps);
@@ -130,28 +153,22 @@ struct EvalResult {
   double loss = 0.0;
 };
 
-EvalResult evaluate(Setup& s, const Context& ctx, const BatchBuilder& builder) {
+EvalResult evaluate(Setup& s, const Context& ctx) {
   // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
   for (Tensor& b : s.model->buffers()) {
     s.comm->allreduce_sum(b.raw(), static_cast<std::size_t>(b.numel()), DType::f32);
     for (std::int64_t i = 0; i < b.numel(); ++i) b.f32()[i] /= static_cast<float>(ctx.world_size());
   }
-  const Shard shard = even_shard(s.test.size(), ctx.world_size(), ctx.world_rank());
-  const std::int64_t bs = s.tc.eval_batch_size;
-  Tensor x = Tensor::empty(s.test.sample_shape().with_batch(bs));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(bs));
   SoftmaxCrossEntropy ce;
   double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
   StepInfo info;
   info.training = false;
-  for (std::int64_t b = shard.begin; b < shard.end; b += bs) {
-    const std::int64_t n = std::min(bs, shard.end - b);
-    Tensor xb = x.rows(0, n);
-    builder.fill_range(s.test, b, n, xb, labels.data());
-    const double loss = ce.forward(s.model->forward(xb, info), labels.data());
+  for (std::int64_t i = 0; i < s.test_loader->steps_per_epoch(); ++i) {
+    const Batch& batch = *for_key("data.test", [&] { return &s.test_loader->next(); });
+    const double loss = ce.forward(s.model->forward(batch.x, info), batch.labels.data());
     sums[0] += static_cast<double>(ce.correct());
-    sums[1] += loss * static_cast<double>(n);
-    sums[2] += static_cast<double>(n);
+    sums[1] += loss * static_cast<double>(batch.size());
+    sums[2] += static_cast<double>(batch.size());
   }
   s.comm->allreduce_sum(sums, 3, DType::f64);
   return EvalResult{sums[0] / sums[2], sums[1] / sums[2]};
@@ -203,19 +220,17 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
   const TrainConfig& tc = s.tc;
   Model& model = *s.model;
   const int world = ctx.world_size();
-  const std::int64_t spe = s.sampler->steps_per_epoch();
+  const std::int64_t spe = s.train_loader->steps_per_epoch();
   const std::int64_t epochs = std::min<std::int64_t>(tc.epochs, (s.total_steps + spe - 1) / spe);
+  const std::int64_t b = tc.batch_size * tc.accumulation_steps;  // per rank and step
   RunReport report(ctx, s.tc, s.comm->name());
-  report.header(config_path, s.resolved_config, s.train, s.test, *s.sampler, model, seconds_since(setup_start));
+  report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
+                seconds_since(setup_start));
 
   // Parameters start identical everywhere: rank 0's initialisation is broadcast.
   if (ctx.world_rank() == 0) model.init_params(tc.seed);
   s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
 
-  const BatchBuilder builder(tc.mean, tc.std);
-  const std::int64_t b = s.sampler->rank_batch_size();  // batch_size x accumulation_steps
-  Tensor x = Tensor::empty(s.train.sample_shape().with_batch(b));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
   Tracer tracer(tc.trace, ctx.world_rank());
   StepOptions options;
   // The comm thread calls MPI while the compute thread may too (abort, evaluation): only
@@ -234,22 +249,22 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
   double final_loss = 0.0;
   EvalResult last_eval{-1.0, 0.0};
   for (std::int64_t epoch = 0; epoch < epochs && step < s.total_steps; ++epoch) {
-    s.sampler->set_epoch(epoch);
     for (std::int64_t i = 0; i < spe && step < s.total_steps; ++i, ++step) {
       const auto t0 = Clock::now();
-      builder.fill(s.train, s.sampler->rank_batch(i), x, labels.data());
+      // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
+      const Batch& batch = *for_key("data.train", [&] { return &s.train_loader->next(); });
       const auto t1 = Clock::now();
       tracer.span("data wait", "data", t0, t1);
       const double lr = s.schedule->at(step);
-      const StepResult r = dp_step.run(x, labels.data(), StepInfo{true, tc.seed, step, ctx.world_rank()},
+      const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, step, ctx.world_rank()},
                                        static_cast<float>(lr));
       final_loss = r.loss;
       report.step(epoch, i, step, r.loss, r.correct / static_cast<double>(b * world), lr,
                   StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
                   s.total_steps);
     }
-    if (!tc.test_path.empty()) {
-      last_eval = evaluate(s, ctx, builder);
+    if (s.test_loader) {
+      last_eval = evaluate(s, ctx);
       report.epoch_end(epoch, epochs, step, last_eval.accuracy, last_eval.loss);
     }
   }

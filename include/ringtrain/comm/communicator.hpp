@@ -21,12 +21,27 @@ enum class AllreduceAlgo {
 AllreduceAlgo parse_allreduce_algo(std::string_view value, std::string_view key = "comm.allreduce");
 std::string_view allreduce_algo_name(AllreduceAlgo algo);
 
+// Parses the wire dtype "f32" / "bf16"; throws ConfigError naming `key` and the value otherwise.
+DType parse_wire_dtype(std::string_view value, std::string_view key = "comm.wire_dtype");
+
+// How the MPI backend is built.
+struct CommOptions {
+  AllreduceAlgo algo = AllreduceAlgo::ring;
+  // What f32 data travels as: f32, or bf16 for half the bytes (sums are still formed in f32
+  // and every rank still ends bitwise identical; the result carries bf16 precision). Other
+  // dtypes always travel as themselves. bf16 needs the ring (ConfigError with algo mpi).
+  DType wire_dtype = DType::f32;
+  // Ring only: when all ranks share one node, reduce through shared memory (one copy per
+  // byte) rather than MPI messages. Off forces the message ring (tests, benchmarks).
+  bool shared_memory = true;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual std::string_view name() const = 0;  // e.g. "mpi-ring"
+  virtual std::string_view name() const = 0;  // e.g. "mpi-ring", "mpi-ring-shm"
 
   // In-place elementwise sum over all ranks of `count` elements of `dtype` at `data`
   // (f32, f64, bf16, f16, i32). Every rank ends with bitwise identical results. count may
@@ -37,7 +52,10 @@ class Communicator {
   virtual void barrier() = 0;
 };
 
-// The MPI backend on the Context's world communicator.
+// The MPI backend on the Context's world communicator. Collective. Throws ConfigError for
+// options that do not go together.
+std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, const CommOptions& options);
+// The same with default options but `algo`.
 std::unique_ptr<Communicator> make_mpi_communicator(const Context& ctx, AllreduceAlgo algo);
 // A one-rank communicator on this process alone (MPI_COMM_SELF): the single-process
 // reference that data-parallel results are compared with.

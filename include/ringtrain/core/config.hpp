@@ -24,6 +24,9 @@ class Config {
   bool get_bool(std::string_view key, bool fallback);
   std::string get_string(std::string_view key, const std::string& fallback);
   std::vector<std::int64_t> get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback);
+  // One value or an array of them: a single value reads as a one-element list.
+  std::vector<double> get_double_list(std::string_view key, const std::vector<double>& fallback);
+  std::vector<std::string> get_string_list(std::string_view key, const std::vector<std::string>& fallback);
   // Required keys: ConfigError "missing required key" when absent.
   std::int64_t require_int(std::string_view key);
   std::string require_string(std::string_view key);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ringtrain/data/data_config.hpp"
+
 namespace ringtrain {
 
 class Config;
@@ -20,12 +22,7 @@ struct TrainConfig {
   std::int64_t log_every = 100;    // steps between progress lines
   std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
   // [data]
-  std::string train_path;
-  std::string test_path;           // empty: no evaluation
-  std::string images_key = "images";
-  std::string labels_key = "labels";
-  double mean = 0.0;               // inputs are (u8 / 255 - mean) / std
-  double std = 1.0;
+  DataConfig data;
   // [runtime]
   std::string backend = "cpu";
   std::int64_t threads = 0;        // 0: split the node's cores among local ranks

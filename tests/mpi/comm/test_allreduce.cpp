@@ -1,12 +1,17 @@
-// The MPI communicator under mpirun: allreduce (our ring and MPI_Allreduce, every summable
-// dtype, counts around the world size, primes, a pipelined large count), broadcast, barrier,
-// and the errors for an unsupported dtype and an unknown comm.allreduce value.
+// The MPI communicator under mpirun: allreduce on every path (our ring through shared memory
+// and over MPI messages, MPI_Allreduce) for every summable dtype, counts around the world
+// size, primes, many rounds and slices, repeated calls of varying sizes, bf16 on the wire,
+// waits that yield the core to a busy thread; broadcast, barrier, and the config errors.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <pthread.h>
+#include <sched.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -14,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "comm/shm_allreduce.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/dtype.hpp"
@@ -21,13 +27,33 @@
 
 namespace ringtrain {
 
+// An allreduce path: how to build it and the name the communicator reports. All test ranks
+// share one node, so the default ring takes shared memory.
+struct Path {
+  const char* label;
+  CommOptions options;
+  std::string_view comm_name;
+};
+const Path kShm{"shm", {.algo = AllreduceAlgo::ring}, "mpi-ring-shm"};
+const Path kP2p{"p2p", {.algo = AllreduceAlgo::ring, .shared_memory = false}, "mpi-ring"};
+const Path kMpi{"mpi", {.algo = AllreduceAlgo::mpi}, "mpi-allreduce"};
+
 // Readable parameters in gtest's failure lines (found by ADL, hence outside the anonymous namespace).
-void PrintTo(AllreduceAlgo algo, std::ostream* os) { *os << allreduce_algo_name(algo); }
+void PrintTo(const Path& path, std::ostream* os) { *os << path.label; }
 void PrintTo(DType dtype, std::ostream* os) { *os << dtype_name(dtype); }
 
 namespace {
 
 using test::context;
+
+std::unique_ptr<Communicator> make(const Path& path, DType wire = DType::f32) {
+  CommOptions options = path.options;
+  options.wire_dtype = wire;
+  return make_mpi_communicator(context(), options);
+}
+
+// Elements one shared-memory round carries at f32: counts around multiples of it cross rounds.
+constexpr std::size_t kRoundF32 = comm::kShmSlotBytes / sizeof(float);
 
 // `count` elements of `dtype`, written and read as double, with one guard element on each
 // side so that a write past either end of the reduced range is caught.
@@ -160,21 +186,20 @@ void check_exact_sum(Communicator& comm, DType dtype, std::size_t count) {
   EXPECT_TRUE(buf.guards_intact()) << "count " << count << ": wrote outside the buffer";
 }
 
-using Param = std::tuple<AllreduceAlgo, DType>;
+using Param = std::tuple<Path, DType>;
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
-  return std::string(allreduce_algo_name(std::get<0>(info.param))) + "_" +
-         std::string(dtype_name(std::get<1>(info.param)));
+  return std::string(std::get<0>(info.param).label) + "_" + std::string(dtype_name(std::get<1>(info.param)));
 }
 
 class AllreduceTest : public ::testing::TestWithParam<Param> {
  protected:
-  AllreduceAlgo algo() const { return std::get<0>(GetParam()); }
+  const Path& path() const { return std::get<0>(GetParam()); }
   DType dtype() const { return std::get<1>(GetParam()); }
 };
 
 TEST_P(AllreduceTest, ExactSumForAwkwardCounts) {
-  auto comm = make_mpi_communicator(context(), algo());
+  auto comm = make(path());
   const std::size_t w = static_cast<std::size_t>(context().world_size());
   // Largest first, then smaller: later calls run on a scratch grown by an earlier one.
   for (std::size_t count : {std::size_t{65537}, std::size_t{0}, std::size_t{1}, w - 1, w, w + 1, std::size_t{7},
@@ -183,7 +208,7 @@ TEST_P(AllreduceTest, ExactSumForAwkwardCounts) {
 }
 
 TEST_P(AllreduceTest, CountZeroDoesNothingAndLeavesPeersInStep) {
-  auto comm = make_mpi_communicator(context(), algo());
+  auto comm = make(path());
   comm->allreduce_sum(nullptr, 0, dtype());
   Buffer buf(dtype(), 0);
   comm->allreduce_sum(buf.data(), 0, dtype());
@@ -193,7 +218,7 @@ TEST_P(AllreduceTest, CountZeroDoesNothingAndLeavesPeersInStep) {
 }
 
 TEST_P(AllreduceTest, RoughValuesMatchReferenceAndAgreeBitwise) {
-  auto comm = make_mpi_communicator(context(), algo());
+  auto comm = make(path());
   const int rank = context().world_rank();
   const int size = context().world_size();
   for (std::size_t count : {std::size_t{3}, std::size_t{10007}}) {
@@ -223,35 +248,36 @@ TEST_P(AllreduceTest, RoughValuesMatchReferenceAndAgreeBitwise) {
 }
 
 TEST_P(AllreduceTest, NameRankAndSize) {
-  auto comm = make_mpi_communicator(context(), algo());
-  EXPECT_EQ(comm->name(), algo() == AllreduceAlgo::ring ? "mpi-ring" : "mpi-allreduce");
+  auto comm = make(path());
+  EXPECT_EQ(comm->name(), path().comm_name);
   EXPECT_EQ(comm->rank(), context().world_rank());
   EXPECT_EQ(comm->size(), context().world_size());
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypes, AllreduceTest,
-                         ::testing::Combine(::testing::Values(AllreduceAlgo::ring, AllreduceAlgo::mpi),
+                         ::testing::Combine(::testing::Values(kShm, kP2p, kMpi),
                                             ::testing::Values(DType::f32, DType::f64, DType::bf16, DType::f16,
                                                               DType::i32)),
                          param_name);
 
-// Large enough that every segment is cut into several 4 MiB slices plus a short one.
+// Large enough that every segment is cut into several ring slices plus a short one, and that
+// the shared-memory path goes through both staging slots several times with a short last round.
 class LargeAllreduceTest : public AllreduceTest {};
 
 TEST_P(LargeAllreduceTest, ExactSumOverManySlices) {
-  auto comm = make_mpi_communicator(context(), algo());
+  auto comm = make(path());
   check_exact_sum(*comm, dtype(), std::size_t{4} * 1024 * 1024 + 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Large, LargeAllreduceTest,
-                         ::testing::Combine(::testing::Values(AllreduceAlgo::ring, AllreduceAlgo::mpi),
+                         ::testing::Combine(::testing::Values(kShm, kP2p, kMpi),
                                             ::testing::Values(DType::f32, DType::bf16)),
                          param_name);
 
 TEST(AllreduceErrors, U8IsRejectedWithTheSupportedList) {
   const std::string expected = "allreduce: dtype u8 not supported (supported: f32, f64, bf16, f16, i32)";
-  for (AllreduceAlgo algo : {AllreduceAlgo::ring, AllreduceAlgo::mpi}) {
-    auto comm = make_mpi_communicator(context(), algo);
+  for (const Path& path : {kShm, kP2p, kMpi}) {
+    auto comm = make(path);
     std::vector<std::uint8_t> bytes(16, 1);
     EXPECT_EQ(message_of<CommError>([&] { comm->allreduce_sum(bytes.data(), bytes.size(), DType::u8); }), expected);
     EXPECT_EQ(message_of<CommError>([&] { comm->allreduce_sum(nullptr, 0, DType::u8); }), expected);
@@ -275,6 +301,179 @@ TEST(AllreduceAlgoConfig, UnknownValueNamesKeyAndKnownValues) {
   EXPECT_EQ(message_of<ConfigError>([] { parse_allreduce_algo(""); }),
             "comm.allreduce: unknown value '' (known: ring, mpi)");
 }
+
+TEST(WireDtypeConfig, ParsesKnownValuesAndNamesKeyOtherwise) {
+  EXPECT_EQ(parse_wire_dtype("f32"), DType::f32);
+  EXPECT_EQ(parse_wire_dtype("bf16"), DType::bf16);
+  EXPECT_EQ(message_of<ConfigError>([] { parse_wire_dtype("fp16"); }),
+            "comm.wire_dtype: unknown value 'fp16' (known: f32, bf16)");
+  EXPECT_EQ(message_of<ConfigError>([] { parse_wire_dtype("BF16", "train.comm.wire_dtype"); }),
+            "train.comm.wire_dtype: unknown value 'BF16' (known: f32, bf16)");
+}
+
+TEST(WireDtypeConfig, Bf16NeedsTheRingAndOnlyF32OrBf16Travel) {
+  EXPECT_EQ(message_of<ConfigError>([] { make(kMpi, DType::bf16); }),
+            "comm.wire_dtype: bf16 needs comm.allreduce = \"ring\" (MPI_Allreduce sends the data as it is)");
+  EXPECT_EQ(message_of<ConfigError>([] { make(kShm, DType::f16); }),
+            "comm.wire_dtype: f16 not supported (supported: f32, bf16)");
+  // The rejected options built nothing: the next communicator pairs up with the peers' one.
+  check_exact_sum(*make(kShm, DType::bf16), DType::f32, 1009);
+}
+
+TEST(AlgoOverload, IsTheDefaultOptions) {
+  EXPECT_EQ(make_mpi_communicator(context(), AllreduceAlgo::ring)->name(), kShm.comm_name);
+  EXPECT_EQ(make_mpi_communicator(context(), AllreduceAlgo::mpi)->name(), kMpi.comm_name);
+}
+
+// The two ring paths (shared memory, MPI messages).
+class RingPathTest : public ::testing::TestWithParam<Path> {};
+
+TEST_P(RingPathTest, RepeatedCallsOfVaryingSizesAndDtypes) {
+  auto comm = make(GetParam());
+  // Several rounds with a short last one (the first two timed rounds of a communicator write
+  // with plain, then streaming stores, see StoreChoice), then sizes that leave the staging
+  // slots at odd phases, dtypes whose wire elements have other sizes, empty and tiny calls.
+  const std::tuple<std::size_t, DType> calls[] = {
+      {3 * kRoundF32 + 5, DType::f32}, {1, DType::f32},       {0, DType::f64},
+      {kRoundF32, DType::bf16},        {kRoundF32 - 1, DType::f64}, {7, DType::i32},
+      {2 * kRoundF32 + 1, DType::f16}, {65537, DType::f32},    {kRoundF32 + 1, DType::f32}};
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [count, dtype] : calls) check_exact_sum(*comm, dtype, count);
+}
+
+// f32 on a bf16 wire: sums formed in f32 and rounded to bf16 to travel, so the results are
+// bf16 values within bf16 tolerance of the double reference, bitwise the same on all ranks.
+TEST_P(RingPathTest, WireBf16RoundsToBf16AndAgreesBitwise) {
+  auto comm = make(GetParam(), DType::bf16);
+  const int rank = context().world_rank();
+  const int size = context().world_size();
+  // The largest count takes three shared-memory rounds, two of them timed by StoreChoice,
+  // which always tries plain stores first and streaming ones second: both conversions run.
+  for (std::size_t count : {std::size_t{3}, std::size_t{10007}, 4 * kRoundF32 + 3}) {
+    Buffer buf(DType::f32, count);
+    for (std::size_t i = 0; i < count; ++i) buf.set(i, rough_value(DType::f32, rank, i));
+    comm->allreduce_sum(buf.data(), count, DType::f32);
+    double worst = 0;
+    std::size_t not_bf16 = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      double ref = 0;
+      for (int r = 0; r < size; ++r) ref += static_cast<float>(rough_value(DType::f32, r, i));
+      worst = std::max(worst, test::rel_error(buf.get(i), ref));
+      const auto v = static_cast<float>(buf.get(i));
+      not_bf16 += bf16_to_float(float_to_bf16(v)) != v;
+    }
+    EXPECT_LE(worst, test::kTolHalf) << "count " << count;
+    EXPECT_EQ(not_bf16, 0u) << "count " << count << ": results did not travel as bf16";
+    EXPECT_TRUE(buf.guards_intact());
+    EXPECT_TRUE(same_on_all_ranks(buf.hash())) << "count " << count << ": ranks disagree bitwise";
+  }
+  // Integers small enough for bf16 stay exact; other dtypes travel as themselves.
+  for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::bf16}) check_exact_sum(*comm, dtype, 65537);
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+// A thread spinning on the core the calling thread runs on, both pinned there until stop():
+// the compute thread that a communication thread shares its core with.
+class BusyNeighbour {
+ public:
+  BusyNeighbour() {
+    pthread_getaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    thread_ = std::thread([this, one] {
+      pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+      const double start = thread_cpu_seconds();
+      running_.store(true);
+      while (!stop_.load(std::memory_order_relaxed)) {
+      }
+      cpu_seconds_ = thread_cpu_seconds() - start;
+    });
+    while (!running_.load()) std::this_thread::yield();
+  }
+  ~BusyNeighbour() { stop(); }
+  BusyNeighbour(const BusyNeighbour&) = delete;
+  BusyNeighbour& operator=(const BusyNeighbour&) = delete;
+
+  // Ends the spinning and the pinning; returns the CPU time the spinner got.
+  double stop() {
+    if (thread_.joinable()) {
+      stop_.store(true);
+      thread_.join();
+      pthread_setaffinity_np(pthread_self(), sizeof saved_, &saved_);
+    }
+    return cpu_seconds_;
+  }
+
+ private:
+  cpu_set_t saved_;
+  std::atomic<bool> running_{false}, stop_{false};
+  double cpu_seconds_ = 0;
+  std::thread thread_;
+};
+
+// A rank waiting in allreduce for a late peer must leave its core to the busy thread beside
+// it: a waiter that spins takes about half the core, one that yields almost none.
+TEST_P(RingPathTest, WaitingYieldsTheCoreToABusyThread) {
+  auto comm = make(GetParam());
+  constexpr double kLate = 0.3;
+  Buffer buf(DType::f32, 1009);
+  for (std::size_t i = 0; i < buf.count(); ++i) buf.set(i, 1.0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (context().world_rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(kLate));
+    comm->allreduce_sum(buf.data(), buf.count(), DType::f32);
+  } else {
+    BusyNeighbour busy;
+    const double start = thread_cpu_seconds();
+    comm->allreduce_sum(buf.data(), buf.count(), DType::f32);
+    const double waiter = thread_cpu_seconds() - start;
+    const double spinner = busy.stop();
+    EXPECT_LT(waiter, 0.5 * spinner) << "the waiter took " << waiter << " s of CPU, the busy thread beside it "
+                                     << spinner << " s";
+  }
+  EXPECT_EQ(buf.get(0), context().world_size());
+}
+
+// Every rank's caller shares its core with a busy thread: sums stay exact (each wait has to
+// get the core back from the spinner).
+TEST_P(RingPathTest, ExactWithABusyThreadOnEveryCore) {
+  auto comm = make(GetParam());
+  BusyNeighbour busy;
+  for (std::size_t count : {std::size_t{1}, std::size_t{1009}, kRoundF32 + 7}) check_exact_sum(*comm, DType::f32, count);
+}
+
+// StoreChoice (shm_allreduce.hpp) on made-up timings: both kinds timed first, then plain
+// unless streaming is more than twice as fast, the other kind timed every 64th phase.
+TEST(StoreChoice, TimesBothThenKeepsTheClearlyFasterAndProbesTheOther) {
+  using comm::Store;
+  using std::chrono::nanoseconds;
+  comm::StoreChoice choice;
+  EXPECT_EQ(choice.next(), Store::plain);
+  choice.record(Store::plain, 1000, nanoseconds(300));  // 0.3 ns/B
+  EXPECT_EQ(choice.next(), Store::stream);
+  choice.record(Store::stream, 1000, nanoseconds(200));  // faster, but not twice
+  EXPECT_EQ(choice.next(), Store::plain);
+  choice.record(Store::plain, 1000, nanoseconds(900));  // far cores: estimate 0.6 > 2 x 0.2
+  int streamed = 0;
+  for (int i = 0; i < 64; ++i) {
+    const Store s = choice.next();
+    streamed += s == Store::stream;
+    choice.record(s, 1000, nanoseconds(s == Store::stream ? 200 : 900));
+  }
+  EXPECT_EQ(streamed, 63) << "streams while plain is slower, times plain once per 64";
+  for (int i = 0; i < 4; ++i) choice.record(Store::plain, 1000, nanoseconds(100));  // near again
+  EXPECT_EQ(choice.next(), Store::plain);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, RingPathTest, ::testing::Values(kShm, kP2p),
+                         [](const auto& info) { return std::string(info.param.label); });
 
 TEST(Broadcast, CopiesFromNonZeroRootForOddSizes) {
   auto comm = make_mpi_communicator(context(), AllreduceAlgo::ring);

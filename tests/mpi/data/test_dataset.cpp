@@ -1,26 +1,33 @@
-// InMemoryDataset::load under mpirun: every rank gets the same content as the source, and
-// each malformed file gives every rank the same one-line DataError (no rank left hanging).
-// Rank 0 writes the inputs (serial HDF5 driver or the converter), then all ranks proceed.
+// Dataset::open and the loader under mpirun: every rank sees the files' content (also across
+// simulated nodes, whose shared copies are completed by the node leaders), the ranks' training
+// batches never share a sample and run the same number of steps, and each malformed input
+// gives every rank the same one-line DataError (no rank left hanging). Rank 0 writes inputs.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
+#include <set>
 
+#include "data/dataset_open.hpp"
+#include "data/epoch_plan.hpp"
 #include "hdf5/h5_check.hpp"
 #include "ringtrain/core/error.hpp"
-#include "ringtrain/data/convert.hpp"
 #include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/loader.hpp"
 #include "support/test_context.hpp"
-#include "unit/data/data_test_util.hpp"
+#include "unit/data/h5_files.hpp"
 
 namespace ringtrain {
 namespace {
 
 namespace fs = std::filesystem;
-using test::pattern_bytes;
 
 int rank() { return test::context().world_rank(); }
+int world() { return test::context().world_size(); }
 
 // Runs fn on rank 0 only, then tells every rank whether it worked, so that a failure there
 // fails the test everywhere instead of leaving the other ranks waiting.
@@ -55,211 +62,242 @@ bool same_on_all_ranks(const std::string& text) {
   return all == 1;
 }
 
-std::string load_error(const std::string& path, int num_classes = 10) {
+DatasetSpec spec_of(const std::vector<std::string>& sources, ReadStrategy strategy = ReadStrategy::memory) {
+  DatasetSpec spec;
+  spec.sources = sources;
+  spec.strategy = strategy;
+  return spec;
+}
+
+std::string open_error(const DatasetSpec& spec) {
   try {
-    InMemoryDataset::load(test::context(), DatasetSpec{path}, num_classes);
+    Dataset::open(test::context(), spec);
   } catch (const DataError& e) {
     return e.what();
   }
   return "(no error)";
 }
 
-// Checks the error text on every rank and that all ranks agree on it.
-void expect_load_error(const std::string& path, const std::vector<std::string>& parts, int num_classes = 10) {
-  const std::string msg = load_error(path, num_classes);
-  EXPECT_TRUE(same_on_all_ranks(msg)) << "rank " << rank() << ": " << msg;
-  for (const auto& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
+// Checks the error text on every rank, for both strategies, and that all ranks agree on it.
+void expect_open_error(const std::vector<std::string>& sources, const std::vector<std::string>& parts) {
+  for (const ReadStrategy st : {ReadStrategy::memory, ReadStrategy::stream}) {
+    const std::string msg = open_error(spec_of(sources, st));
+    EXPECT_TRUE(same_on_all_ranks(msg)) << "rank " << rank() << ": " << msg;
+    for (const auto& part : parts)
+      EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
 }
 
-// Serial HDF5 writer for hand-made (often malformed) files.
-class H5Writer {
- public:
-  explicit H5Writer(const std::string& path)
-      : where_(path), file_(RT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT))) {}
-
-  template <typename T>
-  void add(const char* name, hid_t file_type, hid_t mem_type, const std::vector<hsize_t>& dims,
-           const std::vector<T>& data) {
-    h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
-    h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file_, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
-    if (!data.empty()) RT_H5_CHECK(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
+// Every sample and label of the dataset against what the files were written with.
+void expect_content(const Dataset& ds, std::int64_t n, std::int64_t numel) {
+  ASSERT_EQ(ds.size(), n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(ds.label(i), test::label_of(i)) << "rank " << rank() << ", sample " << i;
+    const auto want = test::sample_values<std::uint8_t>(i, 1, numel);
+    ASSERT_EQ(std::memcmp(ds.resident_sample(i), want.data(), want.size()), 0) << "rank " << rank() << ", sample " << i;
   }
-  void images(const std::vector<hsize_t>& dims) {
-    hsize_t n = 1;
-    for (const auto d : dims) n *= d;
-    add("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, dims, pattern_bytes(n));
-  }
-  void labels(const std::vector<std::uint8_t>& values) {
-    add("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {values.size()}, values);
-  }
-  hid_t file() const { return file_; }
+}
 
- private:
-  h5::ErrorContext where_;
-  h5::File file_;
-};
-
-class DatasetLoad : public ::testing::Test {
+class DatasetOpen : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
   std::string path(const char* name) const { return (dir_ / name).string(); }
   fs::path dir_;
 };
 
-TEST_F(DatasetLoad, LoadsConvertedFileIdenticallyOnEveryRank) {
-  const std::int64_t n = 37, h = 5, w = 6;
-  const auto images = pattern_bytes(static_cast<std::size_t>(n * h * w), 17);
-  std::vector<std::uint8_t> labels(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::uint8_t>((i * 7) % 10);
-  const std::string out = path("data.h5");
+TEST_F(DatasetOpen, EveryRankSeesTheFilesContent) {
   ASSERT_TRUE(on_root([&] {
-    test::write_idx(dir_ / "img.gz", {n, h, w}, images, true);
-    test::write_idx(dir_ / "lab.gz", {n}, labels, true);
-    ConvertOptions o;
-    o.images_path = (dir_ / "img.gz").string();
-    o.labels_path = (dir_ / "lab.gz").string();
-    o.output_path = out;
-    o.class_names = fashion_mnist_classes();
-    o.chunk_samples = 8;
-    convert_idx_to_hdf5(o);
+    test::write_u8_file(path("a.h5"), 0, 23, 2, 3, 5, 4);
+    test::write_u8_file(path("b.h5"), 23, 14, 2, 3, 5);
   }));
-
-  // Small read blocks force several collective reads per dataset: 210 bytes = 7 image rows
-  // of 30 bytes (5 full reads and a partial one), 1 byte = one row per read.
+  // Small read blocks force several collective reads per file, with ranks making different
+  // numbers of real reads: 210 bytes = 7 samples of 30 bytes, 1 byte = one sample per read.
   for (const std::int64_t block : {std::int64_t{64} << 20, std::int64_t{210}, std::int64_t{1}}) {
-    DatasetSpec spec{out};
+    DatasetSpec spec = spec_of({path("a.h5"), path("b.h5")});
     spec.read_block_bytes = block;
-    const InMemoryDataset ds = InMemoryDataset::load(test::context(), spec, 10);
-    ASSERT_EQ(ds.size(), n) << "block " << block;
-    EXPECT_EQ(ds.sample_shape(), (Shape{1, h, w}));
-    EXPECT_EQ(ds.path(), out);
-    const std::vector<std::uint8_t> got(ds.image(0), ds.image(0) + n * h * w);
-    EXPECT_EQ(got, images) << "rank " << rank() << ", block " << block;
-    for (std::int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(ds.label(i), labels[static_cast<std::size_t>(i)]) << "rank " << rank() << ", index " << i;
-    std::string content(reinterpret_cast<const char*>(got.data()), got.size());
-    for (std::int64_t i = 0; i < n; ++i) content += std::to_string(ds.label(i)) + ",";
-    EXPECT_TRUE(same_on_all_ranks(content)) << "ranks loaded different content";
+    const auto ds = Dataset::open(test::context(), spec);
+    EXPECT_EQ(ds->sample_shape(), (Shape{2, 3, 5}));
+    EXPECT_EQ(ds->files()[0].chunk_rows, 4);
+    EXPECT_EQ(ds->files()[1].chunk_rows, 0);
+    expect_content(*ds, 37, 30);
   }
+  const auto streamed = Dataset::open(test::context(), spec_of({path("*.h5")}, ReadStrategy::stream));
+  ASSERT_EQ(streamed->size(), 37);
+  for (std::int64_t i = 0; i < 37; ++i) ASSERT_EQ(streamed->label(i), test::label_of(i));
 }
 
-TEST_F(DatasetLoad, WiderLabelTypesAccepted) {
-  // Labels of any integer type are read into int32 (here: int64 on disk).
-  const std::string file = path("int64.h5");
+TEST_F(DatasetOpen, NodeLeadersCompleteEachNodesCopy) {
+  // Ranks split into two "nodes" by parity: the node-major order interleaves world ranks, and
+  // each node's leader receives the other node's part.
+  if (world() < 2) GTEST_SKIP();
+  ASSERT_TRUE(on_root([&] { test::write_u8_file(path("d.h5"), 0, 41, 1, 4, 4, 8); }));
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank() % 2, rank(), &node);
+  {
+    const auto ds = data::open_dataset(MPI_COMM_WORLD, node, spec_of({path("d.h5")}));
+    expect_content(*ds, 41, 16);
+  }
+  MPI_Comm_free(&node);
+}
+
+TEST_F(DatasetOpen, WiderLabelTypesAccepted) {
   ASSERT_TRUE(on_root([&] {
-    H5Writer wr(file);
-    wr.images({3, 2, 2, 2});
+    test::H5FileWriter wr(path("int64.h5"));
+    wr.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {3, 2, 2, 2}, std::vector<std::uint8_t>(24, 1));
     wr.add<std::int64_t>("labels", H5T_STD_I64BE, H5T_NATIVE_INT64, {3}, {2, 0, 1});
   }));
-  const InMemoryDataset ds = InMemoryDataset::load(test::context(), DatasetSpec{file}, 3);
-  ASSERT_EQ(ds.size(), 3);
-  EXPECT_EQ(ds.sample_shape(), (Shape{2, 2, 2}));
-  EXPECT_EQ(ds.label(0), 2);
-  EXPECT_EQ(ds.label(1), 0);
-  EXPECT_EQ(ds.label(2), 1);
+  const auto ds = Dataset::open(test::context(), spec_of({path("int64.h5")}));
+  EXPECT_EQ(ds->label(0), 2);
+  EXPECT_EQ(ds->label(1), 0);
+  EXPECT_EQ(ds->label(2), 1);
 }
 
-TEST_F(DatasetLoad, MissingFile) {
-  const std::string file = path("absent.h5");
-  expect_load_error(file, {file + ": no such file"});
+TEST_F(DatasetOpen, TrainingBatchesOfAllRanksNeverShareASample) {
+  ASSERT_TRUE(on_root([&] { test::write_u8_file(path("d.h5"), 0, 211, 1, 3, 3, 16); }));
+  for (const ReadStrategy st : {ReadStrategy::memory, ReadStrategy::stream}) {
+    const auto ds = Dataset::open(test::context(), spec_of({path("d.h5")}, st));
+    LoaderOptions o;
+    o.batch_size = 6;
+    o.world_size = world();
+    o.rank = rank();
+    o.seed = 5;
+    o.epochs = 2;
+    o.augment = AugmentOptions{1, true};
+    o.shuffle_window = 40;
+    Loader loader(ds, o);
+    std::int64_t steps = loader.steps_per_epoch();
+    std::int64_t most = 0;
+    MPI_Allreduce(&steps, &most, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+    EXPECT_EQ(steps, most) << "ranks run different numbers of steps";
+    for (std::int64_t e = 0; e < 2; ++e) {
+      std::vector<std::int64_t> mine;
+      for (std::int64_t s = 0; s < steps; ++s) {
+        const Batch& b = loader.next();
+        mine.insert(mine.end(), b.indices.begin(), b.indices.end());
+      }
+      std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(world()));
+      MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T, all.data(), static_cast<int>(mine.size()),
+                    MPI_INT64_T, MPI_COMM_WORLD);
+      EXPECT_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(), all.size())
+          << read_strategy_name(st) << ": a sample came twice in epoch " << e;
+      if (st == ReadStrategy::memory) {  // the world-of-one global batches, whatever the world size
+        data::PlanOptions p;
+        p.batch = 6 * world();
+        p.seed = 5;
+        const auto whole = data::EpochPlanner(ds, p).plan(e);
+        const std::vector<std::int64_t> expected(whole->order.begin(),
+                                                 whole->order.begin() + static_cast<std::ptrdiff_t>(all.size()));
+        // all is rank-major (rank 0's epoch, then rank 1's ...); regroup it step-major.
+        std::vector<std::int64_t> step_major;
+        for (std::int64_t s = 0; s < steps; ++s)
+          for (int r = 0; r < world(); ++r)
+            for (std::int64_t k = 0; k < 6; ++k)
+              step_major.push_back(all[static_cast<std::size_t>((r * steps + s) * 6 + k)]);
+        EXPECT_EQ(step_major, expected);
+      }
+    }
+  }
 }
 
-TEST_F(DatasetLoad, MissingOnOneRankOnlyFailsEveryRank) {
+TEST_F(DatasetOpen, MissingFileAndGlobs) {
+  expect_open_error({path("absent.h5")}, {path("absent.h5") + ": no such file"});
+  expect_open_error({path("none-*.h5")}, {path("none-*.h5") + ": no files match"});
+  ASSERT_TRUE(on_root([&] { test::write_u8_file(path("d.h5"), 0, 4, 1, 2, 2); }));
+  expect_open_error({path("d.h5"), path("d*.h5")}, {path("d.h5") + ": listed more than once"});
+  fs::create_directories(dir_ / "dir.h5");
+  expect_open_error({path("dir.h5")}, {path("dir.h5") + ": is a directory, not an HDF5 file"});
+}
+
+TEST_F(DatasetOpen, MissingOnOneRankOnlyFailsEveryRank) {
   // Ranks disagree about the file (as on nodes without a shared file system): all must
   // throw the same error rather than some entering the collective open.
-  const std::string good = path("good.h5");
-  ASSERT_TRUE(on_root([&] {
-    H5Writer wr(good);
-    wr.images({2, 1, 2, 2});
-    wr.labels({0, 1});
-  }));
-  const int last = test::context().world_size() - 1;
+  ASSERT_TRUE(on_root([&] { test::write_u8_file(path("good.h5"), 0, 8, 1, 2, 2); }));
   const std::string absent = path("only-on-some-ranks.h5");
-  const std::string mine = rank() == last ? absent : good;
-  std::string msg = "(no error)";
-  try {
-    InMemoryDataset::load(test::context(), DatasetSpec{mine}, 10);
-  } catch (const DataError& e) {
-    msg = e.what();
-  }
-  EXPECT_EQ(msg, absent + ": no such file") << "rank " << rank();
+  const std::string mine = rank() == world() - 1 ? absent : path("good.h5");
+  EXPECT_EQ(open_error(spec_of({mine})), absent + ": no such file") << "rank " << rank();
 }
 
-TEST_F(DatasetLoad, NotAnHdf5File) {
-  const std::string file = path("notes.txt");
-  ASSERT_TRUE(on_root([&] { std::ofstream(file) << "images,labels\n1,2\n"; }));
-  expect_load_error(file, {file + ": not an HDF5 file"});
-}
-
-TEST_F(DatasetLoad, MissingLabelsListsWhatWasFound) {
-  const std::string file = path("no-labels.h5");
+TEST_F(DatasetOpen, NotHdf5TruncatedOrDamaged) {
   ASSERT_TRUE(on_root([&] {
-    H5Writer wr(file);
-    wr.images({4, 1, 2, 2});
+    std::ofstream(path("notes.h5")) << "images,labels\n1,2\n";
+    test::write_u8_file(path("truncated.h5"), 0, 300, 1, 8, 8);
+    test::truncate_file(path("truncated.h5"), fs::file_size(path("truncated.h5")) / 2);
+    test::write_u8_file(path("damaged.h5"), 0, 30, 1, 8, 8);
+    test::overwrite_bytes(path("damaged.h5"), 96, 1000, '\x7f');  // the root group's metadata
   }));
-  expect_load_error(file, {file + ": dataset 'labels' missing (found: images)"});
+  expect_open_error({path("notes.h5")}, {path("notes.h5") + ": not an HDF5 file"});
+  expect_open_error({path("truncated.h5")}, {path("truncated.h5") + ": ", "truncated file"});
+  expect_open_error({path("damaged.h5")}, {path("damaged.h5") + ": ", "failed"});
+}
 
-  DatasetSpec spec{file};
+TEST_F(DatasetOpen, SchemasMustAgreeAcrossFiles) {
+  ASSERT_TRUE(on_root([&] {
+    test::write_u8_file(path("a.h5"), 0, 5, 1, 2, 2);
+    test::write_u8_file(path("b-shape.h5"), 5, 5, 1, 2, 3);
+    test::H5FileWriter f(path("b-dtype.h5"));
+    f.samples<float>(5, {5, 1, 2, 2}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT);
+    test::H5FileWriter l(path("b-labels.h5"));
+    l.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 1, 2, 2}, std::vector<std::uint8_t>(8, 0));
+    l.add<std::int32_t>("labels", H5T_STD_I32LE, H5T_NATIVE_INT32, {2}, {1, 2});
+  }));
+  expect_open_error({path("a.h5"), path("b-shape.h5")},
+                    {path("b-shape.h5") + ": dataset 'images' holds uint8 samples of [1, 2, 3] but " + path("a.h5") +
+                     " holds uint8 samples of [1, 2, 2]"});
+  expect_open_error({path("a.h5"), path("b-dtype.h5")},
+                    {path("b-dtype.h5") + ": dataset 'images' holds float32 samples"});
+  expect_open_error({path("a.h5"), path("b-labels.h5")},
+                    {path("b-labels.h5") + ": dataset 'labels' is int32 but " + path("a.h5") + " has uint8"});
+}
+
+TEST_F(DatasetOpen, MalformedDatasets) {
+  ASSERT_TRUE(on_root([&] {
+    test::H5FileWriter a(path("no-labels.h5"));
+    a.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 1, 2, 2}, std::vector<std::uint8_t>(16, 0));
+    test::H5FileWriter b(path("rank3.h5"));
+    b.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 2, 2}, std::vector<std::uint8_t>(16, 0));
+    b.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4}, {0, 1, 2, 3});
+    test::H5FileWriter c(path("mismatch.h5"));
+    c.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 1, 2, 2}, std::vector<std::uint8_t>(16, 0));
+    c.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {3}, {0, 1, 2});
+    test::H5FileWriter d(path("empty.h5"));
+    d.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {0, 1, 2, 2}, {});
+    d.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {0}, {});
+    test::H5FileWriter e(path("bitfield.h5"));
+    e.add<std::uint8_t>("images", H5T_STD_B8LE, H5T_NATIVE_B8, {2, 1, 1, 2}, {1, 2, 3, 4});
+    e.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2}, {0, 1});
+    test::H5FileWriter f(path("float-labels.h5"));
+    f.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 1, 1, 2}, {1, 2, 3, 4});
+    f.add<float>("labels", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2}, {0.f, 1.f});
+  }));
+  expect_open_error({path("no-labels.h5")}, {path("no-labels.h5") + ": dataset 'labels' missing (found: images)"});
+  expect_open_error({path("rank3.h5")}, {path("rank3.h5") + ": dataset 'images' has rank 3 [4, 2, 2], expected 4"});
+  expect_open_error({path("mismatch.h5")},
+                    {path("mismatch.h5") + ": dataset 'images' has 4 samples but 'labels' has 3"});
+  expect_open_error({path("empty.h5")}, {path("empty.h5") + ": dataset 'images' is empty (0 samples)"});
+  expect_open_error({path("bitfield.h5")}, {path("bitfield.h5") + ": dataset 'images' has unsupported dtype bitfield"});
+  expect_open_error(
+      {path("float-labels.h5")},
+      {path("float-labels.h5") + ": dataset 'labels' has unsupported dtype float32 (supported: integer types)"});
+  DatasetSpec spec = spec_of({path("no-labels.h5")});
   spec.labels_key = "meta/labels";  // a missing group on the way is "missing" too
-  std::string msg;
-  try {
-    InMemoryDataset::load(test::context(), spec, 10);
-  } catch (const DataError& e) {
-    msg = e.what();
-  }
+  const std::string msg = open_error(spec);
   EXPECT_NE(msg.find("dataset 'meta/labels' missing (found: images)"), std::string::npos) << msg;
 }
 
-TEST_F(DatasetLoad, ImagesOfWrongRankOrDtype) {
-  const std::string rank3 = path("rank3.h5");
-  const std::string floats = path("float.h5");
+TEST_F(DatasetOpen, NonFiniteFoundByAnyRankStopsEveryRank) {
+  // NaN near the end: found by the last rank's shard scan; every rank reports it.
   ASSERT_TRUE(on_root([&] {
-    H5Writer a(rank3);
-    a.images({4, 2, 2});
-    a.labels({0, 1, 2, 3});
-    H5Writer b(floats);
-    b.add<float>("images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2, 1, 1, 2}, {0.f, 1.f, 2.f, 3.f});
-    b.labels({0, 1});
+    std::vector<float> v = test::sample_values<float>(0, 40, 2);
+    v[38 * 2 + 1] = std::numeric_limits<float>::infinity();
+    test::H5FileWriter wr(path("inf.h5"));
+    wr.add("images", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {40, 1, 1, 2}, v, 8);
+    wr.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {40}, std::vector<std::uint8_t>(40, 1));
   }));
-  expect_load_error(rank3, {rank3 + ": dataset 'images' has rank 3 [4, 2, 2], expected 4 [N, C, H, W]"});
-  expect_load_error(floats, {floats + ": dataset 'images' has unsupported dtype float32 (supported: uint8)"});
-}
-
-TEST_F(DatasetLoad, SampleCountMismatch) {
-  const std::string file = path("mismatch.h5");
-  ASSERT_TRUE(on_root([&] {
-    H5Writer wr(file);
-    wr.images({4, 1, 2, 2});
-    wr.labels({0, 1, 2});
-  }));
-  expect_load_error(file, {file + ": dataset 'images' has 4 samples but 'labels' has 3"});
-}
-
-TEST_F(DatasetLoad, EmptyDataset) {
-  const std::string file = path("empty.h5");
-  ASSERT_TRUE(on_root([&] {
-    H5Writer wr(file);
-    wr.images({0, 1, 2, 2});
-    wr.labels({});
-  }));
-  expect_load_error(file, {file + ": dataset 'images' is empty (0 samples)"});
-}
-
-TEST_F(DatasetLoad, LabelsOutOfRange) {
-  const std::string high = path("high.h5");
-  const std::string negative = path("negative.h5");
-  ASSERT_TRUE(on_root([&] {
-    H5Writer a(high);
-    a.images({4, 1, 2, 2});
-    a.labels({0, 1, 7, 9});
-    H5Writer b(negative);
-    b.images({3, 1, 1, 1});
-    b.add<std::int16_t>("labels", H5T_STD_I16LE, H5T_NATIVE_INT16, {3}, {1, -2, 0});
-  }));
-  expect_load_error(high, {high + ": dataset 'labels': value 7 at index 2 is outside [0, 5)"}, 5);
-  expect_load_error(negative, {"value -2 at index 1 is outside [0, 10)"});
-  // The same file is fine with enough classes.
-  EXPECT_EQ(load_error(high, 10), "(no error)");
+  expect_open_error({path("inf.h5")}, {path("inf.h5") + ": dataset 'images': sample 38 holds Inf"});
+  DatasetSpec spec = spec_of({path("inf.h5")}, ReadStrategy::stream);
+  spec.nonfinite = NonFinite::skip;
+  EXPECT_EQ(Dataset::open(test::context(), spec)->excluded(), (std::vector<std::int64_t>{38}));
 }
 
 }  // namespace

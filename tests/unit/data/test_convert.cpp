@@ -195,11 +195,14 @@ TEST(Convert, FashionMnistT10k) {
   EXPECT_EQ(res.sample_shape, (std::vector<std::int64_t>{1, 28, 28}));
 
   // Through the loader as well (a world of one here).
-  const InMemoryDataset ds = InMemoryDataset::load(test::context(), {o.output_path}, 10);
-  ASSERT_EQ(ds.size(), 10000);
-  EXPECT_EQ(ds.sample_shape(), (Shape{1, 28, 28}));
+  DatasetSpec spec;
+  spec.sources = {o.output_path};
+  const auto ds = Dataset::open(test::context(), spec);
+  ASSERT_EQ(ds->size(), 10000);
+  EXPECT_EQ(ds->sample_shape(), (Shape{1, 28, 28}));
+  EXPECT_EQ(ds->files().front().chunk_rows, 1024);
   std::map<int, int> per_class;
-  for (std::int64_t i = 0; i < ds.size(); ++i) ++per_class[ds.label(i)];
+  for (std::int64_t i = 0; i < ds->size(); ++i) ++per_class[ds->label(i)];
   ASSERT_EQ(per_class.size(), 10u);
   for (const auto& [label, count] : per_class) {
     EXPECT_TRUE(label >= 0 && label <= 9) << label;

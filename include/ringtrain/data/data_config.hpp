@@ -1,0 +1,35 @@
+// DataConfig: the typed, validated [data] section of a run's config (files, keys, reading
+// strategy, prefetch, normalization, [data.augment]). Every message names the key and value.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ringtrain/data/augment.hpp"
+#include "ringtrain/data/dataset.hpp"
+
+namespace ringtrain {
+
+class Config;
+
+struct DataConfig {
+  std::vector<std::string> train;  // files or globs (required)
+  std::vector<std::string> test;   // empty: no evaluation
+  std::string images_key = "images";
+  std::string labels_key = "labels";
+  ReadStrategy strategy = ReadStrategy::memory;
+  NonFinite nonfinite = NonFinite::error;
+  int prefetch = 2;
+  std::int64_t shuffle_window = 16384;  // stream
+  std::int64_t read_ahead = 2;          // stream
+  Normalization normalize;              // data.mean, data.std
+  AugmentOptions augment;               // [data.augment]
+
+  // The dataset spec for one of the file lists above.
+  DatasetSpec spec(const std::vector<std::string>& sources) const;
+};
+
+// Reads the [data] section (the Config returned by config.section("data")).
+DataConfig read_data_config(Config& data);
+
+}  // namespace ringtrain

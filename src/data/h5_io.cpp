@@ -1,0 +1,237 @@
+// HDF5 helpers of the data module (see header). Every message names the file and, where it
+// applies, the dataset key; HDF5's own failures come through RT_H5_CHECK with its innermost
+// message.
+#include "data/h5_io.hpp"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "ringtrain/core/error.hpp"
+
+namespace ringtrain::data {
+namespace {
+
+std::vector<std::string> root_links(hid_t file) {
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* data) -> herr_t {
+    static_cast<std::vector<std::string>*>(data)->emplace_back(name);
+    return 0;
+  };
+  RT_H5_CHECK(H5Literate(file, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names));
+  return names;
+}
+
+std::string dtype_name(hid_t type) {
+  const H5T_class_t cls = H5Tget_class(type);
+  const std::size_t bits = 8 * H5Tget_size(type);
+  switch (cls) {
+    case H5T_INTEGER:
+      return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+    case H5T_FLOAT:
+      return fmt::format("float{}", bits);
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_VLEN:
+      return "vlen";
+    case H5T_BITFIELD:
+      return "bitfield";
+    case H5T_OPAQUE:
+      return "opaque";
+    case H5T_REFERENCE:
+      return "reference";
+    default:
+      return "unknown";
+  }
+}
+
+// IEEE binary16/32/64 only: other float layouts (bfloat16, vendor formats) would need their
+// own decoders.
+bool is_ieee_float(hid_t type, std::size_t spos, std::size_t epos, std::size_t esize, std::size_t msize) {
+  std::size_t s = 0, ep = 0, es = 0, mp = 0, ms = 0;
+  if (H5Tget_fields(type, &s, &ep, &es, &mp, &ms) < 0) return false;
+  return s == spos && ep == epos && es == esize && mp == 0 && ms == msize;
+}
+
+// The SampleType of a file type, or nothing when ringtrain cannot decode it.
+std::optional<SampleType> classify(hid_t type) {
+  const std::size_t size = H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: {
+      const bool u = H5Tget_sign(type) == H5T_SGN_NONE;
+      if (H5Tget_precision(type) != 8 * size) return std::nullopt;
+      switch (size) {
+        case 1:
+          return u ? SampleType::u8 : SampleType::i8;
+        case 2:
+          return u ? SampleType::u16 : SampleType::i16;
+        case 4:
+          return u ? SampleType::u32 : SampleType::i32;
+        case 8:
+          return u ? SampleType::u64 : SampleType::i64;
+        default:
+          return std::nullopt;
+      }
+    }
+    case H5T_FLOAT:
+      if (size == 2 && is_ieee_float(type, 15, 10, 5, 10)) return SampleType::f16;
+      if (size == 4 && is_ieee_float(type, 31, 23, 8, 23)) return SampleType::f32;
+      if (size == 8 && is_ieee_float(type, 63, 52, 11, 52)) return SampleType::f64;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+struct DatasetShape {
+  std::vector<hsize_t> dims;
+  h5::Datatype type;
+};
+
+DatasetShape shape_of(hid_t dset) {
+  DatasetShape info;
+  h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
+  const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(space));
+  info.dims.resize(static_cast<std::size_t>(rank));
+  RT_H5_CHECK(H5Sget_simple_extent_dims(space, info.dims.data(), nullptr));
+  info.type = h5::Datatype(RT_H5_CHECK(H5Dget_type(dset)));
+  return info;
+}
+
+std::int64_t chunk_rows_of(hid_t dset) {
+  h5::PropList dcpl(RT_H5_CHECK(H5Dget_create_plist(dset)));
+  if (RT_H5_CHECK(H5Pget_layout(dcpl)) != H5D_CHUNKED) return 0;
+  hsize_t chunk[H5S_MAX_RANK] = {};
+  RT_H5_CHECK(H5Pget_chunk(dcpl, H5S_MAX_RANK, chunk));
+  return static_cast<std::int64_t>(chunk[0]);
+}
+
+}  // namespace
+
+std::string local_file_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return fmt::format("{}: no such file", path);
+  if (fs::is_directory(path, ec)) return fmt::format("{}: is a directory, not an HDF5 file", path);
+  h5::ErrorContext where(path);
+  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
+  if (is_hdf5 < 0) return fmt::format("{}: cannot read: {}", path, h5::innermost_error());
+  if (is_hdf5 == 0) return fmt::format("{}: not an HDF5 file", path);
+  return {};
+}
+
+h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string& key) {
+  // H5Lexists fails (rather than answering false) when an intermediate group is missing,
+  // so walk the key one component at a time.
+  bool present = !key.empty();
+  for (std::size_t pos = 0; present && pos != std::string::npos;) {
+    pos = key.find('/', pos + 1);
+    const std::string prefix = key.substr(0, pos);
+    present = RT_H5_CHECK(H5Lexists(file, prefix.c_str(), H5P_DEFAULT)) > 0;
+  }
+  if (!present) {
+    const auto found = root_links(file);
+    throw DataError(fmt::format("{}: dataset '{}' missing (found: {})", path, key,
+                                found.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(found, ", "))));
+  }
+  {
+    h5::Handle<H5Oclose> object(RT_H5_CHECK(H5Oopen(file, key.c_str(), H5P_DEFAULT)));
+    const H5I_type_t type = H5Iget_type(object);
+    RT_REQUIRE(type == H5I_DATASET, DataError, "{}: '{}' is a {}, not a dataset", path, key,
+               type == H5I_GROUP      ? "group"
+               : type == H5I_DATATYPE ? "named datatype"
+                                      : "non-dataset object");
+  }
+  // No chunk cache: reads here cover whole chunks and never come back to one, and a chunk
+  // that fits the cache would be read into it and copied out again (plus a fresh allocation
+  // per chunk) instead of straight into our buffer.
+  h5::PropList dapl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_ACCESS)));
+  RT_H5_CHECK(H5Pset_chunk_cache(dapl, 0, 0, H5D_CHUNK_CACHE_W0_DEFAULT));
+  return h5::Dataset(RT_H5_CHECK(H5Dopen2(file, key.c_str(), dapl)));
+}
+
+FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key) {
+  h5::ErrorContext where(path);
+  h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
+  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+  const h5::Dataset images = open_dataset(file, path, images_key);
+  const h5::Dataset labels = open_dataset(file, path, labels_key);
+  const DatasetShape im = shape_of(images);
+  const DatasetShape lb = shape_of(labels);
+  const std::string& ik = images_key;
+  const std::string& lk = labels_key;
+
+  FileSchema s;
+  s.type_name = dtype_name(im.type);
+  s.label_type_name = dtype_name(lb.type);
+  RT_REQUIRE(im.dims.size() == 4, DataError, "{}: dataset '{}' has rank {} [{}], expected 4 [N, C, H, W]", path, ik,
+             im.dims.size(), fmt::join(im.dims, ", "));
+  const std::optional<SampleType> type = classify(im.type);
+  RT_REQUIRE(type.has_value(), DataError,
+             "{}: dataset '{}' has unsupported dtype {} (supported: uint8/16/32/64, int8/16/32/64, IEEE "
+             "float16/32/64)",
+             path, ik, s.type_name);
+  RT_REQUIRE(lb.dims.size() == 1, DataError, "{}: dataset '{}' has rank {} [{}], expected 1 [N]", path, lk,
+             lb.dims.size(), fmt::join(lb.dims, ", "));
+  RT_REQUIRE(H5Tget_class(lb.type) == H5T_INTEGER, DataError,
+             "{}: dataset '{}' has unsupported dtype {} (supported: integer types)", path, lk, s.label_type_name);
+  RT_REQUIRE(im.dims[0] == lb.dims[0], DataError, "{}: dataset '{}' has {} samples but '{}' has {}", path, ik,
+             im.dims[0], lk, lb.dims[0]);
+  RT_REQUIRE(im.dims[0] > 0, DataError, "{}: dataset '{}' is empty (0 samples)", path, ik);
+  RT_REQUIRE(im.dims[1] > 0 && im.dims[2] > 0 && im.dims[3] > 0, DataError,
+             "{}: dataset '{}' has an empty sample shape [{}, {}, {}]", path, ik, im.dims[1], im.dims[2], im.dims[3]);
+  s.samples = static_cast<std::int64_t>(im.dims[0]);
+  s.sample_dims = {static_cast<std::int64_t>(im.dims[1]), static_cast<std::int64_t>(im.dims[2]),
+                   static_cast<std::int64_t>(im.dims[3])};
+  s.type = *type;
+  s.chunk_rows = chunk_rows_of(images);
+  return s;
+}
+
+h5::Datatype native_type_of(hid_t dataset) {
+  h5::Datatype file_type(RT_H5_CHECK(H5Dget_type(dataset)));
+  h5::Datatype mem(RT_H5_CHECK(H5Tcopy(file_type)));
+  RT_H5_CHECK(H5Tset_order(mem, RT_H5_CHECK(H5Tget_order(H5T_NATIVE_INT))));
+  return mem;
+}
+
+void read_rows(hid_t dset, hid_t mem_type, std::int64_t row, std::int64_t count, std::int64_t rows_per_read, hid_t dxpl,
+               std::int64_t rounds, void* out) {
+  h5::Dataspace file_space(RT_H5_CHECK(H5Dget_space(dset)));
+  const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(file_space));
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  RT_H5_CHECK(H5Sget_simple_extent_dims(file_space, dims.data(), nullptr));
+  hsize_t row_elems = 1;
+  for (std::size_t d = 1; d < dims.size(); ++d) row_elems *= dims[d];
+  const std::size_t row_bytes = row_elems * H5Tget_size(mem_type);
+  std::vector<hsize_t> start(dims.size(), 0);
+  std::vector<hsize_t> block = dims;
+  for (std::int64_t call = 0; call < rounds; ++call) {
+    const std::int64_t done = call * rows_per_read;
+    const std::int64_t n = std::clamp<std::int64_t>(count - done, 0, rows_per_read);
+    // The memory space has the selection's own shape: HDF5 then maps chunks by whole
+    // hyperslabs; a flat memory space makes it walk the selection element by element.
+    start[0] = static_cast<hsize_t>(row + done);
+    block[0] = static_cast<hsize_t>(std::max<std::int64_t>(n, 1));
+    h5::Dataspace mem_space(RT_H5_CHECK(H5Screate_simple(rank, block.data(), nullptr)));
+    if (n == 0) {  // an empty selection still takes part in the collective call
+      RT_H5_CHECK(H5Sselect_none(file_space));
+      RT_H5_CHECK(H5Sselect_none(mem_space));
+    } else {
+      RT_H5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, block.data(), nullptr));
+    }
+    std::byte none{};  // HDF5 wants a buffer even when nothing is selected
+    auto* dst = n == 0 ? &none : static_cast<std::byte*>(out) + static_cast<std::size_t>(done) * row_bytes;
+    RT_H5_CHECK(H5Dread(dset, mem_type, mem_space, file_space, dxpl, dst));
+  }
+}
+
+}  // namespace ringtrain::data
