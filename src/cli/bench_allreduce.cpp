@@ -61,13 +61,18 @@ struct AllreduceOptions {
 
 // Small integers that differ between ranks, so that every partial sum (at most 3 x ranks) is
 // exact in every dtype, bf16 included, and the expected sum is known exactly.
-int input_value(std::size_t i, int rank) { return static_cast<int>((i + (i >> 10) + static_cast<std::size_t>(rank)) % 4); }
+int input_value(std::size_t i, int rank) {
+  return static_cast<int>((i + (i >> 10) + static_cast<std::size_t>(rank)) % 4);
+}
 
+// Calls f(store, load) with the conversions float <-> the element type of `dtype` (f32, bf16, f16).
 template <typename F>
 void for_each_element_type(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::bf16: return f([](float v) { return float_to_bf16(v); }, [](std::uint16_t h) { return bf16_to_float(h); });
-    case DType::f16: return f([](float v) { return float_to_f16(v); }, [](std::uint16_t h) { return f16_to_float(h); });
+    case DType::bf16:
+      return f([](float v) { return float_to_bf16(v); }, [](std::uint16_t h) { return bf16_to_float(h); });
+    case DType::f16:
+      return f([](float v) { return float_to_f16(v); }, [](std::uint16_t h) { return f16_to_float(h); });
     default: return f([](float v) { return v; }, [](float v) { return v; });
   }
 }
@@ -133,7 +138,8 @@ std::size_t check(Communicator& comm, Communicator& stats, void* buffer, std::si
 }
 
 void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
-  const DType dtype = std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](auto& d) { return d.first == o.dtype; })->second;
+  const DType dtype =
+      std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](auto& d) { return d.first == o.dtype; })->second;
   const DType wire = parse_wire_dtype(o.wire_dtype, "--wire-dtype");
   const std::size_t esize = dtype_size(dtype);
   const int rank = ctx.world_rank(), ranks = ctx.world_size();
@@ -143,7 +149,8 @@ void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
   // Options a backend rejects (bf16 wire for mpi) fail alike on every rank: one clean error.
   run_collectively(ctx, [&] {
     for (const std::string& name : o.backends) {
-      const Backend* b = std::find_if(std::begin(kBackends), std::end(kBackends), [&](auto& k) { return k.name == name; });
+      const Backend* b =
+          std::find_if(std::begin(kBackends), std::end(kBackends), [&](auto& k) { return k.name == name; });
       comms.emplace_back(b, b->make(ctx, wire));
     }
   });
@@ -166,7 +173,8 @@ void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
         for (std::size_t i = first; i < std::min(iters, first + kBatch); ++i) {
           const auto t0 = Clock::now();
           comms[b].second->allreduce_sum(buffer.get(), count, dtype);
-          times[b][static_cast<std::size_t>(rank) * iters + i] = std::chrono::duration<double>(Clock::now() - t0).count();
+          times[b][static_cast<std::size_t>(rank) * iters + i] =
+              std::chrono::duration<double>(Clock::now() - t0).count();
         }
       }
     }
@@ -194,8 +202,8 @@ void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
     log::info("#{:>13} {:>12} {:>6} {:>11} {:>12} {:>12} {:>8}", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
               "busbw(GB/s)", "#wrong");
     for (const Row& r : tables[b])
-      log::info("{:>14} {:>12} {:>6} {:>11.2f} {:>12.2f} {:>12.2f} {:>8}", r.bytes, r.count, o.dtype, r.time_us, r.algbw,
-                r.busbw, r.wrong);
+      log::info("{:>14} {:>12} {:>6} {:>11.2f} {:>12.2f} {:>12.2f} {:>8}", r.bytes, r.count, o.dtype, r.time_us,
+                r.algbw, r.busbw, r.wrong);
   }
 }
 
@@ -207,7 +215,8 @@ Command add_bench_allreduce_command(CLI::App& bench) {
   std::vector<std::string> backend_names, dtype_names;
   for (const Backend& b : kBackends) backend_names.emplace_back(b.name);
   for (const auto& d : kDtypes) dtype_names.emplace_back(d.first);
-  cmd->add_option("--min-bytes", o->min_bytes, "smallest message")->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+  cmd->add_option("--min-bytes", o->min_bytes, "smallest message")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
   cmd->add_option("--max-bytes", o->max_bytes, "largest message (the buffer's size)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
   cmd->add_option("--factor", o->factor, "size step factor")->check(CLI::Range(std::size_t{2}, std::size_t{1024}));

@@ -212,7 +212,9 @@ void ShmAllreduce::reduce(std::uint64_t round, typename C::Data* data, std::size
   const std::size_t begin = seg.begin(rank_);
   int nsrc = 0;
   for (int q = 0; q < size_; ++q)
-    if (q != rank_) sources_[static_cast<std::size_t>(nsrc++)] = reinterpret_cast<const std::byte*>(slot<typename C::Wire>(q, round) + begin);
+    if (q != rank_)
+      sources_[static_cast<std::size_t>(nsrc++)] =
+          reinterpret_cast<const std::byte*>(slot<typename C::Wire>(q, round) + begin);
   reduce_sources<C>(data + begin, slot<typename C::Wire>(rank_, round) + begin, sources_.data(), nsrc,
                     seg.length(rank_), store);
   publish(kReduced, round + 1);

@@ -446,7 +446,8 @@ TEST_P(RingPathTest, WaitingYieldsTheCoreToABusyThread) {
 TEST_P(RingPathTest, ExactWithABusyThreadOnEveryCore) {
   auto comm = make(GetParam());
   BusyNeighbour busy;
-  for (std::size_t count : {std::size_t{1}, std::size_t{1009}, kRoundF32 + 7}) check_exact_sum(*comm, DType::f32, count);
+  for (std::size_t count : {std::size_t{1}, std::size_t{1009}, kRoundF32 + 7})
+    check_exact_sum(*comm, DType::f32, count);
 }
 
 // StoreChoice (shm_allreduce.hpp) on made-up timings: both kinds timed first, then plain
