@@ -50,6 +50,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
 
   Config comm = config.section("comm");
   t.allreduce = comm.get_string("allreduce", t.allreduce);
+  t.wire_dtype = comm.get_string("wire_dtype", t.wire_dtype);
   t.overlap = comm.get_bool("overlap", t.overlap);
   t.bucket_mb = comm.get_double("bucket_mb", t.bucket_mb);
   t.first_bucket_mb = comm.get_double("first_bucket_mb", t.first_bucket_mb);

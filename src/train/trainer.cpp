@@ -98,9 +98,12 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
       log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
       ctx.abort(1);
     });
-    const AllreduceAlgo algo = parse_allreduce_algo(s->tc.allreduce);
-    s->comm = watch_collectives(make_mpi_communicator(ctx, algo), *s->watchdog, "main");
-    s->grad_comm = watch_collectives(make_mpi_communicator(ctx, algo), *s->watchdog, "gradient");
+    CommOptions comm_options;
+    comm_options.algo = parse_allreduce_algo(s->tc.allreduce);
+    s->comm = watch_collectives(make_mpi_communicator(ctx, comm_options), *s->watchdog, "main");
+    // Only gradients may travel compressed; statistics and evaluation stay exact.
+    comm_options.wire_dtype = parse_wire_dtype(s->tc.wire_dtype);
+    s->grad_comm = watch_collectives(make_mpi_communicator(ctx, comm_options), *s->watchdog, "gradient");
   });
   const TrainConfig& tc = s->tc;
   run_collectively(ctx, [&] {

@@ -28,6 +28,7 @@ struct TrainConfig {
   std::int64_t threads = 0;        // 0: split the node's cores among local ranks
   // [comm]
   std::string allreduce = "ring";
+  std::string wire_dtype = "f32";  // gradients travel as f32 or bf16 (ring only)
   bool overlap = true;             // bucket allreduces during backward on a comm thread
   double bucket_mb = 1.0;
   double first_bucket_mb = 0.25;
