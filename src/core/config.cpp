@@ -166,24 +166,31 @@ namespace {
 }
 }  // namespace
 
+// Records `fallback` as the value of an absent key (so the resolved config shows it) and
+// returns it; lists become TOML arrays.
+template <typename T>
+T Config::with_default(std::string_view key, const T& fallback) {
+  if constexpr (requires { fallback.begin(); } && !std::is_same_v<T, std::string>) {
+    toml::array arr;
+    for (const auto& x : fallback) arr.push_back(x);
+    insert_default(key, &arr);
+  } else {
+    toml::value<T> v(fallback);
+    insert_default(key, &v);
+  }
+  return fallback;
+}
+
 std::int64_t Config::get_int(std::string_view key, std::int64_t fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::value<std::int64_t> v(fallback);
-    insert_default(key, &v);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   if (!n->is_integer()) wrong_type(*this, key, "an integer", *n);
   return n->as_integer()->get();
 }
 
 double Config::get_double(std::string_view key, double fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::value<double> v(fallback);
-    insert_default(key, &v);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
   if (!n->is_floating_point()) wrong_type(*this, key, "a number", *n);
   return n->as_floating_point()->get();
@@ -191,34 +198,21 @@ double Config::get_double(std::string_view key, double fallback) {
 
 bool Config::get_bool(std::string_view key, bool fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::value<bool> v(fallback);
-    insert_default(key, &v);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   if (!n->is_boolean()) wrong_type(*this, key, "true or false", *n);
   return n->as_boolean()->get();
 }
 
 std::string Config::get_string(std::string_view key, const std::string& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::value<std::string> v(fallback);
-    insert_default(key, &v);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   if (!n->is_string()) wrong_type(*this, key, "a string", *n);
   return n->as_string()->get();
 }
 
 std::vector<std::int64_t> Config::get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::array arr;
-    for (auto x : fallback) arr.push_back(x);
-    insert_default(key, &arr);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   if (!n->is_array()) wrong_type(*this, key, "an array of integers", *n);
   std::vector<std::int64_t> out;
   for (const auto& e : *n->as_array()) {
@@ -251,23 +245,13 @@ std::vector<T> one_or_list(Config& c, toml::node* n, std::string_view key, const
 
 std::vector<double> Config::get_double_list(std::string_view key, const std::vector<double>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::array arr;
-    for (auto x : fallback) arr.push_back(x);
-    insert_default(key, &arr);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   return one_or_list<double>(*this, n, key, "a number or an array of numbers");
 }
 
 std::vector<std::string> Config::get_string_list(std::string_view key, const std::vector<std::string>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
-  if (n == nullptr) {
-    toml::array arr;
-    for (const auto& x : fallback) arr.push_back(x);
-    insert_default(key, &arr);
-    return fallback;
-  }
+  if (n == nullptr) return with_default(key, fallback);
   return one_or_list<std::string>(*this, n, key, "a string or an array of strings");
 }
 

@@ -49,6 +49,8 @@ class Config {
   Config(std::shared_ptr<State> state, void* table, std::string prefix);
   void* node(std::string_view key) const;
   void* insert_default(std::string_view key, void* value_node);
+  template <typename T>
+  T with_default(std::string_view key, const T& fallback);
 
   std::shared_ptr<State> state_;
   void* table_ = nullptr;  // toml::table*
