@@ -231,6 +231,7 @@ Command add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_flag("--json", o->json, "one JSON object per line instead of tables");
   return [cmd, o](Context& ctx) {
     if (cmd->parsed()) bench_allreduce(ctx, *o);
+    return 0;
   };
 }
 

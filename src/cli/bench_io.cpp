@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli/bench_stats.hpp"
 #include "cli/commands.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
@@ -64,19 +65,6 @@ void pread_range(const std::vector<DatasetFile>& files, const std::vector<std::i
     }
     ::close(fd);
   }
-}
-
-// Every rank's value, in rank order.
-std::vector<double> gather(Communicator& comm, const Context& ctx, double mine) {
-  std::vector<double> all(static_cast<std::size_t>(ctx.world_size()), 0.0);
-  all[static_cast<std::size_t>(ctx.world_rank())] = mine;
-  comm.allreduce_sum(all.data(), all.size(), DType::f64);
-  return all;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 struct Pass {
@@ -167,7 +155,6 @@ void bench_io(Context& ctx, const IoOptions& o) {
     for (const double s : gather(*comm, ctx, static_cast<double>(p.samples))) samples += s;
     for (const double b : gather(*comm, ctx, static_cast<double>(p.read_bytes))) read_bytes += b;
     // Aggregates: everything the ranks moved over the slowest rank's time.
-    auto slowest = [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); };
     raw_agg.push_back(static_cast<double>(total_bytes) / slowest(raw_all) / 1e6);
     raw_rank.push_back(static_cast<double>(rank_end - rank_begin) / raw_s / 1e6);
     read_agg.push_back(read_bytes / slowest(read_all) / 1e6);
@@ -243,6 +230,7 @@ Command add_bench_io_command(CLI::App& bench) {
   io->add_option("--order-out", o->order_out, "write each rank's sample order to PREFIX.rankR.i64 (int64)");
   return [io, o](Context& ctx) {
     if (io->parsed()) bench_io(ctx, *o);
+    return 0;
   };
 }
 

@@ -65,6 +65,8 @@ void bench_gemm(Context& ctx, const GemmOptions& o) {
 Command add_bench_allreduce_command(CLI::App& bench);
 // `bench io`, in bench_io.cpp.
 Command add_bench_io_command(CLI::App& bench);
+// `bench ckpt`, in bench_ckpt.cpp.
+Command add_bench_ckpt_command(CLI::App& bench);
 
 Command add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks");
@@ -77,10 +79,13 @@ Command add_bench_command(CLI::App& app) {
   gemm->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
   Command allreduce = add_bench_allreduce_command(*bench);
   Command io = add_bench_io_command(*bench);
-  return [gemm, o, allreduce, io](Context& ctx) {
+  Command ckpt = add_bench_ckpt_command(*bench);
+  return [gemm, o, allreduce, io, ckpt](Context& ctx) {
     if (gemm->parsed()) bench_gemm(ctx, *o);
     allreduce(ctx);
     io(ctx);
+    ckpt(ctx);
+    return 0;
   };
 }
 

@@ -22,7 +22,7 @@ Command add_data_command(CLI::App& app) {
       ->check(CLI::IsMember({"fashion-mnist", "none"}));
   convert->add_option("--chunk", o->chunk_samples, "samples per HDF5 chunk")->check(CLI::PositiveNumber);
   return [convert, o, classes](Context& ctx) {
-    if (!convert->parsed()) return;
+    if (!convert->parsed()) return 0;
     run_collectively(ctx, [&] {
       if (ctx.world_rank() != 0) return;
       if (*classes == "fashion-mnist") o->class_names = fashion_mnist_classes();
@@ -31,6 +31,7 @@ Command add_data_command(CLI::App& app) {
       for (auto d : r.sample_shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
       log::info("wrote {}: {} samples of [{}]", o->output_path, r.samples, shape);
     });
+    return 0;
   };
 }
 

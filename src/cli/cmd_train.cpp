@@ -14,7 +14,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--set", *sets, "override a config key, e.g. --set train.epochs=3 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  return [config, sets](Context& ctx) { run_training(ctx, *config, *sets); };
+  return [config, sets](Context& ctx) { return run_training(ctx, *config, *sets); };
 }
 
 }  // namespace ringtrain

@@ -9,11 +9,12 @@ class App;
 namespace ringtrain {
 
 class Context;
-using Command = std::function<void(Context&)>;
+using Command = std::function<int(Context&)>;  // returns the exit status
 
 // Each adds its subcommand to `app` and returns the action to run when it was chosen.
 Command add_train_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_ckpt_command(CLI::App& app);
 
 }  // namespace ringtrain

@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", ringtrain::version());
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, ringtrain::Command>> commands;
-  for (auto add : {ringtrain::add_train_command, ringtrain::add_data_command, ringtrain::add_bench_command}) {
+  for (auto add : {ringtrain::add_train_command, ringtrain::add_data_command, ringtrain::add_bench_command,
+                   ringtrain::add_ckpt_command}) {
     ringtrain::Command cmd = add(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(cmd));
   }
@@ -35,7 +36,7 @@ int main(int argc, char** argv) {
   }
   try {
     for (auto& [sub, run] : commands)
-      if (sub->parsed()) run(*ctx);
+      if (sub->parsed()) return run(*ctx);
   } catch (const ringtrain::CollectiveError& e) {
     if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;

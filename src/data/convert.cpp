@@ -3,18 +3,14 @@
 // reader never sees a half-written file under the final name.
 #include "ringtrain/data/convert.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 
 #include <fmt/ranges.h>
 
-#include "hdf5/h5_check.hpp"
+#include "hdf5/h5_attributes.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/files.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/idx.hpp"
 
@@ -36,37 +32,6 @@ void write_u8_dataset(hid_t file, const char* name, const std::vector<hsize_t>& 
   RT_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));
   h5::Dataset dset(RT_H5_CHECK(H5Dcreate2(file, name, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   RT_H5_CHECK(H5Dwrite(dset, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
-}
-
-void write_int_attr(hid_t obj, const char* name, int value) {
-  h5::Dataspace space(RT_H5_CHECK(H5Screate(H5S_SCALAR)));
-  h5::Attribute attr(RT_H5_CHECK(H5Acreate2(obj, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT)));
-  RT_H5_CHECK(H5Awrite(attr, H5T_NATIVE_INT, &value));
-}
-
-// Variable-length UTF-8 strings: what h5py and most readers return as plain str.
-void write_string_attr(hid_t obj, const char* name, const std::vector<std::string>& values, bool scalar) {
-  h5::Datatype type(RT_H5_CHECK(H5Tcopy(H5T_C_S1)));
-  RT_H5_CHECK(H5Tset_size(type, H5T_VARIABLE));
-  RT_H5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8));
-  const hsize_t n = values.size();
-  h5::Dataspace space(RT_H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr)));
-  h5::Attribute attr(RT_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT)));
-  std::vector<const char*> ptrs;
-  for (const auto& v : values) ptrs.push_back(v.c_str());
-  RT_H5_CHECK(H5Awrite(attr, type, ptrs.data()));
-}
-
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) {
-    if (directory) return;  // best effort: some file systems do not open directories
-    throw IoError(fmt::format("{}: cannot open to sync: {}", path, std::strerror(errno)));
-  }
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0 && !directory) throw IoError(fmt::format("{}: fsync failed: {}", path, std::strerror(err)));
 }
 
 }  // namespace
@@ -138,12 +103,12 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
     // Same samples per chunk as images: chunk i of both holds the same samples.
     write_u8_dataset(file, "labels", {static_cast<hsize_t>(n)}, {chunk_n}, labels.data.data());
 
-    write_string_attr(file, "format", {kFormatName}, true);
-    write_int_attr(file, "format_version", kFormatVersion);
-    write_string_attr(file, "writer", {std::string("ringtrain ") + version()}, true);
-    write_string_attr(file, "source", {options.images_path, options.labels_path}, false);
-    if (!options.class_names.empty()) write_string_attr(file, "classes", options.class_names, false);
-    write_int_attr(file, "num_classes", num_classes);
+    h5::write_string_attr(file, "format", {kFormatName}, true);
+    h5::write_attr<std::int32_t>(file, "format_version", kFormatVersion);
+    h5::write_string_attr(file, "writer", {std::string("ringtrain ") + version()}, true);
+    h5::write_string_attr(file, "source", {options.images_path, options.labels_path}, false);
+    if (!options.class_names.empty()) h5::write_string_attr(file, "classes", options.class_names, false);
+    h5::write_attr<std::int32_t>(file, "num_classes", num_classes);
     RT_H5_CHECK(file.close());
 
     fsync_path(tmp_path, false);

@@ -61,12 +61,15 @@ struct LoadedGroup {
 // Stream strategy: read groups in (epoch, group) order, from a reader thread or on demand.
 class GroupFeed {
  public:
-  GroupFeed(std::shared_ptr<const Dataset> data, const data::EpochPlanner& planner, std::int64_t epochs, bool threaded,
-            std::int64_t read_ahead)
+  // Starts with the first group holding position `start_position` of epoch `start_epoch`.
+  GroupFeed(std::shared_ptr<const Dataset> data, const data::EpochPlanner& planner, std::int64_t epochs,
+            std::int64_t start_epoch, std::int64_t start_position, bool threaded, std::int64_t read_ahead)
       : reader_(data),
         data_(std::move(data)),
         planner_(planner),
         epochs_(epochs),
+        epoch_(start_epoch),
+        start_position_(start_position),
         queue_(static_cast<std::size_t>(read_ahead)) {
     if (threaded) thread_ = std::thread([this] { run(); });
   }
@@ -110,6 +113,8 @@ class GroupFeed {
       if (epoch_ >= epochs_) return nullptr;
       plan_ = planner_.plan(epoch_);
       group_ = 0;
+      while (group_ < plan_->groups.size() && plan_->groups[group_].end <= start_position_) ++group_;
+      start_position_ = 0;
     }
     std::unique_ptr<LoadedGroup> g;
     {
@@ -144,7 +149,8 @@ class GroupFeed {
   std::shared_ptr<const Dataset> data_;
   const data::EpochPlanner& planner_;
   std::int64_t epochs_;
-  std::int64_t epoch_ = 0;
+  std::int64_t epoch_;
+  std::int64_t start_position_;  // skipped in the first epoch only
   std::shared_ptr<const EpochPlan> plan_;
   std::size_t group_ = 0;
   BoundedQueue<std::unique_ptr<LoadedGroup>> queue_;
@@ -180,6 +186,9 @@ struct Loader::Impl {
     RT_REQUIRE(o.augment.crop_padding >= 0, DataError, "data.augment.crop_padding: must be >= 0, got {}",
                o.augment.crop_padding);
     RT_REQUIRE(o.epochs > 0, DataError, "loader: epochs must be > 0, got {}", o.epochs);
+    RT_REQUIRE(o.start_epoch >= 0 && o.start_step >= 0 && (o.start_step == 0 || o.start_step < planner.steps_per_epoch()), DataError,
+               "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch, o.start_step,
+               planner.steps_per_epoch());
     slots.resize(static_cast<std::size_t>(o.prefetch) + 1);
     for (auto& s : slots) {
       buffers.push_back(Tensor::empty(data->sample_shape().with_batch(o.batch_size)));
@@ -187,7 +196,8 @@ struct Loader::Impl {
       s.indices.reserve(static_cast<std::size_t>(o.batch_size));
     }
     if (data->spec().strategy == ReadStrategy::stream)
-      feed = std::make_unique<GroupFeed>(data, planner, o.epochs, o.prefetch > 0, o.read_ahead);
+      feed = std::make_unique<GroupFeed>(data, planner, o.epochs, o.start_epoch, o.start_step * o.batch_size,
+                                         o.prefetch > 0, o.read_ahead);
     if (o.prefetch > 0) {
       for (std::size_t i = 0; i < slots.size(); ++i) free.push(static_cast<int>(i));
       builder = std::thread([this] { build_ahead(); });
@@ -283,8 +293,8 @@ struct Loader::Impl {
   std::vector<Batch> slots;
   std::vector<Tensor> buffers;  // each slot's full-size batch; the slot's x views its rows
   // The builder's position: the next batch is (epoch, step) of `plan`.
-  std::int64_t epoch = 0;
-  std::int64_t step = 0;
+  std::int64_t epoch = o.start_epoch;
+  std::int64_t step = o.start_step;
   std::shared_ptr<const EpochPlan> plan;
   std::unique_ptr<GroupFeed> feed;                    // stream only
   std::deque<std::unique_ptr<LoadedGroup>> resident;  // stream: groups the next batches use
@@ -297,6 +307,10 @@ Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderOptions& options
     : impl_(std::make_unique<Impl>(std::move(data), options)) {}
 
 Loader::~Loader() = default;
+
+std::int64_t loader_steps_per_epoch(std::shared_ptr<const Dataset> data, const LoaderOptions& options) {
+  return data::EpochPlanner(std::move(data), plan_options(options)).steps_per_epoch();
+}
 
 std::int64_t Loader::steps_per_epoch() const { return impl_->planner.steps_per_epoch(); }
 LoaderStats Loader::stats() const { return impl_->feed ? impl_->feed->stats() : LoaderStats{}; }

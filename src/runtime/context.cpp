@@ -77,6 +77,9 @@ void Context::bind(const std::string& backend, int threads) {
   if (backend == "cuda") {
     const int count = cuda::device_count();  // throws NotCompiled without CUDA
     RT_REQUIRE(count > 0, ConfigError, "runtime.backend=cuda: no CUDA device visible on this node");
+    // Slurm's --gpu-bind=single/closest (or a site's CUDA_VISIBLE_DEVICES per task) leaves each
+    // rank one visible GPU: count is 1, so every rank takes device 0 of what it sees, which is
+    // its own GPU. With all of a node's GPUs visible, local ranks spread over them.
     const int device = local_rank_ % count;
     cuda::set_device(device);
     binding_ = DeviceBinding{"cuda", device, threads == 0 ? 1 : threads};

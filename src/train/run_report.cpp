@@ -10,6 +10,7 @@
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 #include "ringtrain/train/train_config.hpp"
 
 namespace ringtrain {
@@ -46,9 +47,9 @@ std::string hms(double seconds) {
   return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
 }
 
-RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name)
+RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, bool resumed)
     : ctx_(ctx), tc_(tc), comm_name_(comm_name) {
-  if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl");
+  if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl", resumed);
 }
 
 void RunReport::header(const std::string& config_path, const std::string& resolved_config,
@@ -57,9 +58,14 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
   steps_per_epoch_ = steps_per_epoch;
   global_batch_ = global_batch;
   const auto& b = ctx_.binding();
-  log::info("ringtrain {} | {} rank{} on {} node{} | {} ({} thread{}/rank) | {} allreduce", version(),
+  const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
+  log::info("ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce", version(),
             ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
-            b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_);
+            join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_);
+  if (SlurmInfo slurm = slurm_info(); slurm.active()) {
+    if (slurm.ntasks != ctx_.world_size()) slurm.ntasks = 0;  // under mpirun: its daemons, not our ranks
+    log::info("slurm:  {}", slurm.describe());
+  }
   log::info("config: {} (resolved below; also in {}/config.toml)", config_path, tc_.run_dir);
   std::string indented;
   for (std::size_t start = 0; start < resolved_config.size();) {

@@ -27,7 +27,8 @@ struct StepTimes {
 
 class RunReport {
  public:
-  RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name);
+  // resumed: metrics.jsonl is continued rather than started afresh.
+  RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, bool resumed);
   // test: null without a test set.
   void header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
               const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,

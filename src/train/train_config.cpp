@@ -4,6 +4,7 @@
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 
 namespace ringtrain {
 namespace {
@@ -17,7 +18,10 @@ void require_positive(const Config& c, std::string_view key, std::int64_t v, std
 TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   TrainConfig t;
   Config run = config.section("run");
-  t.run_dir = run.get_string("dir", "runs/" + config_stem);
+  // Under Slurm the default names the job, so runs of one config (and requeues) never mix.
+  std::string default_dir = "runs/" + config_stem;
+  if (const SlurmInfo slurm = slurm_info(); slurm.active()) default_dir.append("-").append(slurm.run_id());
+  t.run_dir = run.get_string("dir", default_dir);
   RT_REQUIRE(!t.run_dir.empty(), ConfigError, "config: {}: key 'run.dir' is empty", config.source());
 
   Config train = config.section("train");
@@ -36,6 +40,23 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   require_positive(train, "log_every", t.log_every, 1);
   t.accumulation_steps = train.get_int("accumulation_steps", t.accumulation_steps);
   require_positive(train, "accumulation_steps", t.accumulation_steps, 1);
+  t.resume = train.get_string("resume", t.resume);
+  RT_REQUIRE(!t.resume.empty(), ConfigError, "config: {}: key 'train.resume': must be \"auto\", \"none\" or a path",
+             config.source());
+  t.exit_at_step = train.get_int("exit_at_step", t.exit_at_step);
+  require_positive(train, "exit_at_step", t.exit_at_step, 0);
+
+  Config ckpt = config.section("checkpoint");
+  t.checkpoint.enabled = ckpt.get_bool("enabled", t.checkpoint.enabled);
+  t.checkpoint.dir = ckpt.get_string("dir", t.run_dir + "/checkpoints");
+  RT_REQUIRE(!t.checkpoint.dir.empty(), ConfigError, "config: {}: key 'checkpoint.dir' is empty", config.source());
+  t.checkpoint.every_steps = ckpt.get_int("every_steps", t.checkpoint.every_steps);
+  require_positive(ckpt, "every_steps", t.checkpoint.every_steps, 0);
+  t.checkpoint.every_seconds = ckpt.get_double("every_seconds", t.checkpoint.every_seconds);
+  RT_REQUIRE(t.checkpoint.every_seconds >= 0.0, ConfigError, "config: {}: key 'checkpoint.every_seconds': must be >= 0, "
+             "got {}", config.source(), t.checkpoint.every_seconds);
+  t.checkpoint.keep = ckpt.get_int("keep", t.checkpoint.keep);
+  require_positive(ckpt, "keep", t.checkpoint.keep, 1);
 
   Config data = config.section("data");
   t.data = read_data_config(data);

@@ -1,12 +1,15 @@
-// run_training: set-up in four collective phases (config, data, model+optimizer, run dir) so
-// that bad input on any rank ends every rank with the same one-line error; then the
-// data-parallel loop: batch -> forward/backward -> allreduce(grads) -> optimizer step.
+// run_training: set-up in collective phases (config, data, model+optimizer, run dir and
+// checkpoints, resume) so that bad input on any rank ends every rank with the same one-line
+// error; then the data-parallel loop: batch -> forward/backward -> allreduce(grads) ->
+// optimizer step, with checkpoints and stop requests handled between steps.
 #include "ringtrain/train/trainer.hpp"
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "ringtrain/comm/communicator.hpp"
@@ -25,7 +28,9 @@
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/train_config.hpp"
+#include "train/checkpointing.hpp"
 #include "train/run_report.hpp"
+#include "train/stop_signals.hpp"
 
 namespace ringtrain {
 namespace {
@@ -45,7 +50,10 @@ struct Setup {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Loader> train_loader, test_loader;
+  std::unique_ptr<TrainCheckpoints> checkpoints;
+  std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
   std::int64_t num_classes = 0;
+  std::int64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;
 };
 
@@ -128,10 +136,8 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
         return std::make_unique<Loader>(s->test, loader_options(tc, ctx, false));
       });
     }
-    s->train_loader = for_key("data.train", [&] {
-      return std::make_unique<Loader>(s->train, loader_options(tc, ctx, true));
-    });
-    s->total_steps = s->train_loader->steps_per_epoch() * tc.epochs;
+    s->steps_per_epoch = for_key("data.train", [&] { return loader_steps_per_epoch(s->train, loader_options(tc, ctx, true)); });
+    s->total_steps = s->steps_per_epoch * tc.epochs;
     if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
     Config optim_config = config->section("optim");
     OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps);
@@ -146,6 +152,19 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     std::filesystem::create_directories(tc.run_dir, ec);
     RT_REQUIRE(!ec, IoError, "run.dir: {}: cannot create: {}", tc.run_dir, ec.message());
     write_file_atomic(tc.run_dir + "/config.toml", s->resolved_config + "\n");
+  });
+  const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
+  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->resolved_config,
+                                                      global_batch, *s->watchdog);
+  s->resumed = s->checkpoints->resume(s->steps_per_epoch);
+  run_collectively(ctx, [&] {
+    LoaderOptions o = loader_options(tc, ctx, true);
+    if (s->resumed) {
+      o.start_epoch = s->resumed->epoch;
+      o.start_step = s->resumed->step_in_epoch;
+    }
+    if (o.start_epoch < o.epochs)
+      s->train_loader = for_key("data.train", [&] { return std::make_unique<Loader>(s->train, o); });
   });
   return s;
 }
@@ -214,25 +233,79 @@ void write_trace(const Tracer& tracer, Setup& s, const Context& ctx) {
   });
 }
 
+// Between two steps: whether to checkpoint and whether to stop. Stop signals and the
+// checkpoint clock are summed over the ranks, so all of them decide alike after the same step.
+struct Boundary {
+  bool save = false;
+  bool stop = false;
+  std::string why;  // for the log
+};
+
+class BoundaryPolicy {
+ public:
+  BoundaryPolicy(const TrainConfig& tc, Communicator& comm, const Context& ctx)
+      : tc_(tc), comm_(comm), rank0_(ctx.world_rank() == 0), world_(ctx.world_size()), last_save_(Clock::now()) {}
+
+  Boundary after_step(std::int64_t step, std::int64_t total_steps) {
+    const int signal = StopSignals::received();
+    std::int32_t flags[3] = {signal == SIGTERM ? 1 : 0, signal == SIGUSR1 ? 1 : 0,
+                             rank0_ && tc_.checkpoint.every_seconds > 0.0 &&
+                                     seconds_since(last_save_) >= tc_.checkpoint.every_seconds ? 1 : 0};
+    comm_.allreduce_sum(flags, 3, DType::i32);
+    Boundary b;
+    if (flags[0] > 0 || flags[1] > 0) {
+      const int which = flags[0] > 0 ? SIGTERM : SIGUSR1;
+      b = {true, true, fmt::format("{} received by {} of {} ranks", StopSignals::name(which),
+                                   flags[0] > 0 ? flags[0] : flags[1], world_)};
+    } else if (tc_.exit_at_step > 0 && step == tc_.exit_at_step && step < total_steps) {
+      b = {true, true, fmt::format("train.exit_at_step = {} reached", tc_.exit_at_step)};
+    } else if (step == total_steps) {
+      b = {true, false, "end of training"};
+    } else if (tc_.checkpoint.every_steps > 0 && step % tc_.checkpoint.every_steps == 0) {
+      b = {true, false, "every_steps"};
+    } else if (flags[2] > 0) {
+      b = {true, false, "every_seconds"};
+    }
+    if (b.save) last_save_ = Clock::now();
+    return b;
+  }
+
+ private:
+  const TrainConfig& tc_;
+  Communicator& comm_;
+  bool rank0_;
+  int world_;
+  Clock::time_point last_save_;
+};
+
 }  // namespace
 
-void run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
+int run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
   const auto setup_start = Clock::now();
+  const StopSignals stop_signals;  // from the start: a signal during set-up stops after the first step
   std::unique_ptr<Setup> sp = set_up(ctx, config_path, overrides);
   Setup& s = *sp;
   const TrainConfig& tc = s.tc;
   Model& model = *s.model;
   const int world = ctx.world_size();
-  const std::int64_t spe = s.train_loader->steps_per_epoch();
-  const std::int64_t epochs = std::min<std::int64_t>(tc.epochs, (s.total_steps + spe - 1) / spe);
+  const std::int64_t spe = s.steps_per_epoch;
   const std::int64_t b = tc.batch_size * tc.accumulation_steps;  // per rank and step
-  RunReport report(ctx, s.tc, s.comm->name());
+  const TrainPosition start = s.resumed.value_or(TrainPosition{});
+  if (start.step >= s.total_steps) {
+    log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step,
+              s.total_steps);
+    return 0;
+  }
+  RunReport report(ctx, s.tc, s.comm->name(), s.resumed.has_value());
   report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
                 seconds_since(setup_start));
 
-  // Parameters start identical everywhere: rank 0's initialisation is broadcast.
-  if (ctx.world_rank() == 0) model.init_params(tc.seed);
-  s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
+  // Parameters start identical everywhere: rank 0's initialisation is broadcast (a resumed
+  // run's parameters were read from the same checkpoint by every rank).
+  if (!s.resumed) {
+    if (ctx.world_rank() == 0) model.init_params(tc.seed);
+    s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
+  }
 
   Tracer tracer(tc.trace, ctx.world_rank());
   StepOptions options;
@@ -248,32 +321,52 @@ void run_training(Context& ctx, const std::string& config_path, const std::vecto
                            &tracer);
   report.comm_plan(dp_step.num_buckets(), options.overlap);
 
-  std::int64_t step = 0;
+  BoundaryPolicy policy(tc, *s.comm, ctx);
+  TrainPosition at = start;
   double final_loss = 0.0;
   EvalResult last_eval{-1.0, 0.0};
-  for (std::int64_t epoch = 0; epoch < epochs && step < s.total_steps; ++epoch) {
-    for (std::int64_t i = 0; i < spe && step < s.total_steps; ++i, ++step) {
-      const auto t0 = Clock::now();
-      // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
-      const Batch& batch = *for_key("data.train", [&] { return &s.train_loader->next(); });
-      const auto t1 = Clock::now();
-      tracer.span("data wait", "data", t0, t1);
-      const double lr = s.schedule->at(step);
-      const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, step, ctx.world_rank()},
-                                       static_cast<float>(lr));
-      final_loss = r.loss;
-      report.step(epoch, i, step, r.loss, r.correct / static_cast<double>(b * world), lr,
-                  StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
-                  s.total_steps);
+  while (at.step < s.total_steps) {
+    const auto t0 = Clock::now();
+    // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
+    const Batch& batch = *for_key("data.train", [&] { return &s.train_loader->next(); });
+    const auto t1 = Clock::now();
+    tracer.span("data wait", "data", t0, t1);
+    const double lr = s.schedule->at(at.step);
+    const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, at.step, ctx.world_rank()},
+                                     static_cast<float>(lr));
+    final_loss = r.loss;
+    report.step(at.epoch, at.step_in_epoch, at.step, r.loss, r.correct / static_cast<double>(b * world), lr,
+                StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
+                s.total_steps);
+    ++at.step;
+    // An epoch ends with its evaluation, also the last, partial one (max_steps); evaluation
+    // averages BatchNorm statistics, so it comes before any checkpoint of this step.
+    if (++at.step_in_epoch == spe || at.step == s.total_steps) {
+      if (s.test_loader) {
+        last_eval = evaluate(s, ctx);
+        report.epoch_end(at.epoch, tc.epochs, at.step, last_eval.accuracy, last_eval.loss);
+      }
+      if (at.step_in_epoch == spe) {
+        ++at.epoch;
+        at.step_in_epoch = 0;
+      }
     }
-    if (s.test_loader) {
-      last_eval = evaluate(s, ctx);
-      report.epoch_end(epoch, epochs, step, last_eval.accuracy, last_eval.loss);
+    const Boundary boundary = policy.after_step(at.step, s.total_steps);
+    if (boundary.save && s.checkpoints->enabled()) s.checkpoints->save(at, boundary.why);
+    if (boundary.stop) {
+      if (!s.checkpoints->enabled() && ctx.world_rank() == 0)
+        log::warn("stopping without a checkpoint (checkpoint.enabled = false): steps since the start are lost");
+      log::info("stopped: {} after step {} of {}; continue with --set train.resume=auto (exit code {})", boundary.why,
+                at.step, s.total_steps, kExitResumable);
+      if (tracer.enabled()) write_trace(tracer, s, ctx);
+      return kExitResumable;
     }
   }
   const std::string checksum = verify_param_checksums(s, ctx);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
-  report.finish(step, epochs, final_loss, last_eval.accuracy, model, checksum);
+  report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
+                last_eval.accuracy, model, checksum);
+  return 0;
 }
 
 }  // namespace ringtrain

@@ -4,8 +4,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <fstream>
-#include <map>
 #include <future>
 #include <thread>
 
@@ -17,36 +15,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 constexpr double kTimeoutS = 5.0;
-
-// PIDs of the ringtrain processes of this run (their command line names the run dir),
-// keyed by MPI rank (from OMPI_COMM_WORLD_RANK in their environment).
-std::map<int, pid_t> rank_pids(const std::string& run_dir) {
-  std::map<int, pid_t> out;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream comm(entry.path() / "comm");
-    std::string exe;
-    std::getline(comm, exe);
-    if (exe != "ringtrain") continue;
-    std::ifstream cmd(entry.path() / "cmdline");
-    const std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
-    if (cmdline.find(run_dir) == std::string::npos) continue;
-    std::ifstream env(entry.path() / "environ");
-    const std::string environ((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    const auto at = environ.find("OMPI_COMM_WORLD_RANK=");
-    if (at == std::string::npos) continue;
-    out[std::stoi(environ.substr(at + 21))] = static_cast<pid_t>(std::stoi(name));
-  }
-  return out;
-}
-
-std::size_t lines_in(const fs::path& p) {
-  std::ifstream f(p);
-  std::size_t n = 0;
-  for (std::string line; std::getline(f, line);) ++n;
-  return n;
-}
 
 struct Fault {
   int signal;

@@ -28,6 +28,10 @@ class IoError : public Error {       // files we write (metrics, summaries, chec
  public:
   using Error::Error;
 };
+class CorruptFileError : public IoError {  // a file we wrote earlier is damaged (checksum, truncated)
+ public:
+  using IoError::IoError;
+};
 class NumericError : public Error {  // non-finite loss or gradients
  public:
   using Error::Error;

@@ -21,7 +21,10 @@ struct LoaderOptions {
   int world_size = 1;
   int rank = 0;
   std::uint64_t seed = 0;
-  std::int64_t epochs = 1;  // epochs to deliver (>= 1); bounds the work done ahead
+  std::int64_t epochs = 1;  // deliver epochs [start_epoch, epochs); bounds the work done ahead
+  // Where delivery starts (a resumed run): batch start_step of epoch start_epoch.
+  std::int64_t start_epoch = 0;
+  std::int64_t start_step = 0;
   int prefetch = 2;         // batches prepared ahead (0: on the caller's thread)
   AugmentOptions augment;   // training only
   Normalization normalize;
@@ -44,6 +47,10 @@ struct LoaderStats {
   double read_seconds = 0.0;  // in file reads
   std::int64_t read_bytes = 0;
 };
+
+// Batches per epoch a Loader with these options delivers, without starting one (the
+// optimizer's schedule is sized before the loader's start position is known).
+std::int64_t loader_steps_per_epoch(std::shared_ptr<const Dataset> data, const LoaderOptions& options);
 
 class Loader {
  public:

@@ -1,14 +1,17 @@
 // Run records on disk: metrics.jsonl (one JSON object per line, flushed as written, so a
-// killed run keeps what it logged) and whole files written atomically (summary.json).
+// killed run keeps what it logged). Whole files go through write_file_atomic (core/files.hpp).
 #pragma once
 #include <cstdio>
 #include <string>
+
+#include "ringtrain/core/files.hpp"
 
 namespace ringtrain {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // truncates; IoError naming the path
+  // Truncates, or appends (a resumed run continues its log); IoError naming the path.
+  explicit MetricsLog(const std::string& path, bool append = false);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -18,8 +21,5 @@ class MetricsLog {
   std::string path_;
   std::FILE* file_ = nullptr;
 };
-
-// Writes text to path via path.tmp + fsync + rename. Throws IoError naming the path.
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace ringtrain

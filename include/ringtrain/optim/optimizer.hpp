@@ -20,8 +20,18 @@ class Optimizer {
   // One update of all n parameters with learning rate lr, using grads * grad_scale (the
   // 1/world averaging folded into the update: one pass over the arenas instead of two).
   virtual void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) = 0;
-  // Optimizer state (momentum buffers, moments), for checkpoints.
-  virtual std::vector<Tensor> state() = 0;
+  // Optimizer state for checkpoints: each buffer (momentum, moments) with its name, and the
+  // number of steps taken (AdamW's bias correction depends on it).
+  struct StateBuffer {
+    std::string name;
+    Tensor tensor;
+  };
+  virtual std::vector<StateBuffer> state() = 0;
+  std::int64_t steps_taken() const { return steps_taken_; }
+  void restore_steps_taken(std::int64_t steps) { steps_taken_ = steps; }
+
+ protected:
+  std::int64_t steps_taken_ = 0;  // each step() counts itself
 };
 
 class Sgd : public Optimizer {
@@ -29,7 +39,7 @@ class Sgd : public Optimizer {
   Sgd(std::int64_t num_params, const SgdHyper& hyper);
   std::string_view name() const override { return "sgd"; }
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
-  std::vector<Tensor> state() override { return {velocity_}; }
+  std::vector<StateBuffer> state() override { return {{"velocity", velocity_}}; }
 
  private:
   SgdHyper hyper_;
@@ -41,11 +51,10 @@ class AdamW : public Optimizer {
   AdamW(std::int64_t num_params, const AdamWHyper& hyper);
   std::string_view name() const override { return "adamw"; }
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
-  std::vector<Tensor> state() override { return {m_, v_}; }
+  std::vector<StateBuffer> state() override { return {{"m", m_}, {"v", v_}}; }
 
  private:
   AdamWHyper hyper_;
-  std::int64_t t_ = 0;
   Tensor m_, v_;
 };
 

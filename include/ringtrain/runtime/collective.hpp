@@ -11,9 +11,16 @@ namespace ringtrain {
 class Context;
 
 // Raised on all ranks at once; main prints it once (rank 0) and exits without MPI_Abort.
+// corrupt_file(): the failing rank's error was a CorruptFileError (callers may then fall
+// back to an older file rather than give up).
 class CollectiveError : public Error {
  public:
-  using Error::Error;
+  explicit CollectiveError(const std::string& message, bool corrupt_file = false)
+      : Error(message), corrupt_file_(corrupt_file) {}
+  bool corrupt_file() const { return corrupt_file_; }
+
+ private:
+  bool corrupt_file_ = false;
 };
 
 void run_collectively(const Context& ctx, const std::function<void()>& step);

@@ -10,6 +10,16 @@ namespace ringtrain {
 
 class Config;
 
+// [checkpoint]: when and where checkpoints are written (also at the end of training and on
+// SIGTERM/SIGUSR1 whenever enabled).
+struct CheckpointConfig {
+  bool enabled = true;
+  std::string dir;                 // default: <run.dir>/checkpoints
+  std::int64_t every_steps = 0;    // 0: off
+  double every_seconds = 0.0;      // 0: off
+  std::int64_t keep = 3;           // newest files kept
+};
+
 struct TrainConfig {
   // [run]
   std::string run_dir;             // where metrics.jsonl, summary.json, config.toml go
@@ -21,6 +31,9 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   std::int64_t log_every = 100;    // steps between progress lines
   std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
+  std::string resume = "none";     // "auto" (newest intact checkpoint), "none", or a checkpoint path
+  std::int64_t exit_at_step = 0;   // end the run after this step with a checkpoint (0: never)
+  CheckpointConfig checkpoint;
   // [data]
   DataConfig data;
   // [runtime]

@@ -1,0 +1,15 @@
+// Durable file operations: whole small files written atomically (tmp + fsync + rename), and
+// fsync of a written file or of the directory that holds a renamed one.
+#pragma once
+#include <string>
+
+namespace ringtrain {
+
+// Writes text to path via path.tmp + fsync + rename. Throws IoError naming the path.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+// Flushes a file's data (IoError naming it on failure), or a directory's entries so that a
+// rename inside it survives a crash (best effort: some file systems cannot open directories).
+void fsync_path(const std::string& path, bool directory);
+
+}  // namespace ringtrain

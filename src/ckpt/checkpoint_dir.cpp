@@ -1,0 +1,197 @@
+// CheckpointDir and resume_checkpoint (see header). Rank 0 does every directory operation
+// (probe, rename, `latest`, pruning, listing) inside run_collectively, so a failure there is
+// seen by every rank at once; the file itself is written and read by all ranks together.
+#include "ringtrain/ckpt/checkpoint_dir.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/files.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "mpi/mpi_check.hpp"
+#include "runtime/mpi_context.hpp"
+
+namespace ringtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Step of a checkpoint file name, or -1 for any other name.
+std::int64_t step_of(const std::string& name) {
+  static const std::regex pattern(R"(ckpt-(\d+)\.h5)");
+  std::smatch m;
+  return std::regex_match(name, m, pattern) ? std::stoll(m[1].str()) : -1;
+}
+
+// Strings from rank 0 to every rank (one MPI broadcast of the joined text).
+std::vector<std::string> broadcast_lines(const Context& ctx, const std::vector<std::string>& lines) {
+  std::string joined;
+  for (const auto& l : lines) joined += l + '\n';
+  std::uint64_t size = joined.size();
+  RT_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, world_comm(ctx)));
+  joined.resize(size);
+  RT_MPI_CHECK(MPI_Bcast(joined.data(), static_cast<int>(size), MPI_CHAR, 0, world_comm(ctx)));
+  std::vector<std::string> out;
+  for (std::size_t at = 0; at < joined.size();) {
+    const std::size_t end = joined.find('\n', at);
+    out.push_back(joined.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+void remove_quietly(const std::string& path) {
+  std::error_code ec;
+  fs::remove(path, ec);
+}
+
+// Proves that `bytes` fit on the file system (and in the user's quota) by allocating them
+// in `path`, so a full disk is reported before any rank starts writing: a collective HDF5
+// write that fails half way can leave the ranks in different states of closing the file.
+void reserve_space(const std::string& path, std::int64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw IoError(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  ::close(fd);
+  if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
+    throw IoError(fmt::format("{}: no room for {:.1f} MB: {}", path, static_cast<double>(bytes) / 1e6,
+                              std::strerror(rc)));
+  // Other errors (EOPNOTSUPP on some file systems): nothing proven, the write will tell.
+}
+
+// Bytes of a checkpoint file: the data, up to 1 MiB of alignment per dataset, and metadata.
+std::int64_t expected_file_bytes(const std::vector<CheckpointBuffer>& buffers, int world) {
+  std::int64_t bytes = std::int64_t{1} << 20;
+  for (const auto& b : buffers)
+    bytes += b.numel * static_cast<std::int64_t>(sizeof(float)) * (b.per_rank ? world : 1) + (std::int64_t{1} << 20);
+  return bytes;
+}
+
+}  // namespace
+
+CheckpointDir::CheckpointDir(const Context& ctx, std::string dir, std::int64_t keep)
+    : ctx_(ctx), dir_(std::move(dir)), keep_(keep) {
+  RT_REQUIRE(keep_ >= 1, ConfigError, "checkpoint.keep: must be >= 1, got {}", keep_);
+  run_collectively(ctx_, [&] {
+    if (ctx_.world_rank() != 0) return;
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    RT_REQUIRE(!ec, IoError, "checkpoint.dir: {}: cannot create: {}", dir_, ec.message());
+    try {
+      const std::string probe = dir_ + "/.write-probe";
+      write_file_atomic(probe, "ringtrain checks that checkpoints can be written here\n");
+      fs::remove(probe);
+    } catch (const IoError& e) {
+      throw IoError(fmt::format("checkpoint.dir: {}: not writable: {}", dir_, e.what()));
+    }
+    for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.size() > 7 && name.ends_with(".h5.tmp") && step_of(name.substr(0, name.size() - 4)) >= 0) {
+        log::warn("checkpoint: removing {} left by an interrupted save", entry.path().string());
+        remove_quietly(entry.path().string());
+      }
+    }
+  });
+}
+
+std::string CheckpointDir::file_name(std::int64_t step) { return fmt::format("ckpt-{:09}.h5", step); }
+
+SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vector<CheckpointBuffer>& buffers) const {
+  const auto start = std::chrono::steady_clock::now();
+  SavedCheckpoint saved;
+  saved.path = dir_ + "/" + file_name(meta.step);
+  const std::string tmp = saved.path + ".tmp";
+  try {
+    run_collectively(ctx_, [&] {
+      if (ctx_.world_rank() == 0) reserve_space(tmp, expected_file_bytes(buffers, ctx_.world_size()));
+    });
+    write_checkpoint_file(ctx_, tmp, meta, buffers);
+  } catch (const CollectiveError& e) {
+    if (ctx_.world_rank() == 0) remove_quietly(tmp);
+    const std::vector<std::string> older = list();
+    throw CollectiveError(fmt::format("checkpoint at step {} failed: {} ({})", meta.step, e.what(),
+                                      older.empty() ? std::string("no earlier checkpoint exists")
+                                                    : fmt::format("{} is intact", older.front())));
+  }
+  // Every rank's data is on storage (write_checkpoint_file flushed and synced collectively);
+  // only now does the file get its final name, and only after that does `latest` move.
+  run_collectively(ctx_, [&] {
+    if (ctx_.world_rank() != 0) return;
+    fsync_path(tmp, false);
+    RT_REQUIRE(std::rename(tmp.c_str(), saved.path.c_str()) == 0, IoError, "checkpoint: {}: rename failed: {}", tmp,
+               std::strerror(errno));
+    fsync_path(dir_, true);
+    write_file_atomic(dir_ + "/latest", file_name(meta.step) + "\n");
+    fsync_path(dir_, true);
+    saved.bytes = static_cast<std::int64_t>(fs::file_size(saved.path));
+    // Checkpoints of later steps belong to a line of training this run has left (it started
+    // afresh or from an older checkpoint): they go, so that `auto` never resumes them. Of the
+    // rest, the newest `keep` stay; the one just written is the newest.
+    std::size_t kept = 0;
+    for (const std::string& path : list_local()) {
+      const std::int64_t step = step_of(fs::path(path).filename().string());
+      if (step > meta.step) {
+        log::warn("checkpoint: removing {}: a later step of a run this one does not continue", path);
+        remove_quietly(path);
+      } else if (++kept > static_cast<std::size_t>(keep_)) {
+        remove_quietly(path);
+      }
+    }
+  });
+  saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return saved;
+}
+
+std::vector<std::string> CheckpointDir::list_local() const {
+  std::vector<std::pair<std::int64_t, std::string>> all;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::int64_t step = step_of(entry.path().filename().string());
+    if (step >= 0) all.emplace_back(step, entry.path().string());
+  }
+  std::sort(all.rbegin(), all.rend());
+  std::vector<std::string> names;
+  for (auto& [step, path] : all) names.push_back(path);
+  return names;
+}
+
+std::vector<std::string> CheckpointDir::list() const {
+  return broadcast_lines(ctx_, ctx_.world_rank() == 0 ? list_local() : std::vector<std::string>{});
+}
+
+std::optional<ResumedCheckpoint> resume_checkpoint(const Context& ctx, const std::string& resume,
+                                                   const CheckpointDir* dir,
+                                                   const std::vector<CheckpointBuffer>& buffers) {
+  if (resume == "none") return std::nullopt;
+  const bool automatic = resume == "auto";
+  RT_REQUIRE(!automatic || dir != nullptr, ConfigError,
+             "train.resume = \"auto\" needs checkpoints (checkpoint.enabled = false)");
+  const std::vector<std::string> candidates = automatic ? dir->list() : std::vector<std::string>{resume};
+  for (const std::string& path : candidates) {
+    try {
+      run_collectively(ctx, [&] {
+        if (ctx.world_rank() != 0) return;
+        RT_REQUIRE(std::filesystem::exists(path), ConfigError, "train.resume: {}: no such checkpoint", path);
+        check_checkpoint_layout(path, buffers);
+      });
+      return ResumedCheckpoint{path, read_checkpoint_file(ctx, path, buffers)};
+    } catch (const CollectiveError& e) {
+      if (!automatic || !e.corrupt_file()) throw;
+      if (ctx.world_rank() == 0) log::warn("checkpoint: skipping a damaged checkpoint: {}", e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,425 @@
+// Checkpoint files (see header and docs/CHECKPOINT.md). Every collective HDF5 step runs inside
+// run_collectively: a step that fails on one rank (a full disk seen by one aggregator) then
+// fails on all of them together, and no rank is left waiting in the next collective call.
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <fmt/ranges.h>
+
+#include "ckpt/checksum.hpp"
+#include "hdf5/h5_attributes.hpp"
+#include "mpi/mpi_check.hpp"
+#include "ringtrain/ckpt/checkpoint.hpp"
+#include "ringtrain/core/version.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "runtime/mpi_context.hpp"
+
+namespace ringtrain {
+namespace {
+
+constexpr std::int64_t kFloatBytes = sizeof(float);
+constexpr std::int64_t kBlockFloats = ckpt::kChecksumBlockBytes / kFloatBytes;
+// One H5Dread/H5Dwrite moves at most this much per rank (MPI-IO counts are 32-bit ints).
+constexpr std::int64_t kMaxTransferFloats = (std::int64_t{256} << 20) / kFloatBytes;
+
+// This rank's part of a replicated buffer: whole checksum blocks, split evenly by blocks.
+struct Slice {
+  std::int64_t begin = 0, end = 0;  // elements
+  std::int64_t first_block = 0, blocks = 0;
+};
+
+Slice slice_of(std::int64_t numel, int rank, int world) {
+  const std::int64_t total_blocks = (numel + kBlockFloats - 1) / kBlockFloats;
+  Slice s;
+  s.first_block = total_blocks * rank / world;
+  const std::int64_t end_block = total_blocks * (rank + 1) / world;
+  s.blocks = end_block - s.first_block;
+  s.begin = std::min(numel, s.first_block * kBlockFloats);
+  s.end = std::min(numel, end_block * kBlockFloats);
+  return s;
+}
+
+// Calls every rank must make for the largest slice of a buffer of numel elements.
+std::int64_t transfer_rounds(std::int64_t numel, int world) {
+  std::int64_t largest = 0;
+  for (int r = 0; r < world; ++r) {
+    const Slice s = slice_of(numel, r, world);
+    largest = std::max(largest, s.end - s.begin);
+  }
+  return std::max<std::int64_t>(1, (largest + kMaxTransferFloats - 1) / kMaxTransferFloats);
+}
+
+// Moves `count` floats between `data` and the file, starting at `start` and running along the
+// last dimension, in exactly `rounds` calls (collective transfers need the same number of
+// calls on every rank; a rank with nothing left selects nothing).
+void transfer(hid_t dset, const std::vector<hsize_t>& file_dims, std::vector<hsize_t> start, std::int64_t count,
+              std::int64_t rounds, hid_t dxpl, float* data, bool write) {
+  h5::Dataspace file_space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(file_dims.size()), file_dims.data(), nullptr)));
+  for (std::int64_t round = 0, done = 0; round < rounds; ++round) {
+    const std::int64_t n = std::min(kMaxTransferFloats, count - done);
+    const hsize_t mem_n = static_cast<hsize_t>(std::max<std::int64_t>(n, 1));
+    h5::Dataspace mem_space(RT_H5_CHECK(H5Screate_simple(1, &mem_n, nullptr)));
+    if (n > 0) {
+      std::vector<hsize_t> counts(file_dims.size(), 1);
+      counts.back() = static_cast<hsize_t>(n);
+      RT_H5_CHECK(H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr));
+      start.back() += static_cast<hsize_t>(n);
+    } else {
+      RT_H5_CHECK(H5Sselect_none(file_space));
+      RT_H5_CHECK(H5Sselect_none(mem_space));
+    }
+    float* at = data + done;
+    if (write)
+      RT_H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, mem_space, file_space, dxpl, at));
+    else
+      RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, mem_space, file_space, dxpl, at));
+    done += std::max<std::int64_t>(n, 0);
+  }
+}
+
+// The block hashes of every rank's slice, gathered in order on every rank, combined.
+std::uint64_t gathered_checksum(MPI_Comm comm, int world, std::int64_t numel, const Slice& mine, const float* slice) {
+  std::vector<std::uint64_t> local(static_cast<std::size_t>(mine.blocks));
+  ckpt::hash_blocks(slice, (mine.end - mine.begin) * kFloatBytes, local.data());
+  std::vector<int> counts(static_cast<std::size_t>(world)), displs(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const Slice s = slice_of(numel, r, world);
+    counts[static_cast<std::size_t>(r)] = static_cast<int>(s.blocks);
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(s.first_block);
+  }
+  std::vector<std::uint64_t> all(static_cast<std::size_t>((numel + kBlockFloats - 1) / kBlockFloats));
+  RT_MPI_CHECK(MPI_Allgatherv(local.data(), static_cast<int>(local.size()), MPI_UINT64_T, all.data(), counts.data(),
+                              displs.data(), MPI_UINT64_T, comm));
+  return ckpt::combine_block_hashes(all.data(), static_cast<std::int64_t>(all.size()));
+}
+
+// Fills the rest of `data` (numel elements) from the ranks that hold the other slices.
+void allgather_slices(MPI_Comm comm, int world, std::int64_t numel, float* data) {
+  std::vector<int> counts(static_cast<std::size_t>(world)), displs(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const Slice s = slice_of(numel, r, world);
+    counts[static_cast<std::size_t>(r)] = static_cast<int>(s.end - s.begin);
+    displs[static_cast<std::size_t>(r)] = static_cast<int>(s.begin);
+  }
+  RT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts.data(), displs.data(), MPI_FLOAT, comm));
+}
+
+h5::PropList mpio_file_access(MPI_Comm comm) {
+  h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
+  RT_H5_CHECK(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL));
+  // Metadata is read and written by one rank and shared, not by every rank at once.
+  RT_H5_CHECK(H5Pset_all_coll_metadata_ops(fapl, true));
+  RT_H5_CHECK(H5Pset_coll_metadata_write(fapl, true));
+  // Large datasets start on 1 MiB boundaries (file-system stripes and pages).
+  RT_H5_CHECK(H5Pset_alignment(fapl, std::uint64_t{1} << 20, std::uint64_t{1} << 20));
+  return fapl;
+}
+
+// Collective H5Dwrite/H5Dread calls (every rank takes part in each) carried out as each rank's
+// own MPI-IO transfer of its slice. The slices are large and contiguous, so two-phase
+// collective buffering has nothing to merge, and Open MPI's collective writer hangs when one
+// aggregator hits a full disk while the others go on; with individual I/O the failing rank
+// returns the error and the agreement that follows every step ends all ranks together.
+h5::PropList collective_transfer() {
+  h5::PropList dxpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_XFER)));
+  RT_H5_CHECK(H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_COLLECTIVE));
+  RT_H5_CHECK(H5Pset_dxpl_mpio_collective_opt(dxpl, H5FD_MPIO_INDIVIDUAL_IO));
+  return dxpl;
+}
+
+void write_meta(hid_t file, const CheckpointMeta& m) {
+  h5::write_string_attr(file, "format", {kCheckpointFormat}, true);
+  h5::write_attr<std::int64_t>(file, "format_version", m.format_version);
+  h5::write_string_attr(file, "ringtrain_version", {m.ringtrain_version}, true);
+  h5::write_attr<std::int64_t>(file, "step", m.step);
+  h5::write_attr<std::int64_t>(file, "epoch", m.epoch);
+  h5::write_attr<std::int64_t>(file, "step_in_epoch", m.step_in_epoch);
+  h5::write_attr<std::int64_t>(file, "global_batch", m.global_batch);
+  h5::write_attr<std::uint64_t>(file, "seed", m.seed);
+  h5::write_attr<std::int64_t>(file, "world_size", m.world_size);
+  h5::write_attr<std::int64_t>(file, "optimizer_steps", m.optimizer_steps);
+  h5::write_string_attr(file, "optimizer", {m.optimizer}, true);
+  h5::write_string_attr(file, "data_strategy", {m.data_strategy}, true);
+  h5::write_string_attr(file, "rng", {"counter-based: every draw is keyed by (seed, epoch or step, global sample "
+                                      "index); no rank holds RNG state beyond seed and step"},
+                        true);
+  h5::write_string_attr(file, "checksum_algorithm", {ckpt::kChecksumAlgorithm}, true);
+  h5::write_string_attr(file, "config", {m.config}, true);
+  h5::write_attr<double>(file, "wall_time", m.wall_time);
+}
+
+CheckpointMeta read_meta(hid_t file, const std::string& path) {
+  CheckpointMeta m;
+  std::string format;
+  try {
+    format = h5::read_string_attr(file, "format");
+  } catch (const DataError&) {
+    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (no 'format' attribute)", path));
+  }
+  if (format != kCheckpointFormat)
+    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (format '{}')", path, format));
+  try {
+    m.format_version = h5::read_attr<std::int64_t>(file, "format_version");
+    if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
+      throw CheckpointMismatch(fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
+                                           "version {}); resume with the ringtrain that wrote it",
+                                           path, m.format_version, version(), kCheckpointFormatVersion));
+    m.ringtrain_version = h5::read_string_attr(file, "ringtrain_version");
+    m.step = h5::read_attr<std::int64_t>(file, "step");
+    m.epoch = h5::read_attr<std::int64_t>(file, "epoch");
+    m.step_in_epoch = h5::read_attr<std::int64_t>(file, "step_in_epoch");
+    m.global_batch = h5::read_attr<std::int64_t>(file, "global_batch");
+    m.seed = h5::read_attr<std::uint64_t>(file, "seed");
+    m.world_size = h5::read_attr<std::int64_t>(file, "world_size");
+    m.optimizer_steps = h5::read_attr<std::int64_t>(file, "optimizer_steps");
+    m.optimizer = h5::read_string_attr(file, "optimizer");
+    m.data_strategy = h5::read_string_attr(file, "data_strategy");
+    m.config = h5::read_string_attr(file, "config");
+    m.wall_time = h5::read_attr<double>(file, "wall_time");
+  } catch (const DataError& e) {
+    throw CorruptFileError(fmt::format("{}: damaged checkpoint metadata: {}", path, e.what()));
+  }
+  return m;
+}
+
+// Names of every dataset in the file, in HDF5's visiting order (alphabetical).
+std::vector<std::string> dataset_names(hid_t file) {
+  std::vector<std::string> names;
+  auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  };
+  RT_H5_CHECK(H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &names));
+  return names;
+}
+
+std::vector<std::int64_t> dims_of(hid_t dset) {
+  h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
+  const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(space));
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  RT_H5_CHECK(H5Sget_simple_extent_dims(space, d.data(), nullptr));
+  return std::vector<std::int64_t>(d.begin(), d.end());
+}
+
+std::string shape_str(const std::vector<std::int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ", ")); }
+
+// A POSIX-driver handle on a checkpoint: CorruptFileError when HDF5 cannot open it (not HDF5,
+// truncated, unreadable).
+h5::File open_local(const std::string& path) {
+  try {
+    return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+  } catch (const DataError& e) {
+    throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", e.what()));
+  }
+}
+
+// Runs fn; an HDF5 failure while reading a file we wrote means the file is damaged.
+template <typename F>
+void as_corrupt(F&& fn) {
+  try {
+    fn();
+  } catch (const DataError& e) {
+    throw CorruptFileError(e.what());
+  }
+}
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& expected) {
+  h5::File file = open_local(path);
+  read_meta(file, path);
+  const std::vector<std::string> found = dataset_names(file);
+  for (const CheckpointBuffer& b : expected) {
+    if (std::find(found.begin(), found.end(), b.name) == found.end())
+      throw CheckpointMismatch(fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
+                                           "optimizer?",
+                                           path, b.name, fmt::join(found, ", ")));
+    h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
+    const std::vector<std::int64_t> dims = dims_of(dset);
+    const bool fits = b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel)
+                                 : (dims.size() == 1 && dims[0] == b.numel);
+    if (!fits)
+      throw CheckpointMismatch(fmt::format("{}: dataset '{}' has shape {} but this run needs {}: written by another "
+                                           "model?",
+                                           path, b.name, shape_str(dims),
+                                           b.per_rank ? fmt::format("[ranks, {}]", b.numel) : shape_str({b.numel})));
+  }
+  for (const std::string& name : found) {
+    const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
+    if (!used)
+      throw CheckpointMismatch(
+          fmt::format("{}: dataset '{}' has no place in this run: written by another model or optimizer?", path, name));
+  }
+}
+
+}  // namespace
+
+void write_checkpoint_file(const Context& ctx, const std::string& path, CheckpointMeta meta,
+                           const std::vector<CheckpointBuffer>& buffers) {
+  const MPI_Comm comm = world_comm(ctx);
+  const int world = ctx.world_size();
+  const int rank = ctx.world_rank();
+  const auto lock = h5::lock();
+  const h5::ErrorContext where(path);
+  meta.world_size = world;
+  meta.ringtrain_version = version();
+  meta.format_version = kCheckpointFormatVersion;
+  meta.wall_time = unix_time_now();
+  RT_MPI_CHECK(MPI_Bcast(&meta.wall_time, 1, MPI_DOUBLE, 0, comm));  // attributes must match on every rank
+
+  h5::File file;
+  run_collectively(ctx, [&] {
+    h5::PropList fapl = mpio_file_access(comm);
+    file = h5::File(RT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl)));
+    write_meta(file, meta);
+  });
+  h5::PropList dxpl = collective_transfer();
+  h5::PropList lcpl(RT_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
+  RT_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
+  h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+  RT_H5_CHECK(H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER));  // every byte is written right away
+  for (const CheckpointBuffer& b : buffers) {
+    std::vector<hsize_t> dims;
+    std::uint64_t checksum = 0;
+    std::vector<float> rows;  // per-rank buffers: every rank's row, for the checksum
+    if (b.per_rank) {
+      dims = {static_cast<hsize_t>(world), static_cast<hsize_t>(b.numel)};
+      rows.resize(static_cast<std::size_t>(world * b.numel));
+      RT_MPI_CHECK(MPI_Allgather(b.data, static_cast<int>(b.numel), MPI_FLOAT, rows.data(), static_cast<int>(b.numel),
+                                 MPI_FLOAT, comm));
+      checksum = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
+    } else {
+      dims = {static_cast<hsize_t>(b.numel)};
+      const Slice s = slice_of(b.numel, rank, world);
+      checksum = gathered_checksum(comm, world, b.numel, s, b.data + s.begin);
+    }
+    run_collectively(ctx, [&] {
+      h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+      h5::Dataset dset(
+          RT_H5_CHECK(H5Dcreate2(file, b.name.c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)));
+      h5::write_attr<std::uint64_t>(dset, "checksum", checksum);
+      if (b.numel == 0) return;  // no storage to write to (the same on every rank)
+      if (b.per_rank) {
+        transfer(dset, dims, {static_cast<hsize_t>(rank), 0}, b.numel, 1, dxpl, b.data, true);
+      } else {
+        const Slice s = slice_of(b.numel, rank, world);
+        transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
+                 b.data + s.begin, true);
+      }
+    });
+  }
+  // Flushing through the MPI-IO driver syncs every rank's written data to storage.
+  run_collectively(ctx, [&] { RT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL)); });
+  run_collectively(ctx, [&] { RT_H5_CHECK(file.close()); });
+}
+
+CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std::vector<CheckpointDataset>* datasets) {
+  const auto lock = h5::lock();
+  const h5::ErrorContext where(path);
+  h5::File file = open_local(path);
+  CheckpointMeta meta = read_meta(file, path);
+  if (datasets == nullptr && !verify) return meta;
+  for (const std::string& name : dataset_names(file)) {
+    h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));
+    CheckpointDataset d;
+    d.name = name;
+    d.dims = dims_of(dset);
+    try {
+      d.stored_checksum = h5::read_attr<std::uint64_t>(dset, "checksum");
+    } catch (const DataError& e) {
+      throw CorruptFileError(fmt::format("{}: dataset '{}': {}", path, name, e.what()));
+    }
+    if (verify) {
+      std::int64_t numel = 1;
+      for (auto x : d.dims) numel *= x;
+      std::vector<float> data(static_cast<std::size_t>(numel));
+      try {
+        if (numel > 0) RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
+      } catch (const DataError& e) {
+        throw CorruptFileError(e.what());
+      }
+      d.actual_checksum = checkpoint_checksum(data.data(), numel * kFloatBytes);
+      d.verified = true;
+      if (d.actual_checksum != d.stored_checksum)
+        throw CorruptFileError(fmt::format("{}: dataset '{}': checksum mismatch (stored {:016x}, data {:016x}): the "
+                                           "file is damaged",
+                                           path, name, d.stored_checksum, d.actual_checksum));
+    }
+    if (datasets) datasets->push_back(std::move(d));
+  }
+  return meta;
+}
+
+void check_checkpoint_layout(const std::string& path, const std::vector<CheckpointBuffer>& expected) {
+  const auto lock = h5::lock();
+  const h5::ErrorContext where(path);
+  as_corrupt([&] { check_layout(path, expected); });
+}
+
+CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
+                                    const std::vector<CheckpointBuffer>& buffers) {
+  const MPI_Comm comm = world_comm(ctx);
+  const int world = ctx.world_size();
+  const int rank = ctx.world_rank();
+  const auto lock = h5::lock();
+  const h5::ErrorContext where(path);
+  h5::File file;
+  CheckpointMeta meta;
+  run_collectively(ctx, [&] {
+    h5::PropList fapl = mpio_file_access(comm);
+    try {
+      file = h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+    } catch (const DataError& e) {
+      throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", e.what()));
+    }
+    as_corrupt([&] { meta = read_meta(file, path); });
+  });
+  h5::PropList dxpl = collective_transfer();
+  for (const CheckpointBuffer& b : buffers) {
+    std::uint64_t stored = 0, actual = 0;
+    run_collectively(ctx, [&] { as_corrupt([&] {
+      h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
+      stored = h5::read_attr<std::uint64_t>(dset, "checksum");
+      if (b.numel == 0) {
+        actual = checkpoint_checksum(nullptr, 0);
+      } else if (b.per_rank) {
+        const std::vector<std::int64_t> dims = dims_of(dset);
+        std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
+        RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
+        actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
+        if (dims[0] == world) {
+          std::copy_n(rows.data() + rank * b.numel, b.numel, b.data);
+        } else {  // another world size: every rank starts from the mean of the writers' rows
+          for (std::int64_t i = 0; i < b.numel; ++i) {
+            double sum = 0.0;
+            for (std::int64_t r = 0; r < dims[0]; ++r) sum += rows[static_cast<std::size_t>(r * b.numel + i)];
+            b.data[i] = static_cast<float>(sum / static_cast<double>(dims[0]));
+          }
+        }
+      } else {
+        const Slice s = slice_of(b.numel, rank, world);
+        const std::vector<hsize_t> dims = {static_cast<hsize_t>(b.numel)};
+        transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
+                 b.data + s.begin, false);
+      }
+    }); });
+    if (!b.per_rank && b.numel > 0) {
+      const Slice s = slice_of(b.numel, rank, world);
+      actual = gathered_checksum(comm, world, b.numel, s, b.data + s.begin);
+      allgather_slices(comm, world, b.numel, b.data);
+    }
+    // Every rank computed the same checksum of the same bytes, so all agree without a vote.
+    if (actual != stored)
+      throw CollectiveError(fmt::format("{}: dataset '{}': checksum mismatch (stored {:016x}, data {:016x}): the file "
+                                        "is damaged",
+                                        path, b.name, stored, actual),
+                            true);
+  }
+  run_collectively(ctx, [&] { RT_H5_CHECK(file.close()); });
+  return meta;
+}
+
+}  // namespace ringtrain

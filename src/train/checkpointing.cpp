@@ -1,0 +1,122 @@
+// TrainCheckpoints (see header). A checkpoint resumes on any world size as long as the global
+// batch is the same: parameters and optimizer state are replicated (world-size independent),
+// the memory strategy's global batches do not depend on the world size, and every random
+// draw is keyed by (seed, step or epoch, index), so there is no RNG state to carry over.
+#include "train/checkpointing.hpp"
+
+#include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+
+TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
+                                   std::string resolved_config, std::int64_t global_batch, Watchdog& watchdog)
+    : ctx_(ctx),
+      tc_(tc),
+      model_(model),
+      optimizer_(optimizer),
+      resolved_config_(std::move(resolved_config)),
+      global_batch_(global_batch),
+      watchdog_(watchdog) {
+  if (tc.checkpoint.enabled) dir_ = std::make_unique<CheckpointDir>(ctx, tc.checkpoint.dir, tc.checkpoint.keep);
+}
+
+std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
+  std::vector<CheckpointBuffer> b;
+  b.push_back({"params", model_.params().f32(), model_.num_params(), false});
+  for (Optimizer::StateBuffer& s : optimizer_.state())
+    b.push_back({"optimizer/" + s.name, s.tensor.f32(), s.tensor.numel(), false});
+  // BatchNorm running statistics come from each rank's own batches until evaluation
+  // averages them, so they are saved per rank.
+  std::vector<Tensor> model_buffers = model_.buffers();
+  for (std::size_t i = 0; i < model_buffers.size(); ++i)
+    b.push_back({fmt::format("model_buffers/{}", i), model_buffers[i].f32(), model_buffers[i].numel(), true});
+  return b;
+}
+
+std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
+  if (tc_.resume == "none" && dir_) {
+    const std::vector<std::string> earlier = dir_->list();
+    if (!earlier.empty())
+      log::info("checkpoint: {} holds {} checkpoint{} of an earlier run (newest {}); this run starts from step 0 (to "
+                "continue that one instead: --set train.resume=auto)",
+                dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
+  }
+  const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
+  if (!r) {
+    if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
+    return std::nullopt;
+  }
+  const CheckpointMeta& m = r->meta;
+  const int world = ctx_.world_size();
+  run_collectively(ctx_, [&] {
+    RT_REQUIRE(m.global_batch == global_batch_, CheckpointMismatch,
+               "train.resume: {}: written with a global batch of {} but this run has {} (= {} ranks x {} per rank{}); "
+               "set train.batch_size = {} to continue the same training on {} ranks",
+               r->path, m.global_batch, global_batch_, world, tc_.batch_size,
+               tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : "",
+               m.global_batch % (world * tc_.accumulation_steps) == 0
+                   ? std::to_string(m.global_batch / (world * tc_.accumulation_steps))
+                   : std::string("(none fits: the global batch is not a multiple of the rank count)"),
+               world);
+  });
+  optimizer_.restore_steps_taken(m.optimizer_steps);
+  TrainPosition at{m.step, m.epoch, m.step_in_epoch};
+  if (at.step_in_epoch >= steps_per_epoch) {  // the stream strategy's epochs may be shorter on another world size
+    ++at.epoch;
+    at.step_in_epoch = 0;
+  }
+  log::info("resume: {} at step {} (epoch {}, step {} of {} next), written by ringtrain {} on {} rank{}", r->path,
+            m.step, at.epoch + 1, at.step_in_epoch + 1, steps_per_epoch, m.ringtrain_version, m.world_size,
+            m.world_size == 1 ? "" : "s");
+  if (m.world_size != world) {
+    log::info("resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "
+              "optimizer state carry over exactly; BatchNorm statistics start from the mean of the writers' ranks; "
+              "dropout masks (keyed by rank) differ from an uninterrupted run",
+              m.world_size, world, m.global_batch);
+    if (tc_.data.strategy == ReadStrategy::stream && ctx_.world_rank() == 0)
+      log::warn("resume: data.strategy = stream assigns samples to ranks by world size: the rest of epoch {} is "
+                "re-planned for {} ranks, so some samples of it may be seen twice or not at all",
+                at.epoch + 1, world);
+  }
+  if (m.seed != tc_.seed && ctx_.world_rank() == 0)
+    log::warn("resume: the checkpoint was written with train.seed = {} and this run has {}: data order and "
+              "augmentation from here on follow the new seed",
+              m.seed, tc_.seed);
+  return at;
+}
+
+void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
+  CheckpointMeta m;
+  m.step = at.step;
+  m.epoch = at.epoch;
+  m.step_in_epoch = at.step_in_epoch;
+  m.global_batch = global_batch_;
+  m.seed = tc_.seed;
+  m.optimizer_steps = optimizer_.steps_taken();
+  m.optimizer = std::string(optimizer_.name());
+  m.data_strategy = std::string(read_strategy_name(tc_.data.strategy));
+  m.config = resolved_config_;
+  const std::uint64_t watch =
+      watchdog_.begin(fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()));
+  SavedCheckpoint saved;
+  try {
+    saved = dir_->save(m, buffers());
+  } catch (...) {
+    watchdog_.done(watch);
+    throw;
+  }
+  watchdog_.done(watch);
+  log::info("checkpoint: {} ({}) at step {}: {:.1f} MB in {:.3f} s ({:.0f} MB/s)", saved.path, why, at.step,
+            static_cast<double>(saved.bytes) / 1e6, saved.seconds,
+            static_cast<double>(saved.bytes) / 1e6 / std::max(saved.seconds, 1e-9));
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,59 @@
+// Private: the trainer's side of checkpoints: which buffers a run saves (parameters,
+// optimizer state, per-rank BatchNorm statistics), the training position they record,
+// resuming with the checks a changed world size needs, and saving with a log line.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ringtrain/ckpt/checkpoint_dir.hpp"
+
+namespace ringtrain {
+
+class Context;
+class Model;
+class Optimizer;
+class Watchdog;
+struct TrainConfig;
+
+// Where the next batch comes from, and how many optimizer steps are done.
+struct TrainPosition {
+  std::int64_t step = 0;
+  std::int64_t epoch = 0;
+  std::int64_t step_in_epoch = 0;
+};
+
+class TrainCheckpoints {
+ public:
+  // Collective: with checkpoints enabled, opens (creates, probes) checkpoint.dir.
+  // A save that has not finished within the watchdog's timeout (a file system that stopped
+  // answering, MPI-IO ranks left in different states by a failure) ends the job.
+  TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
+                   std::string resolved_config, std::int64_t global_batch, Watchdog& watchdog);
+
+  bool enabled() const { return dir_ != nullptr; }
+
+  // Loads what train.resume names into the model and optimizer (collective) and returns the
+  // position to continue from; nullopt for a fresh start. CollectiveError when the checkpoint
+  // cannot continue this run (another global batch, another model).
+  std::optional<TrainPosition> resume(std::int64_t steps_per_epoch);
+
+  // Writes a checkpoint of the current state at `at` (collective) and logs it.
+  void save(const TrainPosition& at, const std::string& why);
+
+ private:
+  std::vector<CheckpointBuffer> buffers() const;
+
+  const Context& ctx_;
+  const TrainConfig& tc_;
+  Model& model_;
+  Optimizer& optimizer_;
+  std::string resolved_config_;
+  std::unique_ptr<CheckpointDir> dir_;
+  std::int64_t global_batch_ = 0;
+  Watchdog& watchdog_;
+};
+
+}  // namespace ringtrain

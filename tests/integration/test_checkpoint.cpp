@@ -1,0 +1,401 @@
+// Checkpoint/restart through the real executable on Fashion-MNIST (MLP, global batch 1024,
+// 58 steps per epoch, so runs cross an epoch boundary and its evaluation): an interrupted and
+// resumed run ends bitwise identical to a straight one (h5diff), a 4-rank checkpoint continues
+// on 2 and 1 ranks, SIGTERM to one rank stops all at the same step with exit code 75, damaged
+// checkpoints are skipped, SIGKILL during saves never leaves a broken `latest`, and bad
+// checkpoints or directories give one clear line.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <signal.h>
+#include <sys/mount.h>
+
+#include <chrono>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <thread>
+
+#include "integration/run_command.hpp"
+
+namespace ringtrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+constexpr int kResumableExit = 75;
+constexpr std::int64_t kGlobalBatch = 1024;
+
+fs::path data_dir() { return RINGTRAIN_DATA_DIR; }
+
+std::string fmt_step(std::int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "ckpt-%09lld.h5", static_cast<long long>(step));
+  return name;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("ringtrain-ckpt-test") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string mlp_config() { return std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml"; }
+
+// The MLP example trained with AdamW instead of SGD, written next to the runs.
+std::string adamw_config(const fs::path& dir) {
+  std::ifstream in(mlp_config());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string sgd = "name = \"sgd\"\nlr = 0.05\nmomentum = 0.9\n";
+  const auto at = text.find(sgd);
+  EXPECT_NE(at, std::string::npos) << "examples/fashion_mnist/mlp.toml changed its [optim] section";
+  if (at != std::string::npos) text.replace(at, sgd.size(), "name = \"adamw\"\nlr = 0.001\n");
+  const std::string path = (dir / "mlp-adamw.toml").string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+// `ringtrain train CONFIG` on `ranks` ranks with the same global batch on any rank count.
+CommandResult train(int ranks, const fs::path& run_dir, const std::vector<std::string>& extra,
+                    const std::string& config = mlp_config()) {
+  std::vector<std::string> args = {"train", config,
+                                    "--set", "data.train=" + (data_dir() / "train.h5").string(),
+                                    "--set", "data.test=" + (data_dir() / "test.h5").string(),
+                                    "--set", "train.batch_size=" + std::to_string(kGlobalBatch / ranks),
+                                    "--set", "train.log_every=10",
+                                    "--set", "run.dir=" + run_dir.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return run_ringtrain(ranks, args, 180);
+}
+
+std::string ckpt(const fs::path& run_dir, std::int64_t step) {
+  return (run_dir / "checkpoints" / fmt_step(step)).string();
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// A float dataset of a checkpoint file (HDF5 C API, serial).
+std::vector<float> read_floats(const std::string& path, const std::string& name) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(file, 0) << path;
+  if (file < 0) return {};
+  const hid_t dset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const hid_t space = H5Dget_space(dset);
+  std::vector<float> v(static_cast<std::size_t>(H5Sget_simple_extent_npoints(space)));
+  EXPECT_GE(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), 0);
+  H5Sclose(space);
+  H5Dclose(dset);
+  H5Fclose(file);
+  return v;
+}
+
+// ||a - b|| / ||a||.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return 1e30;
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(a[i]) * a[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// Flips one byte in the middle of a dataset's raw data (found with H5Dget_offset).
+void flip_data_byte(const std::string& path, const std::string& name) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  const hid_t dset = H5Dopen2(file, name.c_str(), H5P_DEFAULT);
+  const haddr_t offset = H5Dget_offset(dset);
+  const hsize_t size = H5Dget_storage_size(dset);
+  H5Dclose(dset);
+  H5Fclose(file);
+  ASSERT_NE(offset, HADDR_UNDEF);
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset + size / 2));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset + size / 2));
+  f.put(static_cast<char>(c ^ 0x5a));
+  ASSERT_TRUE(f.good());
+}
+
+void truncate_to_half(const std::string& path) { fs::resize_file(path, fs::file_size(path) / 2); }
+
+CommandResult inspect(const std::string& path) {
+  return run_command(shell_quote(RINGTRAIN_EXE) + " ckpt inspect " + shell_quote(path));
+}
+
+// Each of these starts at an exit-at-step stop and finishes a run of kTotal steps.
+constexpr std::int64_t kStop = 40;
+constexpr std::int64_t kTotal = 80;
+
+class BitwiseResume : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(BitwiseResume, StoppedAndResumedEqualsStraight) {
+  const auto [ranks, optimizer] = GetParam();
+  const std::vector<std::string> optim = {"--set", "train.max_steps=" + std::to_string(kTotal)};
+  const fs::path dir = fresh_dir("bitwise-" + optimizer + "-np" + std::to_string(ranks));
+  // AdamW: its bias correction depends on the restored step count.
+  const std::string config = optimizer == "adamw" ? adamw_config(dir) : mlp_config();
+  const CommandResult straight = train(ranks, dir / "straight", optim, config);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+
+  std::vector<std::string> first = optim;
+  first.insert(first.end(), {"--set", "train.exit_at_step=" + std::to_string(kStop)});
+  const CommandResult stopped = train(ranks, dir / "split", first, config);
+  ASSERT_EQ(stopped.exit_code, kResumableExit) << stopped.output;
+  EXPECT_NE(stopped.output.find("stopped: train.exit_at_step = 40 reached after step 40"), std::string::npos)
+      << stopped.output;
+  std::vector<std::string> second = optim;
+  second.insert(second.end(), {"--set", "train.resume=auto"});
+  const CommandResult resumed = train(ranks, dir / "split", second, config);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resume: " + ckpt(dir / "split", kStop) + " at step 40"), std::string::npos)
+      << resumed.output;
+
+  const std::string a = ckpt(dir / "straight", kTotal), b = ckpt(dir / "split", kTotal);
+  std::vector<std::string> datasets = {"/params"};
+  datasets.push_back(optimizer == "adamw" ? "/optimizer/m" : "/optimizer/velocity");
+  if (optimizer == "adamw") datasets.push_back("/optimizer/v");
+  for (const std::string& d : datasets) {
+    const CommandResult diff = run_command("h5diff " + shell_quote(a) + " " + shell_quote(b) + " " + d + " " + d);
+    EXPECT_EQ(diff.exit_code, 0) << d << ": " << diff.output;
+  }
+  // The runs' own end-of-training checksums agree too.
+  const std::string sa = read_text(dir / "straight" / "summary.json"), sb = read_text(dir / "split" / "summary.json");
+  const auto checksum = [](const std::string& s) { return s.substr(s.find("\"param_checksum\""), 40); };
+  EXPECT_EQ(checksum(sa), checksum(sb));
+}
+
+INSTANTIATE_TEST_SUITE_P(Runs, BitwiseResume,
+                         ::testing::Values(std::tuple{2, std::string("sgd")}, std::tuple{4, std::string("adamw")}),
+                         [](const auto& info) {
+                           return std::get<1>(info.param) + "_np" + std::to_string(std::get<0>(info.param));
+                         });
+
+TEST(CheckpointResharding, FourRanksContinueOnTwoAndOne) {
+  const fs::path dir = fresh_dir("reshard");
+  const std::vector<std::string> total = {"--set", "train.max_steps=" + std::to_string(kTotal)};
+  const CommandResult straight = train(4, dir / "straight", total);
+  ASSERT_EQ(straight.exit_code, 0) << straight.output;
+  std::vector<std::string> stop = total;
+  stop.insert(stop.end(), {"--set", "train.exit_at_step=" + std::to_string(kStop)});
+  const CommandResult four = train(4, dir / "four", stop);
+  ASSERT_EQ(four.exit_code, kResumableExit) << four.output;
+  const std::vector<float> reference = read_floats(ckpt(dir / "straight", kTotal), "params");
+  for (int ranks : {2, 1}) {
+    const fs::path run = dir / ("on" + std::to_string(ranks));
+    std::vector<std::string> resume = total;
+    resume.insert(resume.end(), {"--set", "train.resume=" + ckpt(dir / "four", kStop), "--set",
+                                 "checkpoint.dir=" + (run / "checkpoints").string()});
+    const CommandResult r = train(ranks, run, resume);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("world size changed from 4 to " + std::to_string(ranks)), std::string::npos) << r.output;
+    const double rel = relative_difference(reference, read_floats(ckpt(run, kTotal), "params"));
+    EXPECT_LT(rel, 1e-4) << "resumed on " << ranks << " ranks";
+    EXPECT_GT(rel, -1.0);  // (a NaN would fail the line above)
+  }
+  // Another global batch cannot continue the same training: the error says what to set.
+  const CommandResult wrong = run_ringtrain(
+      2, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml", "--set",
+          "data.train=" + (data_dir() / "train.h5").string(), "--set", "data.test=", "--set", "train.batch_size=256",
+          "--set", "run.dir=" + (dir / "wrong").string(), "--set", "train.resume=" + ckpt(dir / "four", kStop)});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("global batch of 1024 but this run has 512"), std::string::npos) << wrong.output;
+  EXPECT_NE(wrong.output.find("set train.batch_size = 512"), std::string::npos) << wrong.output;
+}
+
+class SigtermOneRank : public ::testing::TestWithParam<int> {};
+
+TEST_P(SigtermOneRank, AllRanksStopAtTheSameStepAndResume) {
+  const int ranks = GetParam();
+  const fs::path dir = fresh_dir("sigterm-np" + std::to_string(ranks));
+  const fs::path run = dir / "run";
+  auto job = std::async(std::launch::async, [&] {
+    return train(ranks, run, {"--set", "train.epochs=50", "--set", "train.log_every=1"});
+  });
+  const auto start = Clock::now();
+  while (lines_in(run / "metrics.jsonl") < 5 && Clock::now() - start < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto pids = rank_pids(run.string());
+  ASSERT_EQ(pids.size(), static_cast<std::size_t>(ranks));
+  ASSERT_EQ(::kill(pids.at(ranks - 1), SIGTERM), 0);  // one rank only, not rank 0
+  const CommandResult r = job.get();
+  for (const auto& [rank, pid] : rank_pids(run.string())) ::kill(pid, SIGKILL);  // never leave strays
+  ASSERT_EQ(r.exit_code, kResumableExit) << r.output;
+  const std::string stopped = "stopped: SIGTERM received by 1 of " + std::to_string(ranks) + " ranks after step ";
+  const auto at = r.output.find(stopped);
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::int64_t step = std::stoll(r.output.substr(at + stopped.size()));
+  EXPECT_GE(step, 5);
+  // One checkpoint, written by all ranks together at that step, and `latest` names it.
+  EXPECT_EQ(read_text(run / "checkpoints" / "latest"), fmt_step(step) + "\n");
+  const CommandResult check = inspect(ckpt(run, step));
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+  EXPECT_NE(check.output.find("position:   step " + std::to_string(step)), std::string::npos) << check.output;
+  // Resuming completes the run.
+  const CommandResult resumed =
+      train(ranks, run, {"--set", "train.max_steps=" + std::to_string(step + 10), "--set", "train.resume=auto"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("at step " + std::to_string(step) + " "), std::string::npos) << resumed.output;
+  EXPECT_TRUE(fs::exists(run / "summary.json"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, SigtermOneRank, ::testing::Values(2, 4),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+TEST(CheckpointDamage, NewestDamagedFallsBackToThePreviousOne) {
+  const fs::path dir = fresh_dir("damage");
+  for (const std::string damage : {"flip", "truncate"}) {
+    const fs::path run = dir / damage;
+    const CommandResult first =
+        train(2, run, {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10"});
+    ASSERT_EQ(first.exit_code, 0) << first.output;
+    const std::string newest = ckpt(run, 30);
+    if (damage == "flip")
+      flip_data_byte(newest, "params");
+    else
+      truncate_to_half(newest);
+    EXPECT_NE(inspect(newest).exit_code, 0);
+    const CommandResult resumed = train(2, run, {"--set", "train.max_steps=40", "--set", "train.resume=auto"});
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("skipping a damaged checkpoint: " + (damage == "flip" ? newest : std::string())),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_NE(resumed.output.find("resume: " + ckpt(run, 20) + " at step 20"), std::string::npos) << resumed.output;
+  }
+}
+
+TEST(CheckpointCrash, SigkillDuringSavesNeverLeavesABrokenLatest) {
+  const fs::path dir = fresh_dir("sigkill");
+  const fs::path run = dir / "run";
+  // A checkpoint after every step: most of the run's time is spent saving.
+  for (int trial = 0; trial < 4; ++trial) {
+    auto job = std::async(std::launch::async, [&] {
+      return train(2, run, {"--set", "train.epochs=50", "--set", "checkpoint.every_steps=1", "--set",
+                            "checkpoint.keep=2", "--set", "train.resume=auto"});
+    });
+    const auto start = Clock::now();
+    const auto wait = std::chrono::milliseconds(1500 + 170 * trial);
+    while (rank_pids(run.string()).size() < 2 && Clock::now() - start < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(wait);
+    const auto pids = rank_pids(run.string());
+    ASSERT_FALSE(pids.empty());
+    ::kill(pids.begin()->second, SIGKILL);
+    const CommandResult r = job.get();
+    for (const auto& [rank, pid] : rank_pids(run.string())) ::kill(pid, SIGKILL);
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    // Whatever `latest` names exists and verifies; so does every finished checkpoint file.
+    const fs::path latest = run / "checkpoints" / "latest";
+    if (fs::exists(latest)) {
+      std::string name = read_text(latest);
+      name = name.substr(0, name.find('\n'));
+      const CommandResult check = inspect((run / "checkpoints" / name).string());
+      EXPECT_EQ(check.exit_code, 0) << "trial " << trial << ": latest -> " << name << ": " << check.output;
+    }
+    for (const auto& entry : fs::directory_iterator(run / "checkpoints")) {
+      if (entry.path().extension() != ".h5") continue;
+      const CommandResult check = inspect(entry.path().string());
+      EXPECT_EQ(check.exit_code, 0) << "trial " << trial << ": " << check.output;
+    }
+  }
+  // And the run resumes from what was left.
+  const CommandResult resumed = train(2, run, {"--set", "train.max_steps=1", "--set", "train.resume=auto",
+                                               "--set", "train.epochs=50"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resume: "), std::string::npos) << resumed.output;
+}
+
+// Runs `ringtrain train` expecting exit status 1 and `expected` in its output.
+void expect_error(int ranks, const fs::path& run, const std::vector<std::string>& extra, const std::string& expected) {
+  const CommandResult r = train(ranks, run, extra);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(expected), std::string::npos) << "expected '" << expected << "' in:\n" << r.output;
+  EXPECT_EQ(r.output.find("epoch 1/"), std::string::npos) << "training started:\n" << r.output;
+}
+
+TEST(CheckpointErrors, BadCheckpointsAndDirectoriesGiveOneClearLine) {
+  const fs::path dir = fresh_dir("errors");
+  const CommandResult made = train(2, dir / "good", {"--set", "train.max_steps=3"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string good = ckpt(dir / "good", 3);
+  for (int ranks : {1, 2}) {
+    const fs::path run = dir / ("run-np" + std::to_string(ranks));
+    // Another model (the CNN example): the dataset and both shapes are named.
+    const CommandResult r = run_ringtrain(
+        ranks, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/cnn.toml", "--set",
+                "data.train=" + (data_dir() / "train.h5").string(), "--set", "data.test=", "--set",
+                "run.dir=" + run.string(), "--set", "train.resume=" + good});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("dataset 'params' has shape [535818] but this run needs [421642]"), std::string::npos)
+        << r.output;
+
+    const std::string flipped = (dir / "flipped.h5").string();
+    fs::copy_file(good, flipped, fs::copy_options::overwrite_existing);
+    flip_data_byte(flipped, "optimizer/velocity");
+    expect_error(ranks, run, {"--set", "train.resume=" + flipped}, "dataset 'optimizer/velocity': checksum mismatch");
+
+    const std::string truncated = (dir / "truncated.h5").string();
+    fs::copy_file(good, truncated, fs::copy_options::overwrite_existing);
+    truncate_to_half(truncated);
+    expect_error(ranks, run, {"--set", "train.resume=" + truncated}, "truncated file");
+
+    const std::string text = (dir / "not-hdf5.h5").string();
+    std::ofstream(text) << "not a checkpoint\n";
+    expect_error(ranks, run, {"--set", "train.resume=" + text}, "not-hdf5.h5");
+
+    expect_error(ranks, run, {"--set", "train.resume=" + (dir / "missing.h5").string()},
+                 "missing.h5: no such checkpoint");
+
+    const std::string newer = (dir / "newer.h5").string();
+    fs::copy_file(good, newer, fs::copy_options::overwrite_existing);
+    {
+      const hid_t file = H5Fopen(newer.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+      ASSERT_GE(file, 0);
+      const hid_t attr = H5Aopen(file, "format_version", H5P_DEFAULT);
+      const std::int64_t version = 99;
+      ASSERT_GE(H5Awrite(attr, H5T_NATIVE_INT64, &version), 0);
+      H5Aclose(attr);
+      H5Fclose(file);
+    }
+    expect_error(ranks, run, {"--set", "train.resume=" + newer}, "checkpoint format version 99 is not readable");
+
+    // A directory that cannot be created fails at start, before any training.
+    const fs::path blocker = dir / "a-file";
+    std::ofstream(blocker) << "x\n";
+    expect_error(ranks, run, {"--set", "checkpoint.dir=" + (blocker / "ckpts").string()}, "checkpoint.dir: ");
+  }
+}
+
+// A full file system during a save: the save fails with a clear line, its temporary file is
+// gone and the previous checkpoint is intact. Needs a small tmpfs (root may mount one).
+TEST(CheckpointErrors, FullDiskKeepsThePreviousCheckpoint) {
+  const fs::path dir = fresh_dir("full-disk");
+  const fs::path mnt = dir / "small";
+  fs::create_directories(mnt);
+  // One checkpoint (about 5 MB) fits, a second one next to it does not.
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=8m") != 0)
+    GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN): " << std::strerror(errno);
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  const CommandResult r = train(2, dir / "run", {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10",
+                                                 "--set", "checkpoint.keep=1", "--set",
+                                                 "checkpoint.dir=" + mnt.string()});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("checkpoint at step 20 failed: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(mnt.string() + "/ckpt-000000010.h5 is intact"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(mnt / "ckpt-000000020.h5.tmp"));
+  EXPECT_EQ(read_text(mnt / "latest"), "ckpt-000000010.h5\n");
+  const CommandResult check = inspect((mnt / "ckpt-000000010.h5").string());
+  EXPECT_EQ(check.exit_code, 0) << check.output;
+}
+
+}  // namespace
+}  // namespace ringtrain::test

@@ -1,0 +1,769 @@
+// Checkpoint files and CheckpointDir under mpirun -np 1, 2 and 4: bitwise round trips of
+// replicated buffers of every slicing (one element, exactly one block, one block + 1, ...) and
+// per-rank rows, the mean rule on another world size, damaged and foreign files (every rank
+// gets the same CollectiveError, nobody hangs), layout mismatches, and the directory policy
+// (keep N, `latest`, stale temporaries, resume auto past a damaged file). Rank 0 alone edits
+// files on disk; on_root shares its outcome so a failure there fails every rank.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <typeinfo>
+
+#include "ckpt/checksum.hpp"
+#include "hdf5/h5_attributes.hpp"
+#include "hdf5/h5_check.hpp"
+#include "ringtrain/ckpt/checkpoint.hpp"
+#include "ringtrain/ckpt/checkpoint_dir.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/version.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "support/test_context.hpp"
+
+namespace ringtrain {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kBlockFloats = ckpt::kChecksumBlockBytes / static_cast<std::int64_t>(sizeof(float));
+
+const Context& ctx() { return test::context(); }
+int rank() { return test::context().world_rank(); }
+int world() { return test::context().world_size(); }
+
+// Runs fn on rank 0 only, then tells every rank whether it worked (an exception or a new
+// gtest failure there), so that a failure on rank 0 fails the test everywhere and no rank is
+// left waiting in the next collective call.
+::testing::AssertionResult on_root(const std::function<void()>& fn) {
+  std::string error;
+  if (rank() == 0) {
+    const bool failed_before = ::testing::Test::HasFailure();
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (error.empty() && !failed_before && ::testing::Test::HasFailure()) error = "assertion failed on rank 0";
+  }
+  int length = static_cast<int>(error.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  error.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(error.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (error.empty()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "rank 0: " << error;
+}
+
+// True on every rank when every rank passed the same text.
+bool same_on_all_ranks(const std::string& text) {
+  std::string root = text;
+  int length = static_cast<int>(root.size());
+  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  root.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
+  int mine = root == text ? 1 : 0, all = 0;
+  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all == 1;
+}
+
+// What a call did on this rank.
+struct Outcome {
+  bool threw = false;
+  bool collective = false;  // a CollectiveError
+  bool corrupt = false;     // its corrupt_file()
+  std::string message;
+};
+
+Outcome outcome_of(const std::function<void()>& fn) {
+  Outcome o;
+  try {
+    fn();
+  } catch (const CollectiveError& e) {
+    o.threw = o.collective = true;
+    o.corrupt = e.corrupt_file();
+    o.message = e.what();
+  } catch (const std::exception& e) {
+    o.threw = true;
+    o.message = fmt::format("{} ({})", e.what(), typeid(e).name());
+  }
+  return o;
+}
+
+// Collective: the same CollectiveError on every rank, with the expected corrupt_file() and
+// every needle in its message.
+::testing::AssertionResult collective_error(const Outcome& o, bool corrupt, const std::vector<std::string>& needles) {
+  const bool same = same_on_all_ranks(o.message);
+  if (!o.threw) return ::testing::AssertionFailure() << "no exception";
+  if (!o.collective) return ::testing::AssertionFailure() << "not a CollectiveError: " << o.message;
+  if (o.corrupt != corrupt)
+    return ::testing::AssertionFailure() << "corrupt_file() is " << o.corrupt << ", expected " << corrupt << ": "
+                                         << o.message;
+  for (const auto& n : needles)
+    if (o.message.find(n) == std::string::npos)
+      return ::testing::AssertionFailure() << "message lacks '" << n << "': " << o.message;
+  if (!same) return ::testing::AssertionFailure() << "the message differs between ranks: " << o.message;
+  return ::testing::AssertionSuccess();
+}
+
+// Float buffers with stable addresses and the CheckpointBuffer list that points at them.
+struct Buffers {
+  std::deque<std::vector<float>> data;
+  std::vector<CheckpointBuffer> list;
+
+  Buffers& add(const std::string& name, std::int64_t numel, bool per_rank = false) {
+    data.emplace_back(static_cast<std::size_t>(numel));
+    list.push_back(CheckpointBuffer{name, data.back().data(), numel, per_rank});
+    return *this;
+  }
+  std::vector<float>& operator[](const std::string& name) {
+    for (std::size_t k = 0; k < list.size(); ++k)
+      if (list[k].name == name) return data[k];
+    throw std::runtime_error("no buffer " + name);
+  }
+  // Every byte set to a pattern no writer produces, so unread elements show.
+  void poison() {
+    for (auto& v : data)
+      for (auto& x : v) {
+        const std::uint32_t bits = 0xdeadbeefu;
+        std::memcpy(&x, &bits, sizeof bits);
+      }
+  }
+};
+
+// A finite float of varied exponent and mantissa, different for every (buffer, element,
+// row, step): rows are ranks for per-rank buffers, -1 for replicated ones.
+float value_of(std::size_t buffer, std::int64_t i, int row, std::int64_t step) {
+  std::uint64_t h = (buffer + 1) * 0x9e3779b97f4a7c15ull ^ static_cast<std::uint64_t>(i) * 0xbf58476d1ce4e5b9ull ^
+                    static_cast<std::uint64_t>(row + 7) * 0x94d049bb133111ebull ^
+                    static_cast<std::uint64_t>(step) * 0x2545f4914f6cdd1dull;
+  h ^= h >> 31;
+  h *= 0xd6e8feb86659fd93ull;
+  h ^= h >> 29;
+  const float mantissa = static_cast<float>(h & 0xffffff) / 16777216.0f - 0.5f;
+  return std::ldexp(mantissa, static_cast<int>((h >> 24) % 41) - 20);
+}
+
+float expected_value(const Buffers& b, std::size_t k, std::int64_t i, int row, std::int64_t step) {
+  return value_of(k, i, b.list[k].per_rank ? row : -1, step);
+}
+
+void fill(Buffers& b, std::int64_t step) {
+  for (std::size_t k = 0; k < b.list.size(); ++k)
+    for (std::int64_t i = 0; i < b.list[k].numel; ++i)
+      b.data[k][static_cast<std::size_t>(i)] = expected_value(b, k, i, rank(), step);
+}
+
+// The rows of every rank of per-rank buffer k as the file holds them ([world, numel]).
+std::vector<float> all_rows(const Buffers& b, std::size_t k, std::int64_t step) {
+  std::vector<float> rows;
+  for (int r = 0; r < world(); ++r)
+    for (std::int64_t i = 0; i < b.list[k].numel; ++i) rows.push_back(expected_value(b, k, i, r, step));
+  return rows;
+}
+
+// Empty when b holds exactly the values of `step` on this rank, else the first difference.
+std::string difference(const Buffers& b, std::int64_t step) {
+  for (std::size_t k = 0; k < b.list.size(); ++k)
+    for (std::int64_t i = 0; i < b.list[k].numel; ++i) {
+      const float want = expected_value(b, k, i, rank(), step);
+      const float got = b.data[k][static_cast<std::size_t>(i)];
+      if (std::memcmp(&want, &got, sizeof want) != 0)
+        return fmt::format("rank {}: '{}'[{}] is {} (expected {})", rank(), b.list[k].name, i, got, want);
+    }
+  return {};
+}
+
+CheckpointMeta sample_meta(std::int64_t step) {
+  CheckpointMeta m;
+  m.step = step;
+  m.epoch = 3;
+  m.step_in_epoch = 17;
+  m.global_batch = 256;
+  m.seed = 0xfedcba9876543210ull;  // above INT64_MAX: must survive as unsigned
+  m.optimizer_steps = step + 1;
+  m.optimizer = "adamw";
+  m.data_strategy = "stream";
+  m.config = "[train]\nseed = 7\nname = \"r\xc3\xa9sum\xc3\xa9\"\n\n[optim]\nname = \"adamw\"\n";
+  m.ringtrain_version = "not this";  // filled in by the writer
+  m.world_size = 999;               // likewise
+  return m;
+}
+
+// The byte offset of a contiguous dataset's raw data in the file (serial HDF5, rank 0).
+std::uint64_t data_offset(const std::string& path, const std::string& dataset) {
+  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+  h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, dataset.c_str(), H5P_DEFAULT)));
+  const haddr_t at = H5Dget_offset(dset);
+  if (at == HADDR_UNDEF) throw std::runtime_error(path + ": " + dataset + ": no contiguous data offset");
+  return static_cast<std::uint64_t>(at);
+}
+
+void flip_byte(const std::string& path, std::uint64_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + path);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.get(c);
+  c = static_cast<char>(c ^ 0x01);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(c);
+  f.flush();
+  if (!f) throw std::runtime_error(fmt::format("cannot flip byte {} of {}", offset, path));
+}
+
+// Flips one byte of element `element` of `dataset` (a mantissa byte, so the value changes).
+void flip_element(const std::string& path, const std::string& dataset, std::int64_t element) {
+  flip_byte(path, data_offset(path, dataset) + static_cast<std::uint64_t>(element) * sizeof(float) + 1);
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + p.string());
+}
+
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+// The layout of the round trip: replicated buffers of every interesting slicing, one per-rank.
+Buffers round_trip_layout() {
+  Buffers b;
+  b.add("params", 3 * kBlockFloats + 17)
+      .add("optimizer/exp_avg", kBlockFloats)  // exactly one checksum block
+      .add("optimizer/exp_avg_sq", kBlockFloats + 1)
+      .add("optimizer/velocity", 1000)
+      .add("scalar", 1)
+      .add("buffers", 3001, true);
+  return b;
+}
+
+TEST(CheckpointFile, RoundTripIsBitwiseOnEveryRank) {
+  const fs::path dir = test::temp_dir("ckpt_roundtrip");
+  const std::string path = (dir / "rt.h5").string();
+  Buffers out = round_trip_layout();
+  fill(out, 0);
+  // Values HDF5 must not touch either: signed zero, infinities, a denormal, a NaN payload.
+  auto& special = out["optimizer/velocity"];
+  const std::uint32_t nan_bits = 0x7fc12345u;
+  special[0] = -0.0f;
+  special[1] = std::numeric_limits<float>::infinity();
+  special[2] = -std::numeric_limits<float>::infinity();
+  special[3] = std::numeric_limits<float>::denorm_min();
+  std::memcpy(&special[4], &nan_bits, sizeof nan_bits);
+  special[5] = std::numeric_limits<float>::max();
+
+  const double before = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  write_checkpoint_file(ctx(), path, sample_meta(1234), out.list);
+  const double after = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+  Buffers in = round_trip_layout();
+  in.poison();
+  const CheckpointMeta got = read_checkpoint_file(ctx(), path, in.list);
+  for (std::size_t k = 0; k < out.list.size(); ++k) {
+    const auto& a = out.data[k];
+    const auto& b = in.data[k];
+    std::size_t first = a.size();
+    for (std::size_t i = 0; i < a.size() && first == a.size(); ++i)
+      if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
+    EXPECT_EQ(first, a.size()) << "rank " << rank() << ": '" << out.list[k].name << "' differs first at element "
+                               << first << " of " << a.size();
+  }
+
+  const CheckpointMeta want = sample_meta(1234);
+  EXPECT_EQ(got.format_version, kCheckpointFormatVersion);
+  EXPECT_EQ(got.step, want.step);
+  EXPECT_EQ(got.epoch, want.epoch);
+  EXPECT_EQ(got.step_in_epoch, want.step_in_epoch);
+  EXPECT_EQ(got.global_batch, want.global_batch);
+  EXPECT_EQ(got.seed, want.seed);
+  EXPECT_EQ(got.optimizer_steps, want.optimizer_steps);
+  EXPECT_EQ(got.optimizer, want.optimizer);
+  EXPECT_EQ(got.data_strategy, want.data_strategy);
+  EXPECT_EQ(got.config, want.config);
+  EXPECT_EQ(got.world_size, world());
+  EXPECT_FALSE(got.ringtrain_version.empty());
+  EXPECT_EQ(got.ringtrain_version, version());
+  EXPECT_GE(got.wall_time, before - 5.0);
+  EXPECT_LE(got.wall_time, after + 5.0);
+  EXPECT_TRUE(same_on_all_ranks(fmt::format("{:.6f}", got.wall_time))) << "wall_time differs between ranks";
+
+  // Rank 0 inspects the file alone: every dataset verified, its stored checksum that of the
+  // whole buffer (per-rank: of all ranks' rows), large datasets aligned to 1 MiB.
+  ASSERT_TRUE(on_root([&] {
+    std::vector<CheckpointDataset> found;
+    const CheckpointMeta meta = inspect_checkpoint_file(path, true, &found);
+    EXPECT_EQ(meta.step, want.step);
+    EXPECT_EQ(meta.seed, want.seed);
+    EXPECT_EQ(meta.config, want.config);
+    EXPECT_EQ(meta.world_size, world());
+    EXPECT_EQ(meta.wall_time, got.wall_time);
+    ASSERT_EQ(found.size(), out.list.size());
+    for (std::size_t k = 0; k < out.list.size(); ++k) {
+      const CheckpointBuffer& b = out.list[k];
+      const auto it = std::find_if(found.begin(), found.end(), [&](const auto& d) { return d.name == b.name; });
+      ASSERT_NE(it, found.end()) << b.name;
+      const std::vector<float> whole = b.per_rank ? all_rows(out, k, 0) : out.data[k];
+      const std::vector<std::int64_t> dims =
+          b.per_rank ? std::vector<std::int64_t>{world(), b.numel} : std::vector<std::int64_t>{b.numel};
+      EXPECT_EQ(it->dims, dims) << b.name;
+      EXPECT_TRUE(it->verified) << b.name;
+      EXPECT_EQ(it->actual_checksum, it->stored_checksum) << b.name;
+      EXPECT_EQ(it->stored_checksum,
+                checkpoint_checksum(whole.data(), static_cast<std::int64_t>(whole.size() * sizeof(float))))
+          << b.name;
+      if (whole.size() * sizeof(float) >= static_cast<std::size_t>(ckpt::kChecksumBlockBytes))
+        EXPECT_EQ(data_offset(path, b.name) % ckpt::kChecksumBlockBytes, 0u) << b.name << " is not 1 MiB aligned";
+    }
+    // Without verification: the metadata alone, nothing verified.
+    std::vector<CheckpointDataset> listed;
+    EXPECT_EQ(inspect_checkpoint_file(path, false, nullptr).step, want.step);
+    inspect_checkpoint_file(path, false, &listed);
+    ASSERT_EQ(listed.size(), out.list.size());
+    for (const auto& d : listed) EXPECT_FALSE(d.verified) << d.name;
+    check_checkpoint_layout(path, out.list);
+  }));
+}
+
+TEST(CheckpointFile, ZeroLengthBuffersRoundTrip) {
+  // A model without buffers (no batchnorm) still has a "buffers" entry, of 0 elements.
+  const fs::path dir = test::temp_dir("ckpt_empty");
+  const std::string path = (dir / "empty.h5").string();
+  Buffers out;
+  out.add("params", 5).add("empty", 0).add("empty_rows", 0, true);
+  fill(out, 3);
+  write_checkpoint_file(ctx(), path, sample_meta(3), out.list);
+  Buffers in;
+  in.add("params", 5).add("empty", 0).add("empty_rows", 0, true);
+  in.poison();
+  const CheckpointMeta got = read_checkpoint_file(ctx(), path, in.list);
+  EXPECT_EQ(got.step, 3);
+  EXPECT_EQ(difference(in, 3), "");
+  ASSERT_TRUE(on_root([&] {
+    std::vector<CheckpointDataset> found;
+    inspect_checkpoint_file(path, true, &found);
+    EXPECT_EQ(found.size(), 3u);
+    check_checkpoint_layout(path, out.list);
+  }));
+}
+
+TEST(CheckpointFile, PerRankRowsOfAnotherWorldSizeAreAveraged) {
+  const fs::path dir = test::temp_dir("ckpt_mean");
+  const std::string path = (dir / "w.h5").string();
+  Buffers out;
+  out.add("params", kBlockFloats + 3).add("state", 7, true);
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(8), out.list);
+
+  // Row r of the rewritten dataset: 0.25 i + 3 r - 5, so every mean is exact in float.
+  auto row_value = [](std::int64_t r, std::int64_t i) { return 0.25f * static_cast<float>(i) + 3.0f * r - 5.0f; };
+  for (const std::int64_t rows : {1, 3, 5}) {
+    const std::string copy = (dir / fmt::format("rows{}.h5", rows)).string();
+    // Rank 0 replaces "state" with a dataset of `rows` rows (and its checksum), as a run on
+    // `rows` ranks would have written it.
+    ASSERT_TRUE(on_root([&] {
+      fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+      std::vector<float> data;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t i = 0; i < 7; ++i) data.push_back(row_value(r, i));
+      {
+        h5::File file(RT_H5_CHECK(H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+        RT_H5_CHECK(H5Ldelete(file, "state", H5P_DEFAULT));
+        const hsize_t dims[2] = {static_cast<hsize_t>(rows), 7};
+        h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(2, dims, nullptr)));
+        h5::Dataset dset(RT_H5_CHECK(
+            H5Dcreate2(file, "state", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+        RT_H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
+        h5::write_attr<std::uint64_t>(
+            dset, "checksum",
+            checkpoint_checksum(data.data(), static_cast<std::int64_t>(data.size() * sizeof(float))));
+      }
+      // The edited file is a valid checkpoint for this layout.
+      check_checkpoint_layout(copy, out.list);
+      std::vector<CheckpointDataset> found;
+      inspect_checkpoint_file(copy, true, &found);
+    }));
+    Buffers in;
+    in.add("params", kBlockFloats + 3).add("state", 7, true);
+    in.poison();
+    read_checkpoint_file(ctx(), copy, in.list);
+    for (std::int64_t i = 0; i < kBlockFloats + 3; ++i)
+      ASSERT_EQ(in["params"][static_cast<std::size_t>(i)], out["params"][static_cast<std::size_t>(i)]) << i;
+    for (std::int64_t i = 0; i < 7; ++i) {
+      // The same world size: this rank's own row; another: the mean of all rows.
+      const float want = rows == world() ? row_value(rank(), i) : row_value(0, i) + 1.5f * static_cast<float>(rows - 1);
+      EXPECT_EQ(in["state"][static_cast<std::size_t>(i)], want)
+          << "rank " << rank() << " of " << world() << ", file of " << rows << " rows, element " << i;
+    }
+  }
+}
+
+TEST(CheckpointFile, AFlippedDataByteFailsTheReadOnEveryRank) {
+  const fs::path dir = test::temp_dir("ckpt_flip");
+  const std::string path = (dir / "clean.h5").string();
+  auto layout = [] {
+    Buffers b;
+    b.add("params", 3 * kBlockFloats + 17).add("optimizer/velocity", 1000).add("state", 64, true);
+    return b;
+  };
+  Buffers out = layout();
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(1), out.list);
+
+  struct Case {
+    std::string dataset;
+    std::int64_t element;
+  };
+  // The first and last element of a replicated buffer (read by the first and the last rank),
+  // one at the end of a block, and the last row of the per-rank buffer.
+  const std::vector<Case> cases = {{"params", 0},
+                                   {"params", 2 * kBlockFloats - 1},
+                                   {"params", 3 * kBlockFloats + 16},
+                                   {"optimizer/velocity", 999},
+                                   {"state", static_cast<std::int64_t>(world()) * 64 - 1}};
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(fmt::format("'{}' element {}", cases[c].dataset, cases[c].element));
+    const std::string bad = (dir / fmt::format("bad{}.h5", c)).string();
+    ASSERT_TRUE(on_root([&] {
+      fs::copy_file(path, bad, fs::copy_options::overwrite_existing);
+      flip_element(bad, cases[c].dataset, cases[c].element);
+    }));
+    Buffers in = layout();
+    const Outcome read = outcome_of([&] { read_checkpoint_file(ctx(), bad, in.list); });
+    EXPECT_TRUE(collective_error(read, true, {"'" + cases[c].dataset + "'", "checksum mismatch"}));
+    // resume_checkpoint with this path: the same, and no fallback in explicit mode.
+    const Outcome resumed = outcome_of([&] { resume_checkpoint(ctx(), bad, nullptr, in.list); });
+    EXPECT_TRUE(collective_error(resumed, true, {"'" + cases[c].dataset + "'"}));
+    EXPECT_TRUE(on_root([&] {
+      EXPECT_NO_THROW(inspect_checkpoint_file(bad, false, nullptr));  // the metadata is intact
+      try {
+        inspect_checkpoint_file(bad, true, nullptr);
+        ADD_FAILURE() << "inspect with verify accepted " << bad;
+      } catch (const CorruptFileError& e) {
+        EXPECT_NE(std::string(e.what()).find("'" + cases[c].dataset + "'"), std::string::npos) << e.what();
+      }
+    }));
+  }
+  // The clean file still reads (the failures above were the flips).
+  Buffers in = layout();
+  read_checkpoint_file(ctx(), path, in.list);
+  EXPECT_EQ(difference(in, 0), "");
+}
+
+TEST(CheckpointFile, TruncatedAndForeignFilesAreCorruptOnEveryRank) {
+  const fs::path dir = test::temp_dir("ckpt_foreign");
+  const std::string path = (dir / "clean.h5").string();
+  auto layout = [] {
+    Buffers b;
+    b.add("params", 2 * kBlockFloats + 5).add("state", 16, true);
+    return b;
+  };
+  Buffers out = layout();
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(1), out.list);
+
+  const std::string truncated = (dir / "truncated.h5").string();
+  const std::string text = (dir / "text.h5").string();
+  const std::string empty = (dir / "empty.h5").string();
+  const std::string plain = (dir / "plain.h5").string();  // HDF5, but not a checkpoint
+  ASSERT_TRUE(on_root([&] {
+    fs::copy_file(path, truncated, fs::copy_options::overwrite_existing);
+    fs::resize_file(truncated, fs::file_size(path) / 2);
+    write_text(text, "this is not an HDF5 file\n");
+    write_text(empty, "");
+    h5::File file(RT_H5_CHECK(H5Fcreate(plain.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
+    const hsize_t n = static_cast<hsize_t>(2 * kBlockFloats + 5);
+    h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(1, &n, nullptr)));
+    h5::Dataset dset(
+        RT_H5_CHECK(H5Dcreate2(file, "params", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+  }));
+  for (const std::string& bad : {truncated, text, empty, plain}) {
+    SCOPED_TRACE(bad);
+    Buffers in = layout();
+    const Outcome resumed = outcome_of([&] { resume_checkpoint(ctx(), bad, nullptr, in.list); });
+    EXPECT_TRUE(collective_error(resumed, true, {bad}));
+    const Outcome read = outcome_of([&] { read_checkpoint_file(ctx(), bad, in.list); });
+    EXPECT_TRUE(collective_error(read, true, {}));
+    EXPECT_TRUE(on_root([&] {
+      EXPECT_THROW(inspect_checkpoint_file(bad, false, nullptr), CorruptFileError);
+      EXPECT_THROW(inspect_checkpoint_file(bad, true, nullptr), CorruptFileError);
+    }));
+  }
+}
+
+TEST(CheckpointFile, LayoutMismatchNamesTheDatasetAndBothShapes) {
+  const fs::path dir = test::temp_dir("ckpt_layout");
+  const std::string path = (dir / "ok.h5").string();
+  Buffers out;
+  out.add("params", 1000).add("optimizer/velocity", 1000).add("state", 8, true);
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(1), out.list);
+
+  // The message of the CheckpointMismatch that check_checkpoint_layout throws (rank 0).
+  auto mismatch = [&](const std::vector<CheckpointBuffer>& expected) -> std::string {
+    try {
+      check_checkpoint_layout(path, expected);
+    } catch (const CheckpointMismatch& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return fmt::format("not a CheckpointMismatch: {}", e.what());
+    }
+    return "no exception";
+  };
+  auto contains_all = [](const std::string& text, const std::vector<std::string>& needles) {
+    for (const auto& n : needles)
+      if (text.find(n) == std::string::npos) return false;
+    return true;
+  };
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_NO_THROW(check_checkpoint_layout(path, out.list));
+    auto bigger = out.list;
+    bigger[0].numel = 1001;
+    std::string m = mismatch(bigger);
+    EXPECT_TRUE(contains_all(m, {"'params'", "[1000]", "[1001]", path})) << m;
+    auto rows = out.list;
+    rows[2].numel = 9;
+    m = mismatch(rows);
+    EXPECT_TRUE(contains_all(m, {"'state'", fmt::format("[{}, 8]", world()), "9"})) << m;
+    auto as_rows = out.list;
+    as_rows[0].per_rank = true;
+    m = mismatch(as_rows);
+    EXPECT_TRUE(contains_all(m, {"'params'", "[1000]"})) << m;
+    auto fewer = out.list;
+    fewer.erase(fewer.begin() + 1);  // the file has optimizer/velocity, the run does not
+    m = mismatch(fewer);
+    EXPECT_TRUE(contains_all(m, {"'optimizer/velocity'"})) << m;
+    auto more = out.list;
+    more.push_back(CheckpointBuffer{"optimizer/exp_avg", nullptr, 1000, false});
+    m = mismatch(more);
+    EXPECT_TRUE(contains_all(m, {"'optimizer/exp_avg'"})) << m;
+  }));
+
+  // Through resume_checkpoint: an error on every rank, not taken for damage.
+  Buffers wrong;
+  wrong.add("params", 1001).add("optimizer/velocity", 1000).add("state", 8, true);
+  const Outcome o = outcome_of([&] { resume_checkpoint(ctx(), path, nullptr, wrong.list); });
+  EXPECT_TRUE(collective_error(o, false, {"'params'", "[1000]", "[1001]"}));
+
+  // A newer format version: a mismatch too (resume with the newer ringtrain), not damage.
+  const std::string newer = (dir / "newer.h5").string();
+  ASSERT_TRUE(on_root([&] {
+    fs::copy_file(path, newer, fs::copy_options::overwrite_existing);
+    {
+      h5::File file(RT_H5_CHECK(H5Fopen(newer.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+      RT_H5_CHECK(H5Adelete(file, "format_version"));
+      h5::write_attr<std::int64_t>(file, "format_version", kCheckpointFormatVersion + 1);
+    }
+    EXPECT_THROW(inspect_checkpoint_file(newer, false, nullptr), CheckpointMismatch);
+  }));
+  Buffers in;
+  in.add("params", 1000).add("optimizer/velocity", 1000).add("state", 8, true);
+  const Outcome v = outcome_of([&] { resume_checkpoint(ctx(), newer, nullptr, in.list); });
+  EXPECT_TRUE(collective_error(v, false, {fmt::format("version {}", kCheckpointFormatVersion + 1)}));
+}
+
+// ---- CheckpointDir and resume_checkpoint ----
+
+Buffers dir_layout() {
+  Buffers b;
+  b.add("params", 2 * kBlockFloats + 3).add("optimizer/velocity", 100).add("state", 16, true);
+  return b;
+}
+
+TEST(CheckpointDirectory, SaveKeepsTheNewestAndPublishesLatest) {
+  const fs::path base = test::temp_dir("ckpt_dir_keep");
+  const std::string dir = (base / "run" / "checkpoints").string();  // does not exist yet
+  const CheckpointDir cd(ctx(), dir, 2);
+  EXPECT_EQ(cd.dir(), dir);
+  Buffers b = dir_layout();
+  for (std::int64_t step = 1; step <= 5; ++step) {
+    fill(b, step);
+    const SavedCheckpoint saved = cd.save(sample_meta(step), b.list);
+    EXPECT_EQ(saved.path, dir + "/" + CheckpointDir::file_name(step));
+    EXPECT_GE(saved.seconds, 0.0);
+    ASSERT_TRUE(on_root([&] {
+      ASSERT_TRUE(fs::exists(saved.path));
+      EXPECT_EQ(saved.bytes, static_cast<std::int64_t>(fs::file_size(saved.path)));
+      EXPECT_EQ(read_text(fs::path(dir) / "latest"), CheckpointDir::file_name(step) + "\n");
+      EXPECT_EQ(inspect_checkpoint_file(saved.path, true, nullptr).step, step);
+    }));
+  }
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{"ckpt-000000004.h5", "ckpt-000000005.h5", "latest"}));
+    EXPECT_NE(read_text(fs::path(dir) / "latest").find("ckpt-000000005.h5"), std::string::npos);
+  }));
+  const std::vector<std::string> listed = cd.list();
+  EXPECT_EQ(listed, (std::vector<std::string>{dir + "/ckpt-000000005.h5", dir + "/ckpt-000000004.h5"}))
+      << "rank " << rank();
+
+  // Resume auto takes the newest, on every rank.
+  Buffers in = dir_layout();
+  in.poison();
+  const auto resumed = resume_checkpoint(ctx(), "auto", &cd, in.list);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->path, dir + "/ckpt-000000005.h5");
+  EXPECT_EQ(resumed->meta.step, 5);
+  EXPECT_EQ(difference(in, 5), "");
+}
+
+TEST(CheckpointDirectory, ConstructorRemovesStaleTemporariesOnly) {
+  const fs::path base = test::temp_dir("ckpt_dir_stale");
+  const fs::path dir = base / "ckpt";
+  ASSERT_TRUE(on_root([&] {
+    fs::create_directories(dir);
+    write_text(dir / "ckpt-000000009.h5.tmp", "half a checkpoint");
+    write_text(dir / "notes.txt", "the user's");
+  }));
+  const CheckpointDir cd(ctx(), dir.string(), 3);
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{"notes.txt"}));
+  }));
+  EXPECT_TRUE(cd.list().empty());
+  // Nothing to resume from.
+  Buffers in = dir_layout();
+  EXPECT_FALSE(resume_checkpoint(ctx(), "auto", &cd, in.list).has_value());
+}
+
+TEST(CheckpointDirectory, ResumeAutoSkipsADamagedNewestCheckpoint) {
+  const fs::path base = test::temp_dir("ckpt_dir_resume");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 3);
+  Buffers b = dir_layout();
+  for (const std::int64_t step : {4, 5}) {
+    fill(b, step);
+    cd.save(sample_meta(step), b.list);
+  }
+  Buffers in = dir_layout();
+  in.poison();
+  // "none": nothing loaded, buffers untouched.
+  EXPECT_FALSE(resume_checkpoint(ctx(), "none", &cd, in.list).has_value());
+  EXPECT_FALSE(resume_checkpoint(ctx(), "none", nullptr, in.list).has_value());
+  for (const auto& v : in.data)
+    for (const float x : v) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &x, sizeof bits);
+      ASSERT_EQ(bits, 0xdeadbeefu);
+    }
+
+  const std::string newest = dir + "/ckpt-000000005.h5";
+  const std::string older = dir + "/ckpt-000000004.h5";
+  ASSERT_TRUE(on_root([&] { flip_element(newest, "params", kBlockFloats + 2); }));
+  const auto resumed = resume_checkpoint(ctx(), "auto", &cd, in.list);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->path, older);
+  EXPECT_EQ(resumed->meta.step, 4);
+  EXPECT_EQ(difference(in, 4), "");
+  EXPECT_TRUE(same_on_all_ranks(resumed->path));
+
+  // Naming the damaged file explicitly is an error, not a fallback.
+  const Outcome explicit_bad = outcome_of([&] { resume_checkpoint(ctx(), newest, &cd, in.list); });
+  EXPECT_TRUE(collective_error(explicit_bad, true, {newest}));
+
+  // With every checkpoint damaged, auto finds none.
+  ASSERT_TRUE(on_root([&] { flip_element(older, "state", 3); }));
+  EXPECT_FALSE(resume_checkpoint(ctx(), "auto", &cd, in.list).has_value());
+}
+
+TEST(CheckpointDirectory, ResumeAutoInAnEmptyDirectoryFindsNothing) {
+  const fs::path base = test::temp_dir("ckpt_dir_empty");
+  const CheckpointDir cd(ctx(), (base / "ckpt").string(), 2);
+  Buffers in = dir_layout();
+  EXPECT_FALSE(resume_checkpoint(ctx(), "auto", &cd, in.list).has_value());
+  EXPECT_THROW(resume_checkpoint(ctx(), "auto", nullptr, in.list), ConfigError);
+  // An explicit path that does not exist names it.
+  const std::string missing = (base / "nope.h5").string();
+  const Outcome o = outcome_of([&] { resume_checkpoint(ctx(), missing, &cd, in.list); });
+  EXPECT_TRUE(collective_error(o, false, {missing}));
+}
+
+TEST(CheckpointDirectory, ResumeAutoStopsAtAMismatchInsteadOfSkippingIt) {
+  const fs::path base = test::temp_dir("ckpt_dir_mismatch");
+  const CheckpointDir cd(ctx(), (base / "ckpt").string(), 2);
+  Buffers b = dir_layout();
+  fill(b, 1);
+  cd.save(sample_meta(1), b.list);
+  Buffers other;
+  other.add("params", 2 * kBlockFloats + 4).add("optimizer/velocity", 100).add("state", 16, true);
+  const Outcome o = outcome_of([&] { resume_checkpoint(ctx(), "auto", &cd, other.list); });
+  EXPECT_TRUE(collective_error(o, false, {"'params'"}));
+}
+
+TEST(CheckpointDirectory, UnusableDirectoryFailsOnEveryRank) {
+  const fs::path base = test::temp_dir("ckpt_dir_bad");
+  const fs::path file = base / "a-file";
+  ASSERT_TRUE(on_root([&] { write_text(file, "x"); }));
+  for (const fs::path& p : {file / "ckpt", file}) {
+    SCOPED_TRACE(p.string());
+    const Outcome o = outcome_of([&] { CheckpointDir cd(ctx(), p.string(), 2); });
+    EXPECT_TRUE(collective_error(o, false, {p.string()}));
+  }
+  EXPECT_THROW(CheckpointDir(ctx(), (base / "ckpt").string(), 0), ConfigError);
+}
+
+TEST(CheckpointDirectory, AFailedSaveLeavesThePreviousCheckpoint) {
+  const fs::path base = test::temp_dir("ckpt_dir_fail");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 2);
+  Buffers b = dir_layout();
+  fill(b, 1);
+  cd.save(sample_meta(1), b.list);
+  // A directory where the temporary file of step 2 would go: that save cannot create it.
+  ASSERT_TRUE(on_root([&] { fs::create_directories(fs::path(dir) / "ckpt-000000002.h5.tmp" / "blocker"); }));
+  fill(b, 2);
+  const Outcome o = outcome_of([&] { cd.save(sample_meta(2), b.list); });
+  EXPECT_TRUE(collective_error(o, false, {"step 2", "ckpt-000000001.h5 is intact"}));
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(read_text(fs::path(dir) / "latest"), "ckpt-000000001.h5\n");
+    EXPECT_FALSE(fs::exists(fs::path(dir) / "ckpt-000000002.h5"));
+    EXPECT_EQ(inspect_checkpoint_file(dir + "/ckpt-000000001.h5", true, nullptr).step, 1);
+  }));
+  Buffers in = dir_layout();
+  const auto resumed = resume_checkpoint(ctx(), "auto", &cd, in.list);
+  ASSERT_TRUE(resumed.has_value());
+  EXPECT_EQ(resumed->meta.step, 1);
+  EXPECT_EQ(difference(in, 1), "");
+}
+
+TEST(CheckpointDirectory, SaveNeverPrunesTheCheckpointItJustWrote) {
+  // A directory that already holds newer steps (a run restarted from scratch, or from an
+  // older checkpoint, in the same directory): the checkpoint just saved must survive pruning
+  // and `latest` must name a file that exists.
+  const fs::path base = test::temp_dir("ckpt_dir_older");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 2);
+  Buffers b = dir_layout();
+  for (const std::int64_t step : {30, 20}) {
+    fill(b, step);
+    cd.save(sample_meta(step), b.list);
+  }
+  fill(b, 10);
+  const Outcome o = outcome_of([&] { cd.save(sample_meta(10), b.list); });
+  EXPECT_FALSE(o.threw) << o.message;
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_TRUE(fs::exists(fs::path(dir) / "ckpt-000000010.h5")) << "the checkpoint just saved was pruned";
+    const std::string latest = read_text(fs::path(dir) / "latest");
+    const std::string named = latest.substr(0, latest.find('\n'));
+    EXPECT_TRUE(fs::exists(fs::path(dir) / named)) << "latest names " << named << ", which does not exist";
+  }));
+}
+
+}  // namespace
+}  // namespace ringtrain
