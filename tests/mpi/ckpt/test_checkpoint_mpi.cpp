@@ -28,52 +28,21 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "support/root_checks.hpp"
 #include "support/test_context.hpp"
 
 namespace ringtrain {
 namespace {
 
 namespace fs = std::filesystem;
+using test::on_root;
+using test::same_on_all_ranks;
 
 constexpr std::int64_t kBlockFloats = ckpt::kChecksumBlockBytes / static_cast<std::int64_t>(sizeof(float));
 
 const Context& ctx() { return test::context(); }
 int rank() { return test::context().world_rank(); }
 int world() { return test::context().world_size(); }
-
-// Runs fn on rank 0 only, then tells every rank whether it worked (an exception or a new
-// gtest failure there), so that a failure on rank 0 fails the test everywhere and no rank is
-// left waiting in the next collective call.
-::testing::AssertionResult on_root(const std::function<void()>& fn) {
-  std::string error;
-  if (rank() == 0) {
-    const bool failed_before = ::testing::Test::HasFailure();
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (error.empty() && !failed_before && ::testing::Test::HasFailure()) error = "assertion failed on rank 0";
-  }
-  int length = static_cast<int>(error.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  error.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(error.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (error.empty()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "rank 0: " << error;
-}
-
-// True on every rank when every rank passed the same text.
-bool same_on_all_ranks(const std::string& text) {
-  std::string root = text;
-  int length = static_cast<int>(root.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  root.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  int mine = root == text ? 1 : 0, all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
 
 // What a call did on this rank.
 struct Outcome {

@@ -18,6 +18,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/loader.hpp"
+#include "support/root_checks.hpp"
 #include "support/test_context.hpp"
 #include "unit/data/h5_files.hpp"
 
@@ -25,42 +26,11 @@ namespace ringtrain {
 namespace {
 
 namespace fs = std::filesystem;
+using test::on_root;
+using test::same_on_all_ranks;
 
 int rank() { return test::context().world_rank(); }
 int world() { return test::context().world_size(); }
-
-// Runs fn on rank 0 only, then tells every rank whether it worked, so that a failure there
-// fails the test everywhere instead of leaving the other ranks waiting.
-::testing::AssertionResult on_root(const std::function<void()>& fn) {
-  std::string error;
-  if (rank() == 0) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    if (error.empty() && ::testing::Test::HasFatalFailure()) error = "fatal failure on rank 0";
-  }
-  int length = static_cast<int>(error.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  error.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(error.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (error.empty()) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "rank 0: " << error;
-}
-
-// True on every rank when every rank passed the same text.
-bool same_on_all_ranks(const std::string& text) {
-  std::string root = text;
-  int length = static_cast<int>(root.size());
-  MPI_Bcast(&length, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  root.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(root.data(), length, MPI_CHAR, 0, MPI_COMM_WORLD);
-  int mine = root == text ? 1 : 0;
-  int all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
 
 DatasetSpec spec_of(const std::vector<std::string>& sources, ReadStrategy strategy = ReadStrategy::memory) {
   DatasetSpec spec;
