@@ -1,11 +1,164 @@
-# Shared by every job script: where ringtrain is, and the launcher settings Open MPI needs.
+# shellcheck shell=bash disable=SC2034  # variables here are used by the scripts that source it
+# Shared by every job script (sourced): where ringtrain is, the environment the launchers
+# need (Open MPI, threads, NCCL/UCX) and the helpers that make a job fail loudly: a launch
+# that fails, or that "succeeds" without ringtrain's final line, fails the job.
+#
+# Site modules: load what your site provides here or before sbatch (placeholders; the names
+# differ from site to site, nothing below depends on them):
+#   module load gcc/12 openmpi/4.1 hdf5/1.10-openmpi openblas
+#   module load cuda/13.0 nccl/2.28        # GPU nodes
+
 RINGTRAIN_ROOT="${RINGTRAIN_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
-RINGTRAIN_EXE="${RINGTRAIN_EXE:-$RINGTRAIN_ROOT/build/src/cli/ringtrain}"
-if [ ! -x "$RINGTRAIN_EXE" ]; then
-  echo "ringtrain: error: $RINGTRAIN_EXE not found; build first (tools/quickstart or cmake --build build)" >&2
-  exit 1
-fi
+RT_JOB="${RT_JOB:-$(basename "$0")}"  # the script's name, for messages
+RT_USAGE="${RT_USAGE:-CONFIG.toml [--set key=value]...}"  # its arguments, for messages
+
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
+# Containers often forbid the cross-process memory attach Open MPI tries first.
 export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
+# Threads: ringtrain sizes its own BLAS pool (runtime.threads; 0 = the node's cores split
+# among its ranks); OpenMP pools elsewhere get the task's CPUs, not the whole node.
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}"
+fi
+# NCCL (GPU runs): warnings only. Interfaces and HCAs are site specific, e.g.
+#   export NCCL_SOCKET_IFNAME=ib0 NCCL_IB_HCA=mlx5
+export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+# UCX (Open MPI's InfiniBand transport): quiet about unused variables. Site specific, e.g.
+#   export UCX_NET_DEVICES=mlx5_0:1
+export UCX_WARN_UNUSED_ENV_VARS="${UCX_WARN_UNUSED_ENV_VARS:-n}"
+
+rt_say() { echo "$RT_JOB: $*"; }
+rt_die() {
+  echo "$RT_JOB: error: $*" >&2
+  exit 1
+}
+
+# Job scripts run only inside an allocation (sbatch, or salloc for a try by hand).
+rt_require_slurm() {
+  [ -n "${SLURM_JOB_ID:-}" ] ||
+    rt_die "not inside a Slurm job (SLURM_JOB_ID is unset): submit it with sbatch [options] jobs/$RT_JOB $RT_USAGE"
+}
+
+# RINGTRAIN_EXE, else the default build, else `ringtrain` on PATH.
+rt_require_exe() {
+  local default="$RINGTRAIN_ROOT/build/src/cli/ringtrain"
+  if [ -z "${RINGTRAIN_EXE:-}" ]; then
+    if [ -x "$default" ]; then
+      RINGTRAIN_EXE="$default"
+    elif command -v ringtrain >/dev/null 2>&1; then
+      RINGTRAIN_EXE="$(command -v ringtrain)"
+    fi
+  fi
+  if [ -z "${RINGTRAIN_EXE:-}" ] || [ ! -x "$RINGTRAIN_EXE" ]; then
+    rt_die "ringtrain executable not found (${RINGTRAIN_EXE:-$default}): build it (tools/quickstart) or set RINGTRAIN_EXE"
+  fi
+  export RINGTRAIN_EXE
+}
+
+# RT_CONFIG (absolute) from the first argument or RINGTRAIN_CONFIG; RT_OVERRIDES from
+# RINGTRAIN_SET ("key=value key=value") and then the remaining arguments ("--set key=value"
+# or just "key=value"), so arguments win. Call as: rt_parse_train_args "$@".
+rt_parse_train_args() {
+  local config="${RINGTRAIN_CONFIG:-}" kv
+  if [ $# -gt 0 ] && [[ "$1" != -* ]] && [[ "$1" != *=* ]]; then
+    config="$1"
+    shift
+  fi
+  [ -n "$config" ] || rt_die "no config given: sbatch jobs/$RT_JOB $RT_USAGE (or RINGTRAIN_CONFIG)"
+  [ -f "$config" ] || rt_die "config file not found: $config (relative paths start at $(pwd))"
+  RT_CONFIG="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
+  RT_OVERRIDES=()
+  for kv in ${RINGTRAIN_SET:-}; do RT_OVERRIDES+=(--set "$kv"); done
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --set)
+        [ $# -ge 2 ] || rt_die "--set needs key=value"
+        RT_OVERRIDES+=(--set "$2")
+        shift 2
+        ;;
+      --set=*) RT_OVERRIDES+=(--set "${1#--set=}") && shift ;;
+      -*) RT_OVERRIDES+=("$1") && shift ;;
+      *=*) RT_OVERRIDES+=(--set "$1") && shift ;;
+      *) rt_die "unexpected argument '$1' (overrides are key=value or --set key=value)" ;;
+    esac
+  done
+}
+
+# The allocation as Slurm resolved it, one line.
+rt_print_job() {
+  local array=""
+  [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && array=" (array ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID:-?})"
+  rt_say "job ${SLURM_JOB_ID}${array} '${SLURM_JOB_NAME:-}' | ${SLURM_JOB_NUM_NODES:-?} node(s): ${SLURM_JOB_NODELIST:-?}" \
+    "| tasks ${SLURM_NTASKS:-one per node} (per node: ${SLURM_TASKS_PER_NODE:-?}) | cpus/task ${SLURM_CPUS_PER_TASK:-1}" \
+    "| gpus ${SLURM_JOB_GPUS:-${SLURM_GPUS:-none}} | restart ${SLURM_RESTART_COUNT:-0} | dir $(pwd)"
+}
+
+# Signals that reach the batch shell: USR1 (sbatch --signal=B:USR1@N, or scancel
+# --signal=USR1 --batch) is passed to the launcher, which passes it to every rank (ringtrain
+# checkpoints and exits 75). TERM is only noted: Slurm sends it to the ranks itself, and a
+# job being cancelled must not requeue itself.
+RT_LAUNCH_PID=""
+RT_GOT_USR1=0
+RT_GOT_TERM=0
+rt_on_usr1() {
+  RT_GOT_USR1=1
+  rt_say "SIGUSR1: asking ringtrain to checkpoint and stop"
+  if [ -n "$RT_LAUNCH_PID" ]; then kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true; fi
+}
+rt_on_term() {
+  RT_GOT_TERM=1
+  rt_say "SIGTERM: the job is ending; waiting for ringtrain to stop"
+}
+trap rt_on_usr1 USR1
+trap rt_on_term TERM
+
+# Runs a launcher command (srun/mpirun ...); its output goes to the job's output and to
+# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself.
+rt_launch() {
+  rt_say "launch: $*"
+  RT_LOG="$(mktemp "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")"
+  local fifo="$RT_LOG.fifo" tee_pid
+  rm -f "$fifo"
+  mkfifo "$fifo"
+  trap 'rm -f "$RT_LOG" "$RT_LOG.fifo"' EXIT
+  tee "$RT_LOG" <"$fifo" &
+  tee_pid=$!
+  "$@" >"$fifo" 2>&1 &
+  RT_LAUNCH_PID=$!
+  # A trapped signal ends `wait` early while the launcher runs on: wait again.
+  while kill -0 "$RT_LAUNCH_PID" 2>/dev/null; do wait "$RT_LAUNCH_PID" || true; done
+  RT_STATUS=0
+  wait "$RT_LAUNCH_PID" || RT_STATUS=$?
+  RT_LAUNCH_PID=""
+  wait "$tee_pid" || true
+  rm -f "$fifo"
+}
+
+# After a training launch: exit status 0 alone is not trusted (a failed step can still
+# report 0), ringtrain's "done: ... -> DIR/summary.json" line and that file must exist (or,
+# resuming, its word that the checkpoint is already at the end). Sets RT_SUMMARY.
+rt_require_done() {
+  [ "$RT_STATUS" -eq 0 ] || rt_die "the launch failed (exit status $RT_STATUS); see ringtrain's messages above"
+  RT_SUMMARY="$(sed -n 's/^done: .* -> \(.*\/summary\.json\)$/\1/p' "$RT_LOG" | tail -n 1)"
+  if [ -z "$RT_SUMMARY" ] && grep -q '^resume: .*this run is already complete' "$RT_LOG"; then
+    rt_say "finished: the newest checkpoint is already at the last step (an earlier run of this job completed it)"
+    return 0
+  fi
+  [ -n "$RT_SUMMARY" ] || rt_die "the launch exited 0 but ringtrain did not finish (no 'done:' line in its output)"
+  [ -f "$RT_SUMMARY" ] || rt_die "ringtrain reported $RT_SUMMARY but the file does not exist"
+  rt_say "finished: $RT_SUMMARY"
+}
+
+# A number from summary.json (written by ringtrain with one key per line).
+rt_summary_value() {
+  sed -n "s/^ *\"$2\": \([^,]*\),\{0,1\}$/\1/p" "$1"  # keys are unique
+}
+
+# The srun line every script uses: PMIx (Open MPI 4.1), the whole step ends when one rank
+# fails. RINGTRAIN_SRUN_FLAGS adds site flags, e.g. "--gpu-bind=closest --cpu-bind=cores".
+rt_srun() {
+  # shellcheck disable=SC2086
+  rt_launch srun --mpi=pmix --kill-on-bad-exit=1 ${RINGTRAIN_SRUN_FLAGS:-} "$@"
+}

@@ -47,9 +47,9 @@ std::string hms(double seconds) {
   return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
 }
 
-RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, bool resumed)
-    : ctx_(ctx), tc_(tc), comm_name_(comm_name) {
-  if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl", resumed);
+RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step)
+    : ctx_(ctx), tc_(tc), comm_name_(comm_name), start_step_(start_step) {
+  if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl", start_step > 0);
 }
 
 void RunReport::header(const std::string& config_path, const std::string& resolved_config,
@@ -168,7 +168,9 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"per_rank_batch", tc_.batch_size},
       {"global_batch", global_batch_},
       {"epochs", epochs},
-      {"steps", steps},
+      {"steps", steps},  // run by this process; a resumed run started at start_step
+      {"start_step", start_step_},
+      {"final_step", start_step_ + steps},
       {"final_test_accuracy", final_accuracy},
       {"test_accuracy_per_epoch", accuracies_},
       {"final_train_loss", final_loss},

@@ -27,8 +27,8 @@ struct StepTimes {
 
 class RunReport {
  public:
-  // resumed: metrics.jsonl is continued rather than started afresh.
-  RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, bool resumed);
+  // start_step > 0 (resumed from a checkpoint): metrics.jsonl is continued, not started afresh.
+  RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step);
   // test: null without a test set.
   void header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
               const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
@@ -45,6 +45,7 @@ class RunReport {
   const TrainConfig& tc_;
   std::string comm_name_;
   std::optional<MetricsLog> metrics_;  // rank 0 only
+  std::int64_t start_step_ = 0;
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t global_batch_ = 0;
   std::vector<StepTimes> times_;  // every step, for medians and the train time

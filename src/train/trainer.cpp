@@ -296,7 +296,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
               s.total_steps);
     return 0;
   }
-  RunReport report(ctx, s.tc, s.comm->name(), s.resumed.has_value());
+  RunReport report(ctx, s.tc, s.comm->name(), start.step);
   report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
                 seconds_since(setup_start));
 

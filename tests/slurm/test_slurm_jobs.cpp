@@ -1,0 +1,359 @@
+// The job scripts in jobs/ on a real Slurm cluster: tools/slurm/local-cluster runs munged,
+// slurmctld and two slurmd "nodes" (node1, node2) on this machine for the whole suite.
+// Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
+// failing and a silently "successful" launch, the scaling and allreduce scripts, every
+// script outside Slurm, and preemption (USR1, checkpoint, requeue, resume). Slurm that
+// cannot start FAILS these tests (CI installs it with tools/install-deps); the cluster is
+// stopped in TearDownTestSuite, at exit and on fatal signals, and a stale one left by a
+// killed run is stopped before the next run starts.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "integration/run_command.hpp"
+
+namespace ringtrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const fs::path kSource = RINGTRAIN_SOURCE_DIR;
+const fs::path kData = RINGTRAIN_DATA_DIR;
+const fs::path kClusterScript = kSource / "tools/slurm/local-cluster";
+
+// One cluster directory per build tree (not per run): a run killed before its clean-up
+// leaves daemons whose pidfiles the next run finds and stops.
+fs::path cluster_dir() {
+  char name[64];
+  std::snprintf(name, sizeof(name), "ringtrain-slurm-test-%016zx", std::hash<std::string>{}(RINGTRAIN_BINARY_DIR));
+  return fs::temp_directory_path() / name;
+}
+fs::path work_dir() { return cluster_dir() / "work"; }
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// Stopping from a signal handler: fork + exec only (async-signal-safe), paths prepared first.
+char g_script[4096];
+char g_dir[4096];
+bool g_cluster_started = false;
+
+void stop_cluster() {
+  if (!g_cluster_started) return;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl(g_script, g_script, "stop", g_dir, static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  g_cluster_started = false;
+}
+
+extern "C" void stop_cluster_on_signal(int sig) {
+  stop_cluster();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+struct Job {
+  int exit_code = -1;
+  std::string id;
+  std::string output;  // the job's output file (stdout and stderr of the batch script)
+  std::string sbatch;  // what sbatch itself printed
+  std::string all() const { return "--- sbatch:\n" + sbatch + "--- job output:\n" + output; }
+};
+
+class SlurmJobs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // A run inside a real allocation must not leak that job's settings into ours.
+    std::vector<std::string> inherited;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      for (const char* prefix : {"SLURM_", "SBATCH_", "SALLOC_", "SRUN_"})
+        if (kv.rfind(prefix, 0) == 0) inherited.push_back(kv.substr(0, kv.find('=')));
+    }
+    for (const auto& name : inherited) ::unsetenv(name.c_str());
+    ::unsetenv("RINGTRAIN_ROOT");  // the scripts must find the checkout themselves
+
+    const fs::path dir = cluster_dir();
+    std::snprintf(g_script, sizeof(g_script), "%s", kClusterScript.c_str());
+    std::snprintf(g_dir, sizeof(g_dir), "%s", dir.c_str());
+    if (fs::exists(dir)) {
+      g_cluster_started = true;  // whatever a killed earlier run left behind
+      stop_cluster();
+    }
+    fs::remove_all(dir);
+    fs::create_directories(work_dir());
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGABRT, SIGSEGV, SIGBUS}) ::signal(sig, stop_cluster_on_signal);
+    std::atexit(stop_cluster);
+    g_cluster_started = true;
+    const auto r = run_command("timeout -k 5 60 " + shell_quote(g_script) + " start " + shell_quote(g_dir) + " 2");
+    if (r.exit_code != 0) {
+      start_error_ = "the local Slurm cluster did not start (tools/slurm/local-cluster start " + dir.string() +
+                     " 2, exit " + std::to_string(r.exit_code) + "); install slurmctld slurmd slurm-client munge " +
+                     "(tools/install-deps) and run as root:\n" + r.output;
+      return;
+    }
+    ::setenv("SLURM_CONF", (dir / "slurm.conf").c_str(), 1);
+    ::setenv("RINGTRAIN_EXE", RINGTRAIN_EXE, 1);
+  }
+
+  static void TearDownTestSuite() { stop_cluster(); }
+
+  void SetUp() override {
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+    ASSERT_TRUE(fs::exists(kData / "train.h5")) << "fixture prepare_fashion_mnist did not run";
+  }
+
+  // sbatch --wait SCRIPT ARGS with the job's output in work/NAME.out; env: "VAR=value ...".
+  static Job submit(const std::string& name, const std::string& options, const std::string& script,
+                    const std::vector<std::string>& args, const std::string& env = "", int timeout_s = 120) {
+    const fs::path out = work_dir() / (name + ".out");
+    fs::remove(out);
+    std::string cmd = "cd " + shell_quote(work_dir()) + " && env " + env + " timeout -k 5 " +
+                      std::to_string(timeout_s) + " sbatch --wait " + options + " -o " + shell_quote(out) + " " +
+                      shell_quote(kSource / "jobs" / script);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    const auto r = run_command(cmd);
+    Job job;
+    job.exit_code = r.exit_code;
+    job.sbatch = r.output;
+    job.output = read_text(out);
+    std::smatch m;
+    if (std::regex_search(r.output, m, std::regex("Submitted batch job ([0-9]+)"))) job.id = m[1];
+    return job;
+  }
+
+  // A short MLP run: 20 steps, no evaluation, one BLAS thread per rank (2 cores for 2 ranks).
+  static std::vector<std::string> tiny_training(const fs::path& config, const std::string& run_dir) {
+    std::vector<std::string> args = {config.string(),
+                                     "train.max_steps=20",
+                                     "train.log_every=10",
+                                     "runtime.threads=1",
+                                     "data.train=" + (kData / "train.h5").string(),
+                                     "data.test="};
+    if (!run_dir.empty()) args.push_back("run.dir=" + run_dir);
+    return args;
+  }
+
+  static nlohmann::json summary_at(const fs::path& run_dir) {
+    std::ifstream f(run_dir / "summary.json");
+    return f.good() ? nlohmann::json::parse(f) : nlohmann::json();
+  }
+
+  static inline std::string start_error_;
+};
+
+const fs::path kMlp = kSource / "examples/fashion_mnist/mlp.toml";
+
+TEST_F(SlurmJobs, ScriptsOutsideSlurmFailAtOnceWithOneLine) {
+  for (const char* script :
+       {"train.sbatch", "train_mpirun.sbatch", "preemptible.sbatch", "scaling.sbatch", "bench_allreduce.sbatch"}) {
+    const auto start = Clock::now();
+    const auto r =
+        run_command("env -u SLURM_JOB_ID " + shell_quote(kSource / "jobs" / script) + " " + shell_quote(kMlp.string()));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, 1) << script << ": " << r.output;
+    EXPECT_EQ(lines_of(r.output).size(), 1u) << script << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string(script) + ": error: not inside a Slurm job"), std::string::npos) << r.output;
+    EXPECT_LT(seconds, 5.0) << script;
+  }
+}
+
+// One node, two tasks, a config without run.dir: the run directory is named after the job.
+TEST_F(SlurmJobs, TrainOnOneNodeNamesTheRunAfterTheJob) {
+  std::string config = read_text(kMlp);
+  const std::regex run_dir_line("\ndir = [^\n]*\n");
+  ASSERT_TRUE(std::regex_search(config, run_dir_line)) << "examples/fashion_mnist/mlp.toml has no [run] dir line";
+  config = std::regex_replace(config, run_dir_line, "\n");
+  const fs::path config_path = work_dir() / "mlp-nodir.toml";
+  std::ofstream(config_path) << config;
+
+  const Job job = submit("one-node", "-N 1 --ntasks-per-node=2", "train.sbatch", tiny_training(config_path, ""));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  ASSERT_FALSE(job.id.empty()) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: job " + job.id), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: config: " + config_path.string()), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: exe: " RINGTRAIN_EXE), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("2 ranks on 1 node (node1)"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("slurm:  job " + job.id + " (1 node, 2 tasks, nodes node1)"), std::string::npos)
+      << job.all();
+  const fs::path run_dir = work_dir() / "runs" / ("mlp-nodir-" + job.id);
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << "no summary.json in " << run_dir << "\n" << job.all();
+  EXPECT_EQ(summary["world_size"], 2);
+  EXPECT_EQ(summary["steps"], 20);
+  EXPECT_NE(job.output.find("train.sbatch: finished: runs/mlp-nodir-" + job.id + "/summary.json"), std::string::npos)
+      << job.all();
+}
+
+TEST_F(SlurmJobs, TrainOnTwoNodesRunsARankOnEach) {
+  const fs::path run_dir = work_dir() / "two-nodes";
+  const Job job = submit("two-nodes", "-N 2 --ntasks-per-node=1", "train.sbatch", tiny_training(kMlp, run_dir));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("2 ranks on 2 nodes (node1, node2)"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("slurm:  job " + job.id + " (2 nodes, 2 tasks, nodes node[1-2])"), std::string::npos)
+      << job.all();
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << job.all();
+  EXPECT_EQ(summary["world_size"], 2);
+  EXPECT_EQ(summary["nodes"], 2);
+  EXPECT_EQ(summary["param_checksum"].get<std::string>().size(), 16u);
+}
+
+TEST_F(SlurmJobs, TrainThroughMpirunInsideTheAllocation) {
+  const fs::path run_dir = work_dir() / "mpirun";
+  const Job job = submit("mpirun", "-N 1 --ntasks-per-node=2", "train_mpirun.sbatch", tiny_training(kMlp, run_dir));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("train_mpirun.sbatch: launch: mpirun"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("2 ranks on 1 node (node1)"), std::string::npos) << job.all();
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << job.all();
+  EXPECT_EQ(summary["world_size"], 2);
+}
+
+TEST_F(SlurmJobs, MissingConfigFailsTheJobWithAClearMessage) {
+  const std::string missing = (work_dir() / "no-such-config.toml").string();
+  const Job job = submit("missing-config", "", "train.sbatch", {missing, "train.max_steps=20"});
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: error: config file not found: " + missing), std::string::npos) << job.all();
+  EXPECT_EQ(job.output.find("launch:"), std::string::npos) << "nothing may be launched\n" << job.all();
+}
+
+TEST_F(SlurmJobs, FailingRingtrainFailsTheJob) {
+  auto args = tiny_training(kMlp, (work_dir() / "bad-key").string());
+  args.push_back("train.no_such_key=1");
+  const Job job = submit("bad-key", "", "train.sbatch", args);
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("ringtrain: error:"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: error: the launch failed"), std::string::npos) << job.all();
+}
+
+// A launch that exits 0 without ringtrain's final line (what a failed srun step can look
+// like) must not pass for a finished training.
+TEST_F(SlurmJobs, LaunchExitingZeroWithoutFinishingFailsTheJob) {
+  const Job job = submit("no-done", "", "train.sbatch", tiny_training(kMlp, ""), "RINGTRAIN_EXE=/bin/true");
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("ringtrain did not finish (no 'done:' line"), std::string::npos) << job.all();
+}
+
+TEST_F(SlurmJobs, ScalingPrintsSamplesPerSecond) {
+  const fs::path run_dir = work_dir() / "scaling";
+  auto args = tiny_training(kMlp, run_dir);
+  std::erase(args, "train.max_steps=20");  // an override would win over MAX_STEPS
+  args.insert(args.begin() + 1, "30");     // MAX_STEPS
+  const fs::path results = work_dir() / "scaling.jsonl";
+  fs::remove(results);
+  const Job job = submit("scaling", "-N 2 --ntasks-per-node=1", "scaling.sbatch", args,
+                         "RINGTRAIN_SCALING_OUT=" + shell_quote(results));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  const auto lines = lines_of(read_text(results));
+  ASSERT_FALSE(lines.empty()) << job.all();
+  const auto j = nlohmann::json::parse(lines.front());
+  EXPECT_EQ(j["job"], job.id);
+  EXPECT_EQ(j["nodes"], 2);
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["steps"], 30);
+  EXPECT_GT(j["samples_per_second"].get<double>(), 0.0);
+  EXPECT_NE(job.output.find("scaling: {"), std::string::npos) << job.all();
+}
+
+TEST_F(SlurmJobs, BenchAllreduceOnTwoNodes) {
+  const Job job = submit("bench", "-N 2 --ntasks-per-node=1", "bench_allreduce.sbatch",
+                         {"--max-bytes", "65536", "--iters", "3", "--backends", "ring,mpi"});
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("busbw"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("2 ranks"), std::string::npos) << job.all();
+}
+
+// A preemptible job is sent USR1 while it trains; it must checkpoint, requeue itself
+// (Restarts=1), resume from the checkpoint's step, and end with exactly the parameters of an
+// uninterrupted run.
+TEST_F(SlurmJobs, PreemptedJobRequeuesAndResumesToTheSameParameters) {
+  constexpr int kSteps = 800;  // crosses an epoch (468 steps at global batch 128)
+  auto args_for = [&](const fs::path& run_dir) {
+    return std::vector<std::string>{kMlp.string(),
+                                    "train.max_steps=" + std::to_string(kSteps),
+                                    "train.log_every=10",
+                                    "runtime.threads=1",
+                                    "data.train=" + (kData / "train.h5").string(),
+                                    "data.test=",
+                                    "run.dir=" + run_dir.string()};
+  };
+  const fs::path reference_dir = work_dir() / "preempt-reference";
+  const Job reference =
+      submit("preempt-reference", "-N 2 --ntasks-per-node=1", "train.sbatch", args_for(reference_dir));
+  ASSERT_EQ(reference.exit_code, 0) << reference.all();
+  const auto expected = summary_at(reference_dir);
+  ASSERT_FALSE(expected.is_null()) << reference.all();
+
+  const fs::path run_dir = work_dir() / "preempted";
+  auto pending = std::async(std::launch::async, [&] {
+    return submit("preempted", "-N 2 --ntasks-per-node=1", "preemptible.sbatch", args_for(run_dir), "", 180);
+  });
+  // The job id, from the job's own first line; then wait for training to be under way.
+  const fs::path out = work_dir() / "preempted.out";
+  std::string id;
+  std::smatch m;
+  const auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::seconds(60)) {
+    const std::string text = read_text(out);
+    if (id.empty() && std::regex_search(text, m, std::regex("preemptible.sbatch: job ([0-9]+)"))) id = m[1];
+    if (!id.empty() && lines_of(read_text(run_dir / "metrics.jsonl")).size() >= 5) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(id.empty()) << read_text(out);
+  ASSERT_GE(lines_of(read_text(run_dir / "metrics.jsonl")).size(), 5u) << "training never got going\n"
+                                                                       << read_text(out);
+  const auto signalled = run_command("scancel --signal=USR1 --batch " + id);
+  ASSERT_EQ(signalled.exit_code, 0) << signalled.output;
+
+  // While the requeued job runs again, Slurm's record shows the restart.
+  std::string record;
+  const auto requeue_start = Clock::now();
+  while (Clock::now() - requeue_start < std::chrono::seconds(90)) {
+    if (read_text(out).find("| restart 1 |") != std::string::npos) {
+      record = run_command("scontrol show job " + id).output;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Job job = pending.get();
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  EXPECT_NE(record.find("Restarts=1"), std::string::npos) << record << job.all();
+  EXPECT_NE(job.output.find("preemptible.sbatch: requeued job " + id), std::string::npos) << job.all();
+
+  // The checkpoint written on the signal is the one the second run resumed from.
+  std::smatch written, resumed;
+  ASSERT_TRUE(std::regex_search(job.output, written, std::regex("checkpoint: (\\S+) .*at step ([0-9]+)"))) << job.all();
+  ASSERT_TRUE(std::regex_search(job.output, resumed, std::regex("resume: (\\S+) at step ([0-9]+)"))) << job.all();
+  EXPECT_EQ(written[1], resumed[1]) << job.all();
+  EXPECT_EQ(written[2], resumed[2]) << job.all();
+  EXPECT_TRUE(fs::exists(std::string(written[1]))) << written[1];
+  const int stopped_at = std::stoi(written[2]);
+  EXPECT_GT(stopped_at, 0);
+  EXPECT_LT(stopped_at, kSteps) << "the signal came after the end of training";
+
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << job.all();
+  EXPECT_EQ(summary["param_checksum"], expected["param_checksum"]) << "resumed run differs from the uninterrupted one";
+}
+
+}  // namespace
+}  // namespace ringtrain::test
