@@ -151,9 +151,10 @@ rt_require_done() {
   rt_say "finished: $RT_SUMMARY"
 }
 
-# A number from summary.json (written by ringtrain with one key per line).
+# A top-level number from summary.json (written by ringtrain with one key per line, indented
+# by two spaces at the top level; nested objects such as "resources" repeat some key names).
 rt_summary_value() {
-  sed -n "s/^ *\"$2\": \([^,]*\),\{0,1\}$/\1/p" "$1"  # keys are unique
+  sed -n "s/^  \"$2\": \([^,]*\),\{0,1\}$/\1/p" "$1"
 }
 
 # The srun line every script uses: PMIx (Open MPI 4.1), the whole step ends when one rank

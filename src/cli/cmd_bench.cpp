@@ -1,7 +1,7 @@
 // `ringtrain bench`: `gemm`, the machine's practical compute peak, OpenBLAS sgemm on every
 // rank at once (ranks share cores and memory bandwidth, so the aggregate is what a
-// data-parallel run can reach; one JSON line on rank 0), `allreduce` (bench_allreduce.cpp)
-// and `io` (bench_io.cpp).
+// data-parallel run can reach; one JSON line on rank 0), `allreduce` (bench_allreduce.cpp),
+// `io` (bench_io.cpp), `ckpt` (bench_ckpt.cpp) and `prune` (bench_prune.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -67,6 +67,10 @@ Command add_bench_allreduce_command(CLI::App& bench);
 Command add_bench_io_command(CLI::App& bench);
 // `bench ckpt`, in bench_ckpt.cpp.
 Command add_bench_ckpt_command(CLI::App& bench);
+// `bench train`, in bench_train.cpp.
+Command add_bench_train_command(CLI::App& bench);
+// `bench prune`, in bench_prune.cpp.
+Command add_bench_prune_command(CLI::App& bench);
 
 Command add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks");
@@ -80,11 +84,15 @@ Command add_bench_command(CLI::App& app) {
   Command allreduce = add_bench_allreduce_command(*bench);
   Command io = add_bench_io_command(*bench);
   Command ckpt = add_bench_ckpt_command(*bench);
-  return [gemm, o, allreduce, io, ckpt](Context& ctx) {
+  Command prune = add_bench_prune_command(*bench);
+  Command train = add_bench_train_command(*bench);
+  return [gemm, o, allreduce, io, ckpt, prune, train](Context& ctx) {
     if (gemm->parsed()) bench_gemm(ctx, *o);
     allreduce(ctx);
     io(ctx);
     ckpt(ctx);
+    prune(ctx);
+    train(ctx);
     return 0;
   };
 }

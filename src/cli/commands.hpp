@@ -16,5 +16,7 @@ Command add_train_command(CLI::App& app);
 Command add_data_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_ckpt_command(CLI::App& app);
+Command add_doctor_command(CLI::App& app);
+Command add_tune_command(CLI::App& app);
 
 }  // namespace ringtrain

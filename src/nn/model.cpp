@@ -120,6 +120,18 @@ std::vector<std::int64_t> Model::param_layer_offsets() const {
   return out;
 }
 
+std::vector<Model::ParamTensor> Model::param_tensors() const {
+  std::vector<ParamTensor> out;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    std::int64_t offset = layer_offset_[i];
+    for (const auto& s : specs_[i]) {
+      out.push_back({i, layers_[i]->kind(), s.name, s.shape, offset});
+      offset += s.shape.numel();
+    }
+  }
+  return out;
+}
+
 std::vector<Tensor> Model::buffers() {
   std::vector<Tensor> out;
   for (auto& l : layers_)

@@ -38,7 +38,12 @@ std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   std::vector<Tensor> model_buffers = model_.buffers();
   for (std::size_t i = 0; i < model_buffers.size(); ++i)
     b.push_back({fmt::format("model_buffers/{}", i), model_buffers[i].f32(), model_buffers[i].numel(), true});
+  b.insert(b.end(), extra_.begin(), extra_.end());
   return b;
+}
+
+void TrainCheckpoints::add_replicated(std::string name, float* data, std::int64_t count) {
+  extra_.push_back({std::move(name), data, count, false});
 }
 
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {

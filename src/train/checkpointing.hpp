@@ -35,6 +35,10 @@ class TrainCheckpoints {
 
   bool enabled() const { return dir_ != nullptr; }
 
+  // Also saves and restores `data` (`count` floats, identical on every rank) as dataset `name`,
+  // e.g. the pruning mask. Call before resume().
+  void add_replicated(std::string name, float* data, std::int64_t count);
+
   // Loads what train.resume names into the model and optimizer (collective) and returns the
   // position to continue from; nullopt for a fresh start. CollectiveError when the checkpoint
   // cannot continue this run (another global batch, another model).
@@ -54,6 +58,7 @@ class TrainCheckpoints {
   std::unique_ptr<CheckpointDir> dir_;
   std::int64_t global_batch_ = 0;
   Watchdog& watchdog_;
+  std::vector<CheckpointBuffer> extra_;  // add_replicated()
 };
 
 }  // namespace ringtrain

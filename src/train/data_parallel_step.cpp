@@ -69,6 +69,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     loss_.backward(dlogits_);
     const auto t1 = Clock::now();
     trace("forward", t0, t1);
+    r.forward_s += between(t0, t1);
     if (last) {
       bucketer_->begin_step(k > 1 ? carry_.f32() : nullptr);
       model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
@@ -83,6 +84,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     }
     backward_end = Clock::now();
     trace("backward", t1, backward_end);
+    r.backward_s += between(t1, backward_end);
   }
   const BucketTimes bt = bucketer_->finish();
   double stats[2] = {loss_sum, correct};
@@ -98,6 +100,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
   optimizer_.step(model_.params().f32(), grads, n, lr, 1.0f / static_cast<float>(world * static_cast<double>(k)));
   const auto end = Clock::now();
   trace("optimizer", reduced, end);
+  r.optimizer_s = between(reduced, end);
   r.allreduce_s = bt.allreduce_s;
   r.exposed_s = between(backward_end, reduced);
   r.compute_s = between(start, end) - r.exposed_s;

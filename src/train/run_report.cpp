@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/dataset.hpp"
@@ -23,6 +24,44 @@ double median_of(const std::vector<StepTimes>& t, std::size_t begin, F field) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
   return v[v.size() / 2];
+}
+
+// A rank is flagged slow when its median busy time per step exceeds the median rank's by this.
+constexpr double kSlowRankFactor = 1.25;
+constexpr std::uint64_t kGpuIdleReason = 1;  // NVML's "GPU idle" clocks reason is no limit
+
+// Fields a device does not report are NaN and come out as null.
+nlohmann::json gpu_json(const GpuReading& g) {
+  return {{"index", g.index},     {"util_percent", g.util_percent}, {"mem_used_mib", g.mem_used_mib},
+          {"power_w", g.power_w}, {"temp_c", g.temp_c},             {"sm_clock_mhz", g.sm_clock_mhz},
+          {"throttle_reasons", g.throttle_reasons}};
+}
+
+nlohmann::json resource_json(const ResourceSample& s, int rank, std::int64_t global_step) {
+  nlohmann::json j = {{"type", "resource"}, {"rank", rank},     {"global_step", global_step},
+                      {"t_s", s.t_s},       {"cpu_percent", s.cpu_percent}, {"rss_mib", s.rss_mib}};
+  if (s.gpu) j["gpu"] = gpu_json(*s.gpu);
+  return j;
+}
+
+nlohmann::json ranks_json(const std::vector<RankResources>& ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const ResourceSummary& s = ranks[r].summary;
+    nlohmann::json j = {{"rank", r},
+                        {"samples", s.samples},
+                        {"cpu_mean_percent", s.cpu_mean_percent},
+                        {"cpu_max_percent", s.cpu_max_percent},
+                        {"rss_peak_mib", s.rss_peak_mib},
+                        {"median_step_ms", ranks[r].median_step_ms},
+                        {"median_busy_ms", ranks[r].median_busy_ms}};
+    if (s.gpu)
+      j["gpu"] = {{"util_mean_percent", s.gpu_util_mean_percent}, {"util_max_percent", s.gpu_util_max_percent},
+                  {"mem_peak_mib", s.gpu_mem_peak_mib},           {"power_max_w", s.gpu_power_max_w},
+                  {"temp_max_c", s.gpu_temp_max_c},               {"throttle_reasons", s.gpu_throttle_reasons}};
+    out.push_back(j);
+  }
+  return out;
 }
 
 // "/d/a.h5" or "/d/a.h5 and 3 more files".
@@ -50,6 +89,10 @@ std::string hms(double seconds) {
 RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step)
     : ctx_(ctx), tc_(tc), comm_name_(comm_name), start_step_(start_step) {
   if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl", start_step > 0);
+  // A CPU rank watches the GPU it would bind (local rank mod visible GPUs), if the node has one.
+  const auto& b = ctx.binding();
+  sampler_ = std::make_unique<ResourceSampler>(static_cast<int>(tc.monitor_interval_ms),
+                                               b.backend == "cuda" ? b.device : ctx.local_rank());
 }
 
 void RunReport::header(const std::string& config_path, const std::string& resolved_config,
@@ -89,6 +132,7 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
             with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
   log::info("setup:  {:.2f} s", setup_seconds);
+  log::info("monitor: {}", sampler_->describe());
 }
 
 void RunReport::comm_plan(std::size_t buckets, bool overlap) {
@@ -132,8 +176,64 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
                       {"exposed_comm_ms", 1e3 * comm / static_cast<double>(n)},
                       {"allreduce_ms", 1e3 * allreduce / static_cast<double>(n)}};
   if (metrics_) metrics_->write(j.dump());
+  for (const ResourceSample& r : sampler_->drain())
+    if (metrics_) metrics_->write(resource_json(r, ctx_.world_rank(), global_step + 1).dump());
   window_begin_ = times_.size();
   window_loss_ = 0.0;
+}
+
+void RunReport::resources(Communicator& comm) {
+  // One row per rank, filled by its owner and summed: a gather through the allreduce.
+  constexpr std::size_t kFields = 13;
+  const std::size_t world = static_cast<std::size_t>(ctx_.world_size());
+  std::vector<double> rows(world * kFields, 0.0);
+  const ResourceSummary mine = sampler_->summary();
+  const double own[kFields] = {static_cast<double>(mine.samples), mine.cpu_mean_percent, mine.cpu_max_percent,
+                               mine.rss_peak_mib, mine.gpu ? 1.0 : 0.0, mine.gpu_util_mean_percent,
+                               mine.gpu_util_max_percent, mine.gpu_mem_peak_mib, mine.gpu_power_max_w,
+                               mine.gpu_temp_max_c, static_cast<double>(mine.gpu_throttle_reasons),
+                               1e3 * median_of(times_, 0, [](const StepTimes& t) { return t.total(); }),
+                               1e3 * median_of(times_, 0, [](const StepTimes& t) { return t.data + t.compute; })};
+  std::copy(own, own + kFields, rows.begin() + static_cast<std::ptrdiff_t>(ctx_.world_rank() * kFields));
+  comm.allreduce_sum(rows.data(), rows.size(), DType::f64);
+  if (ctx_.world_rank() != 0 || !sampler_->enabled()) return;
+  std::vector<double> busy;
+  for (std::size_t r = 0; r < world; ++r) {
+    const double* f = &rows[r * kFields];
+    RankResources x;
+    x.summary = ResourceSummary{static_cast<std::int64_t>(f[0]), f[1], f[2], f[3], f[4] != 0.0, f[5], f[6], f[7],
+                                f[8], f[9], static_cast<std::uint64_t>(f[10])};
+    x.median_step_ms = f[11];
+    x.median_busy_ms = f[12];
+    busy.push_back(x.median_busy_ms);
+    rank_resources_.push_back(x);
+  }
+  std::nth_element(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(world / 2), busy.end());
+  const double median_busy = busy[world / 2];
+  log::info("resources per rank (cpu: process CPU time / wall time, 100% = one core; busy: median data wait + "
+            "compute per step):");
+  for (std::size_t r = 0; r < world; ++r) {
+    const RankResources& x = rank_resources_[r];
+    const ResourceSummary& s = x.summary;
+    std::string gpu = "no gpu telemetry";
+    if (s.gpu)
+      gpu = fmt::format("gpu util mean {:.0f}% max {:.0f}%, gpu memory peak {} MiB, power max {:.0f} W, temp max "
+                        "{:.0f} C{}",
+                        s.gpu_util_mean_percent, s.gpu_util_max_percent,
+                        with_commas(static_cast<std::int64_t>(s.gpu_mem_peak_mib)), s.gpu_power_max_w, s.gpu_temp_max_c,
+                        (s.gpu_throttle_reasons & ~kGpuIdleReason) != 0
+                            ? fmt::format(", clocks limited (reasons 0x{:x})", s.gpu_throttle_reasons) : std::string());
+    log::info("  rank {}: cpu mean {:.0f}% max {:.0f}%, memory peak {} MiB, busy {:.2f} ms/step | {} ({} samples)", r,
+              s.cpu_mean_percent, s.cpu_max_percent, with_commas(static_cast<std::int64_t>(s.rss_peak_mib)),
+              x.median_busy_ms, gpu, s.samples);
+    if (world > 1 && x.median_busy_ms > kSlowRankFactor * median_busy) {
+      slow_ranks_.push_back(static_cast<int>(r));
+      log::warn("rank {} is slow: busy {:.2f} ms/step, {:.0f}% above the median rank ({:.2f} ms); the others wait "
+                "for it in every allreduce",
+                r, x.median_busy_ms, 100.0 * (x.median_busy_ms / median_busy - 1.0), median_busy);
+    }
+  }
+  if (metrics_) metrics_->write(nlohmann::json{{"type", "resource_summary"}, {"ranks", ranks_json(rank_resources_)}}.dump());
 }
 
 void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy,
@@ -145,6 +245,25 @@ void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t 
   nlohmann::json j = {{"type", "epoch"},       {"epoch", epoch + 1},       {"global_step", global_step},
                       {"test_accuracy", accuracy}, {"test_loss", loss}, {"best_test_accuracy", best_accuracy_}};
   if (metrics_) metrics_->write(j.dump());
+}
+
+void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config) {
+  sparsity_ = layers;
+  prune_ = config;
+  std::int64_t weights = 0, zeros = 0;
+  std::string table = fmt::format("sparsity ({}{}, target {:.2f}):\n", config.structured ? "structured, " : "",
+                                  config.scope == PruneScope::layer ? "per layer" : "global", config.sparsity);
+  for (const LayerSparsity& l : layers) {
+    weights += l.weights;
+    zeros += l.zeros;
+    table += fmt::format("  [{}] {:<8} {:>10} weights {:>10} zeros {:6.2f}%{}\n", l.layer, l.kind, l.weights, l.zeros,
+                         100.0 * static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1)),
+                         config.structured ? fmt::format("  ({} of {} neurons pruned)", l.neurons_pruned, l.neurons)
+                                           : std::string());
+  }
+  table += fmt::format("  {:<12} {:>10} weights {:>10} zeros {:6.2f}%", "all", weights, zeros,
+                       100.0 * static_cast<double>(zeros) / static_cast<double>(std::max<std::int64_t>(weights, 1)));
+  log::info("{}", table);
 }
 
 void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy,
@@ -190,6 +309,30 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"model_flops_per_sample", flops},
       {"achieved_gflops", rate * static_cast<double>(flops) / 1e9},
       {"param_checksum", param_checksum}};
+  if (!sparsity_.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    std::int64_t weights = 0, zeros = 0;
+    for (const LayerSparsity& l : sparsity_) {
+      weights += l.weights;
+      zeros += l.zeros;
+      nlohmann::json e = {{"layer", l.layer}, {"kind", l.kind}, {"weights", l.weights}, {"zeros", l.zeros},
+                          {"sparsity", static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1))}};
+      if (prune_.structured) {
+        e["neurons"] = l.neurons;
+        e["neurons_pruned"] = l.neurons_pruned;
+      }
+      layers.push_back(e);
+    }
+    j["sparsity"] = {{"target", prune_.sparsity},
+                     {"scope", prune_.scope == PruneScope::layer ? "layer" : "global"},
+                     {"structured", prune_.structured},
+                     {"weights", weights},
+                     {"zeros", zeros},
+                     {"sparsity", static_cast<double>(zeros) / static_cast<double>(std::max<std::int64_t>(weights, 1))},
+                     {"layers", layers}};
+  }
+  if (!rank_resources_.empty())
+    j["resources"] = {{"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
   log::info("done: {} epoch{}, {} steps, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
             "-> {}/summary.json",

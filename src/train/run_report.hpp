@@ -3,15 +3,19 @@
 // rank's (all ranks step in lockstep through the allreduce).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "ringtrain/monitor/metrics_log.hpp"
+#include "ringtrain/monitor/resource_sampler.hpp"
+#include "ringtrain/prune/pruner.hpp"
 
 namespace ringtrain {
 
+class Communicator;
 class Context;
 class Dataset;
 class Model;
@@ -25,6 +29,13 @@ struct StepTimes {
   double total() const { return data + compute + comm; }
 };
 
+// One rank's line of the end-of-run resource summary.
+struct RankResources {
+  ResourceSummary summary;
+  double median_step_ms = 0.0;
+  double median_busy_ms = 0.0;  // data wait + compute: a step's time not spent waiting for peers
+};
+
 class RunReport {
  public:
   // start_step > 0 (resumed from a checkpoint): metrics.jsonl is continued, not started afresh.
@@ -34,9 +45,15 @@ class RunReport {
               const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
               double setup_seconds);
   void comm_plan(std::size_t buckets, bool overlap);
+  // Collective, at the end of training: every rank's resource summary and median step times
+  // go to rank 0, which prints one line per rank, warns about a slow rank and keeps them for
+  // summary.json. (metrics.jsonl gets rank 0's own samples at each log point.)
+  void resources(Communicator& comm);
   void step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
             double train_accuracy, double lr, const StepTimes& times, std::int64_t total_steps);
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
+  // Prints the per-layer sparsity table (pruned runs) and keeps it for summary.json.
+  void sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config);
   void finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy, const Model& model,
               const std::string& param_checksum);
 
@@ -45,6 +62,9 @@ class RunReport {
   const TrainConfig& tc_;
   std::string comm_name_;
   std::optional<MetricsLog> metrics_;  // rank 0 only
+  std::unique_ptr<ResourceSampler> sampler_;  // monitor.interval_ms
+  std::vector<RankResources> rank_resources_;  // rank 0, after resources()
+  std::vector<int> slow_ranks_;
   std::int64_t start_step_ = 0;
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t global_batch_ = 0;
@@ -54,6 +74,8 @@ class RunReport {
   double best_accuracy_ = -1.0;
   bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
+  std::vector<LayerSparsity> sparsity_;  // empty unless pruned
+  PruneConfig prune_;
 };
 
 std::string with_commas(std::int64_t v);

@@ -82,7 +82,25 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
 
   Config monitor = config.section("monitor");
   t.trace = monitor.get_bool("trace", t.trace);
+  t.monitor_interval_ms = monitor.get_int("interval_ms", t.monitor_interval_ms);
+  require_positive(monitor, "interval_ms", t.monitor_interval_ms, 0);
   return t;
+}
+
+LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training) {
+  LoaderOptions o;
+  o.training = training;
+  o.batch_size = training ? tc.batch_size * tc.accumulation_steps : tc.eval_batch_size;
+  o.world_size = world_size;
+  o.rank = rank;
+  o.seed = tc.seed;
+  o.epochs = tc.epochs;
+  o.prefetch = tc.data.prefetch;
+  o.augment = tc.data.augment;
+  o.normalize = tc.data.normalize;
+  o.shuffle_window = tc.data.shuffle_window;
+  o.read_ahead = tc.data.read_ahead;
+  return o;
 }
 
 }  // namespace ringtrain

@@ -24,9 +24,11 @@
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/train_config.hpp"
 #include "train/checkpointing.hpp"
 #include "train/run_report.hpp"
@@ -49,6 +51,7 @@ struct Setup {
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
   std::unique_ptr<Loader> train_loader, test_loader;
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
@@ -76,24 +79,6 @@ void check_labels(const Dataset& d, std::int64_t classes, const std::string& key
   }
 }
 
-// Training: batch_size x accumulation_steps per rank, shuffled and augmented; evaluation:
-// eval_batch_size, this rank's shard in order. One evaluation per epoch.
-LoaderOptions loader_options(const TrainConfig& tc, const Context& ctx, bool training) {
-  LoaderOptions o;
-  o.training = training;
-  o.batch_size = training ? tc.batch_size * tc.accumulation_steps : tc.eval_batch_size;
-  o.world_size = ctx.world_size();
-  o.rank = ctx.world_rank();
-  o.seed = tc.seed;
-  o.epochs = tc.epochs;
-  o.prefetch = tc.data.prefetch;
-  o.augment = tc.data.augment;
-  o.normalize = tc.data.normalize;
-  o.shuffle_window = tc.data.shuffle_window;
-  o.read_ahead = tc.data.read_ahead;
-  return o;
-}
-
 std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
   auto s = std::make_unique<Setup>();
   s->config_path = config_path;
@@ -102,16 +87,10 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     config = std::make_unique<Config>(Config::load_file(config_path, overrides));
     s->tc = read_train_config(*config, std::filesystem::path(config_path).stem().string());
     ctx.bind(s->tc.backend, static_cast<int>(s->tc.threads));
-    s->watchdog = std::make_unique<Watchdog>(s->tc.timeout_s, [&ctx](const std::string& message) {
-      log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
-      ctx.abort(1);
-    });
-    CommOptions comm_options;
-    comm_options.algo = parse_allreduce_algo(s->tc.allreduce);
-    s->comm = watch_collectives(make_mpi_communicator(ctx, comm_options), *s->watchdog, "main");
-    // Only gradients may travel compressed; statistics and evaluation stay exact.
-    comm_options.wire_dtype = parse_wire_dtype(s->tc.wire_dtype);
-    s->grad_comm = watch_collectives(make_mpi_communicator(ctx, comm_options), *s->watchdog, "gradient");
+    RunComms comms = make_run_comms(ctx, s->tc);
+    s->watchdog = std::move(comms.watchdog);
+    s->comm = std::move(comms.main);
+    s->grad_comm = std::move(comms.gradient);
   });
   const TrainConfig& tc = s->tc;
   run_collectively(ctx, [&] {
@@ -133,16 +112,23 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
                  s->test->sample_shape().str(), s->train->sample_shape().str());
       check_labels(*s->test, s->num_classes, "data.test");
       s->test_loader = for_key("data.test", [&] {
-        return std::make_unique<Loader>(s->test, loader_options(tc, ctx, false));
+        return std::make_unique<Loader>(s->test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
       });
     }
-    s->steps_per_epoch = for_key("data.train", [&] { return loader_steps_per_epoch(s->train, loader_options(tc, ctx, true)); });
+    s->steps_per_epoch = for_key("data.train", [&] {
+      return loader_steps_per_epoch(s->train, loader_options(tc, ctx.world_size(), ctx.world_rank(), true));
+    });
     s->total_steps = s->steps_per_epoch * tc.epochs;
     if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
     Config optim_config = config->section("optim");
     OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps);
     s->optimizer = std::move(o.optimizer);
     s->schedule = std::make_unique<LrSchedule>(o.schedule);
+    if (config->has("prune")) {  // read only when present: unpruned runs' resolved configs stay as they were
+      Config prune_config = config->section("prune");
+      const PruneConfig pc = read_prune_config(prune_config);
+      if (pc.enabled) s->pruner = std::make_unique<Pruner>(pc, *s->model, *s->optimizer, *s->comm, s->total_steps);
+    }
     config->finish();
     s->resolved_config = config->to_toml();
   });
@@ -156,9 +142,10 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
   s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->resolved_config,
                                                       global_batch, *s->watchdog);
+  if (s->pruner) s->checkpoints->add_replicated("prune/mask", s->pruner->mask().f32(), s->pruner->mask().numel());
   s->resumed = s->checkpoints->resume(s->steps_per_epoch);
   run_collectively(ctx, [&] {
-    LoaderOptions o = loader_options(tc, ctx, true);
+    LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
     if (s->resumed) {
       o.start_epoch = s->resumed->epoch;
       o.start_step = s->resumed->step_in_epoch;
@@ -308,15 +295,9 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
-  StepOptions options;
-  // The comm thread calls MPI while the compute thread may too (abort, evaluation): only
-  // safe with MPI_THREAD_MULTIPLE, which Context requests; without it, fall back.
-  options.overlap = tc.overlap && ctx.thread_multiple();
+  const StepOptions options = step_options(tc, ctx);
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
-  options.bucket_mb = tc.bucket_mb;
-  options.first_bucket_mb = tc.first_bucket_mb;
-  options.accumulation_steps = tc.accumulation_steps;
   DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
                            &tracer);
   report.comm_plan(dp_step.num_buckets(), options.overlap);
@@ -334,6 +315,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     const double lr = s.schedule->at(at.step);
     const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, at.step, ctx.world_rank()},
                                      static_cast<float>(lr));
+    if (s.pruner) s.pruner->after_step(at.step + 1);  // masks are re-applied after every optimizer step
     final_loss = r.loss;
     report.step(at.epoch, at.step_in_epoch, at.step, r.loss, r.correct / static_cast<double>(b * world), lr,
                 StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
@@ -363,7 +345,9 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     }
   }
   const std::string checksum = verify_param_checksums(s, ctx);
+  report.resources(*s.comm);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
+  if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
   report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
                 last_eval.accuracy, model, checksum);
   return 0;

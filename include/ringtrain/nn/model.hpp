@@ -39,6 +39,15 @@ class Model {
   // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
   // cut only there).
   std::vector<std::int64_t> param_layer_offsets() const;
+  // One entry per parameter tensor, in arena order (pruning selects weights by layer kind).
+  struct ParamTensor {
+    std::size_t layer;      // index in model.layers
+    std::string_view kind;  // the layer's kind: "linear", "conv2d", ...
+    std::string name;       // "weight", "bias", ...
+    Shape shape;
+    std::int64_t offset;    // first arena element
+  };
+  std::vector<ParamTensor> param_tensors() const;
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return shapes_.back(); }

@@ -29,6 +29,9 @@ struct StepResult {
   double loss = 0.0;         // mean over the global batch (all ranks, all micro-batches)
   double correct = 0.0;      // correct predictions in the global batch
   double compute_s = 0.0;    // forward, backward, optimizer
+  double forward_s = 0.0;    // of which: forward and loss (all micro-batches)
+  double backward_s = 0.0;   //           backward (all micro-batches)
+  double optimizer_s = 0.0;  //           the optimizer update
   double allreduce_s = 0.0;  // gradient buckets' allreduce time (overlapped or not)
   double exposed_s = 0.0;    // end of backward until all buckets are reduced, + statistics
 };

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ringtrain/data/data_config.hpp"
+#include "ringtrain/data/loader.hpp"
 
 namespace ringtrain {
 
@@ -48,9 +49,14 @@ struct TrainConfig {
   double timeout_s = 300.0;        // watchdog: a collective taking longer ends the job
   // [monitor]
   bool trace = false;              // Chrome/Perfetto timeline in run.dir/trace.json
+  std::int64_t monitor_interval_ms = 1000;  // resource sampling period (0: off)
 };
 
 // Reads and validates the keys above. `config_stem` names the default run directory.
 TrainConfig read_train_config(Config& config, const std::string& config_stem);
+
+// How a run's loaders are set up. Training: batch_size x accumulation_steps per rank,
+// shuffled and augmented; evaluation: eval_batch_size, this rank's shard in order.
+LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training);
 
 }  // namespace ringtrain

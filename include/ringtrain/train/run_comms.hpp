@@ -1,0 +1,31 @@
+// What every training-like command (train, bench train, tune batch) builds the same way from
+// its config: the run's communicators under one watchdog, and the data-parallel step options.
+#pragma once
+#include <memory>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+
+class Context;
+
+// `main` carries set-up, statistics and evaluation (always exact); `gradient` only the
+// gradient buckets (comm.wire_dtype may compress them). The watchdog ends the job with a
+// message naming the collective when one takes longer than comm.timeout_s; it is declared
+// first so that it outlives the communicators it watches. Collective.
+struct RunComms {
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<Communicator> main;
+  std::unique_ptr<Communicator> gradient;
+};
+RunComms make_run_comms(const Context& ctx, const TrainConfig& tc);
+
+// comm.overlap, buckets and accumulation from the config; gradients are reduced during
+// backward only where MPI lets the comm thread call it next to the compute thread
+// (MPI_THREAD_MULTIPLE).
+StepOptions step_options(const TrainConfig& tc, const Context& ctx);
+
+}  // namespace ringtrain

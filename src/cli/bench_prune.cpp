@@ -1,0 +1,180 @@
+// `ringtrain bench prune`: what structured pruning buys. The MLP of a config is initialised,
+// a fraction of each hidden layer's neurons is pruned by L2 norm and the kept ones are copied
+// into a really smaller MLP; after checking both compute the same logits, forward + backward
+// of the dense and the shrunk model are timed alternately (medians, one JSON line on rank 0).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_stats.hpp"
+#include "cli/commands.hpp"
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/layers.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/prune/pruner.hpp"
+#include "ringtrain/runtime/context.hpp"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PruneBenchOptions {
+  std::string config = "examples/fashion_mnist/mlp.toml";
+  std::vector<std::int64_t> input = {1, 28, 28};
+  double fraction = 0.5;
+  std::int64_t batch = 128;
+  int iterations = 50;
+  int repeats = 7;
+  int threads = 1;
+};
+
+// One [[model.layers]] entry of an MLP.
+struct MlpLayer {
+  std::string type;
+  std::int64_t out = 0;
+  bool bias = true;
+  double p = 0.5;
+};
+
+std::vector<MlpLayer> read_mlp(const std::string& path) {
+  Config config = Config::load_file(path);
+  Config model = config.section("model");
+  std::vector<MlpLayer> layers;
+  for (Config& c : model.table_array("layers")) {
+    MlpLayer l{c.require_string("type")};
+    if (l.type == "linear") {
+      l.out = c.require_int("out");
+      l.bias = c.get_bool("bias", true);
+    } else if (l.type == "dropout") {
+      l.p = c.get_double("p", 0.5);
+    } else {
+      RT_REQUIRE(l.type == "flatten" || l.type == "relu", ConfigError,
+                 "bench prune: {}: layer type '{}': only MLPs (flatten, linear, relu, dropout) can be shrunk", path,
+                 l.type);
+    }
+    layers.push_back(l);
+  }
+  return layers;
+}
+
+// The MLP with its linear layers' widths replaced by `outs` (empty: as configured).
+std::unique_ptr<Model> build_mlp(const std::vector<MlpLayer>& layers, const std::vector<std::int64_t>& outs,
+                                 const Shape& input) {
+  std::string toml;
+  std::size_t linear = 0;
+  for (const MlpLayer& l : layers) {
+    toml += fmt::format("[[model.layers]]\ntype = \"{}\"\n", l.type);
+    if (l.type == "linear")
+      toml += fmt::format("out = {}\nbias = {}\n", outs.empty() ? l.out : outs[linear++], l.bias);
+    if (l.type == "dropout") toml += fmt::format("p = {}\n", l.p);
+  }
+  Config config = Config::parse(toml, "bench prune");
+  Config model = config.section("model");
+  return build_model(model, input);
+}
+
+// Milliseconds per training forward + loss + backward, averaged over `iterations` steps.
+double step_ms(Model& model, const Tensor& x, const std::vector<std::int32_t>& labels, int iterations) {
+  SoftmaxCrossEntropy loss;
+  Tensor dlogits = Tensor::empty(Shape{x.shape()[0], model.output_shape()[0]});
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    loss.forward(model.forward(x, StepInfo{true, 0, i, 0}), labels.data());
+    loss.backward(dlogits);
+    model.backward(dlogits);
+  }
+  return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+}
+
+void bench_prune(Context& ctx, const PruneBenchOptions& o) {
+  ctx.bind("cpu", o.threads);
+  const Shape input{std::vector<std::int64_t>(o.input)};
+  const std::vector<MlpLayer> layers = read_mlp(o.config);
+  auto dense = build_mlp(layers, {}, input);
+  dense->init_params(1);
+  float* p = dense->params().f32();
+  Tensor mask = Tensor::empty(Shape{dense->num_params()});
+  std::fill_n(mask.f32(), mask.numel(), 1.0f);
+  const auto tensors = dense->param_tensors();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (t.name != "weight" || t.layer == tensors.back().layer) continue;  // the output layer keeps its classes
+    NeuronRange r{t.offset, t.shape[0], t.shape[1], -1};
+    if (i + 1 < tensors.size() && tensors[i + 1].layer == t.layer) r.bias_offset = tensors[i + 1].offset;
+    mask_smallest_neurons(p, mask.f32(), r, o.fraction);
+  }
+  for (std::int64_t i = 0; i < dense->num_params(); ++i) p[i] *= mask.f32()[i];
+  const std::vector<std::int64_t> kept = kept_neurons_per_linear(*dense, mask.f32());
+  auto shrunk = build_mlp(layers, kept, input);
+  copy_kept_neurons(*dense, mask.f32(), *shrunk);
+
+  Tensor x = Tensor::empty(input.with_batch(o.batch));
+  Rng rng(stream_key(1, 0x9e11));
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = rng.uniform();
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(o.batch));
+  const auto classes = static_cast<std::int32_t>(dense->output_shape()[0]);
+  for (auto& l : labels) l = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(classes));
+  StepInfo eval;
+  eval.training = false;
+  const Tensor dense_out = dense->forward(x, eval);
+  const Tensor& shrunk_out = shrunk->forward(x, eval);
+  double max_diff = 0.0, max_abs = 0.0;
+  for (std::int64_t i = 0; i < dense_out.numel(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(dense_out.f32()[i] - shrunk_out.f32()[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(dense_out.f32()[i])));
+  }
+  RT_REQUIRE(max_diff <= 1e-5 * std::max(max_abs, 1.0), Error,
+             "bench prune: the shrunk model's logits differ from the masked dense model's by {}", max_diff);
+
+  std::vector<double> dense_ms, shrunk_ms;
+  step_ms(*dense, x, labels, 2);  // warm-up: activation buffers, BLAS threads
+  step_ms(*shrunk, x, labels, 2);
+  for (int r = 0; r < o.repeats; ++r) {
+    dense_ms.push_back(step_ms(*dense, x, labels, o.iterations));
+    shrunk_ms.push_back(step_ms(*shrunk, x, labels, o.iterations));
+  }
+  const double d = median(dense_ms), s = median(shrunk_ms);
+  nlohmann::json j = {{"bench", "prune"},
+                      {"config", o.config},
+                      {"neurons_pruned_fraction", o.fraction},
+                      {"batch", o.batch},
+                      {"threads", ctx.binding().threads},
+                      {"dense_params", dense->num_params()},
+                      {"shrunk_params", shrunk->num_params()},
+                      {"kept_neurons_per_linear", kept},
+                      {"dense_train_flops_per_sample", dense->train_flops_per_sample()},
+                      {"shrunk_train_flops_per_sample", shrunk->train_flops_per_sample()},
+                      {"max_logit_difference", max_diff},
+                      {"dense_step_ms", d},
+                      {"shrunk_step_ms", s},
+                      {"speedup", d / s},
+                      {"dense_step_ms_runs", dense_ms},
+                      {"shrunk_step_ms_runs", shrunk_ms}};
+  log::info("{}", j.dump());
+}
+
+}  // namespace
+
+Command add_bench_prune_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "prune", "Forward+backward time of an MLP vs the same MLP with a fraction of its hidden neurons removed");
+  auto o = std::make_shared<PruneBenchOptions>();
+  cmd->add_option("--config", o->config, "a config whose [[model.layers]] form an MLP")->check(CLI::ExistingFile);
+  cmd->add_option("--input", o->input, "per-sample input shape")->delimiter(',');
+  cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
+  cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--threads", o->threads, "BLAS threads (0: split the cores)")->check(CLI::Range(0, 1024));
+  return [cmd, o](Context& ctx) {
+    if (cmd->parsed()) bench_prune(ctx, *o);
+    return 0;
+  };
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,196 @@
+// `ringtrain bench train CONFIG`: the training step of a config, timed: warm-up steps, then
+// timed steps on real batches (the loader, as in training) or synthetic ones (--synthetic:
+// random inputs of the dataset's sample shape, made once, so no I/O or decoding is timed).
+// Reports samples/s, the step-time breakdown (data wait, forward, backward, exposed
+// communication, optimizer), gradient bytes and the busbw the allreduce reached inside the
+// step. Medians per rank; global figures use the slowest rank's median (ranks step in lockstep).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli/bench_stats.hpp"
+#include "cli/commands.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/loader.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TrainBenchOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool synthetic = false;
+  int warmup = 5;
+  int steps = 30;
+  bool json = false;
+};
+
+// One step's parts, in seconds.
+struct StepParts {
+  double data = 0, forward = 0, backward = 0, exposed = 0, optimizer = 0, allreduce = 0, total = 0;
+};
+
+template <typename F>
+double median_of(const std::vector<StepParts>& steps, F field) {
+  std::vector<double> v;
+  for (const auto& s : steps) v.push_back(field(s));
+  return median(v);
+}
+
+void bench_train(Context& ctx, const TrainBenchOptions& o) {
+  std::unique_ptr<Config> config;
+  TrainConfig tc;
+  RunComms comms;
+  std::shared_ptr<const Dataset> data;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  run_collectively(ctx, [&] {
+    config = std::make_unique<Config>(Config::load_file(o.config, o.overrides));
+    tc = read_train_config(*config, std::filesystem::path(o.config).stem().string());
+    ctx.bind(tc.backend, static_cast<int>(tc.threads));
+    comms = make_run_comms(ctx, tc);
+  });
+  run_collectively(ctx, [&] {
+    DatasetSpec spec = tc.data.spec(tc.data.train);
+    // Synthetic inputs only need the sample shape: the stream strategy opens without reading samples.
+    if (o.synthetic) spec.strategy = ReadStrategy::stream;
+    data = Dataset::open(ctx, spec);
+  });
+  run_collectively(ctx, [&] {
+    Config model_config = config->section("model");
+    model = build_model(model_config, data->sample_shape());
+    Config optim_config = config->section("optim");
+    OptimSetup built = build_optimizer(optim_config, model->num_params(), o.warmup + o.steps);
+    optimizer = std::move(built.optimizer);
+    schedule = std::make_unique<LrSchedule>(built.schedule);
+    config->finish();
+  });
+  const std::int64_t classes = model->output_shape()[0];
+  const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
+  const StepOptions options = step_options(tc, ctx);
+  Communicator& stats = *comms.main;
+  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr);
+  if (ctx.world_rank() == 0) model->init_params(tc.seed);
+  stats.broadcast(model->params().raw(), model->params().nbytes(), 0);
+
+  std::unique_ptr<Loader> loader;
+  Tensor synthetic_x;
+  std::vector<std::int32_t> synthetic_labels(static_cast<std::size_t>(per_rank));
+  if (o.synthetic) {
+    synthetic_x = Tensor::empty(data->sample_shape().with_batch(per_rank));
+    Rng rng(stream_key(tc.seed, 0x73796e74, static_cast<std::uint64_t>(ctx.world_rank()), 0));
+    for (std::int64_t i = 0; i < synthetic_x.numel(); ++i) synthetic_x.f32()[i] = rng.uniform() * 2.0f - 1.0f;
+    for (auto& l : synthetic_labels) l = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(classes));
+  } else {
+    run_collectively(ctx, [&] {
+      LoaderOptions lo = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+      const std::int64_t spe = loader_steps_per_epoch(data, lo);
+      lo.epochs = (o.warmup + o.steps + spe - 1) / spe;
+      loader = std::make_unique<Loader>(data, lo);
+    });
+  }
+
+  std::vector<StepParts> timed;
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    const auto t0 = Clock::now();
+    const Batch* batch = o.synthetic ? nullptr : &loader->next();
+    const Tensor& x = batch ? batch->x : synthetic_x;
+    const std::int32_t* labels = batch ? batch->labels.data() : synthetic_labels.data();
+    const auto t1 = Clock::now();
+    const StepResult r = step.run(x, labels, StepInfo{true, tc.seed, i, ctx.world_rank()},
+                                  static_cast<float>(schedule->at(i)));
+    const double data_s = std::chrono::duration<double>(t1 - t0).count();
+    if (i >= o.warmup)
+      timed.push_back({data_s, r.forward_s, r.backward_s, r.exposed_s, r.optimizer_s, r.allreduce_s,
+                       data_s + r.compute_s + r.exposed_s});
+  }
+  const double step_s = median_of(timed, [](const StepParts& s) { return s.total; });
+  const double slowest_step_s = slowest(gather(stats, ctx, step_s));
+  const int world = ctx.world_size();
+  const double global_rate = static_cast<double>(per_rank * world) / slowest_step_s;
+  const double allreduce_s = median_of(timed, [](const StepParts& s) { return s.allreduce; });
+  const std::int64_t grad_bytes = model->num_params() * static_cast<std::int64_t>(sizeof(float));
+  const double algbw = allreduce_s > 0 ? static_cast<double>(grad_bytes) / allreduce_s / 1e9 : 0.0;
+  const double busbw = algbw * 2.0 * (world - 1) / world;
+  auto ms = [&](auto field) { return 1e3 * median_of(timed, field); };
+  const nlohmann::json j = {
+      {"bench", "train"},
+      {"config", o.config},
+      {"synthetic", o.synthetic},
+      {"ranks", world},
+      {"nodes", ctx.node_count()},
+      {"threads_per_rank", ctx.binding().threads},
+      {"per_rank_batch", per_rank},
+      {"global_batch", per_rank * world},
+      {"warmup_steps", o.warmup},
+      {"timed_steps", o.steps},
+      {"samples_per_s", global_rate},
+      {"samples_per_s_per_rank", global_rate / world},
+      {"step_ms", 1e3 * slowest_step_s},
+      {"step_ms_this_rank", 1e3 * step_s},
+      {"data_wait_ms", ms([](const StepParts& s) { return s.data; })},
+      {"forward_ms", ms([](const StepParts& s) { return s.forward; })},
+      {"backward_ms", ms([](const StepParts& s) { return s.backward; })},
+      {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
+      {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
+      {"allreduce_ms", 1e3 * allreduce_s},
+      {"overlap", options.overlap},
+      {"buckets", step.num_buckets()},
+      {"bucket_mb", tc.bucket_mb},
+      {"grad_bytes", grad_bytes},
+      {"wire_dtype", tc.wire_dtype},
+      {"allreduce", comms.gradient->name()},
+      {"allreduce_algbw_GBps", algbw},
+      {"allreduce_busbw_GBps", busbw},
+      {"params", model->num_params()},
+      {"flops_per_sample", model->train_flops_per_sample()}};
+  if (o.json) {
+    log::info("{}", j.dump());
+    return;
+  }
+  log::info("bench train: {} on {} rank{}, {} batches of {} per rank ({} global), medians of {} steps after {} warm-up",
+            o.config, world, world > 1 ? "s" : "", o.synthetic ? "synthetic" : "real", per_rank, per_rank * world,
+            o.steps, o.warmup);
+  log::info("  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
+            "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
+            global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
+            j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
+            j["optimizer_ms"].get<double>());
+  log::info("  gradients {:.2f} MB in {} bucket{}, allreduce {:.2f} ms per step ({}): algbw {:.2f} GB/s, busbw {:.2f} "
+            "GB/s",
+            static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s",
+            1e3 * allreduce_s, options.overlap ? "overlapped with backward" : "after backward", algbw, busbw);
+}
+
+}  // namespace
+
+Command add_bench_train_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("train", "Timed training steps of a config: samples/s and step-time breakdown");
+  auto o = std::make_shared<TrainBenchOptions>();
+  cmd->add_option("config", o->config, "run configuration (TOML)")->required();
+  cmd->add_option("--set", o->overrides, "override a config key (repeatable)")->type_name("KEY=VALUE");
+  cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
+  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
+  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
+  cmd->add_flag("--json", o->json, "one JSON object instead of text");
+  return [cmd, o](Context& ctx) {
+    if (cmd->parsed()) bench_train(ctx, *o);
+    return 0;
+  };
+}
+
+}  // namespace ringtrain

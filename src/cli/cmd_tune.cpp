@@ -1,0 +1,416 @@
+// `ringtrain tune batch CONFIG`: the per-rank batch sizes, powers of two, whose training state
+// fits --memory-limit (checked before each size is allocated), timed with the config's real
+// model, optimizer and gradient allreduce on synthetic inputs, and the knee of the throughput
+// curve, decided on rank 0 from every rank's timings and broadcast. data.train is opened for
+// its sample shape and size only (stream strategy: labels are read, samples never).
+#include <malloc.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/commands.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/batch_tuner.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TuneOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::int64_t min_batch = 8;
+  std::int64_t max_batch = 4096;
+  int steps = 5;   // per round
+  int warmup = 2;  // per round
+  int rounds = 3;
+  std::string memory_limit;  // empty: kDefaultMemoryShare of MemAvailable over the node's ranks
+  bool json = false;
+};
+
+// Every tensor and layer workspace comes from malloc, so the heap in use (all arenas plus
+// mmapped chunks) is what a batch size costs, without the noise of the resident set.
+double heap_in_use_bytes() {
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<double>(m.uordblks + m.hblkhd);
+}
+
+std::string read_text(const char* path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// Every rank's value, on every rank (each slot is summed with zeros only: exact).
+std::vector<double> from_all_ranks(Communicator& comm, const Context& ctx, double value) {
+  std::vector<double> all(static_cast<std::size_t>(ctx.world_size()), 0.0);
+  all[static_cast<std::size_t>(ctx.world_rank())] = value;
+  comm.allreduce_sum(all.data(), all.size(), DType::f64);
+  return all;
+}
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
+
+struct Tuner {
+  std::string config_path;
+  std::unique_ptr<Config> config;
+  std::optional<Config> model_config, optim_config;  // rebuilt for every batch size
+  TrainConfig tc;
+  std::unique_ptr<Watchdog> watchdog;
+  std::unique_ptr<Communicator> comm;       // set-up and statistics
+  std::unique_ptr<Communicator> grad_comm;  // gradient buckets, as in training
+  StepOptions step_options;
+  Shape sample_shape;
+  std::int64_t num_classes = 0;
+  std::int64_t num_params = 0;
+  std::int64_t usable_samples = 0;
+  std::int64_t memory_limit = 0;
+  std::string memory_limit_source;
+  std::vector<std::string> notes;
+};
+
+// Config, limit, binding and communicators; the dataset's shape; one model and optimizer
+// built to validate the config (unknown keys are errors, as in training). Collective phases
+// like the trainer's, so bad input ends every rank with the same one-line error.
+std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
+  auto t = std::make_unique<Tuner>();
+  t->config_path = o.config;
+  run_collectively(ctx, [&] {
+    RT_REQUIRE(o.max_batch >= o.min_batch, ConfigError, "--max-batch {} is below --min-batch {}", o.max_batch,
+               o.min_batch);
+    if (!o.memory_limit.empty()) {
+      try {
+        t->memory_limit = parse_byte_size(o.memory_limit);
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("--memory-limit: {}", e.what()));
+      }
+      t->memory_limit_source = "--memory-limit";
+    }
+    // Training refuses cuda until the CUDA compute core exists; the search says so and runs on CPU.
+    std::vector<std::string> sets = o.sets;
+    if (Config::load_file(o.config, o.sets).get_string("runtime.backend", "cpu") == "cuda") {
+      t->notes.push_back(
+          "runtime.backend = cuda: GPU batch search (real allocations, out-of-memory caught) needs the CUDA "
+          "compute core (issue 6), which does not exist yet; searching on CPU");
+      sets.push_back("runtime.backend=cpu");
+    }
+    t->config = std::make_unique<Config>(Config::load_file(o.config, sets));
+    t->tc = read_train_config(*t->config, std::filesystem::path(o.config).stem().string());
+    if (t->tc.accumulation_steps > 1)
+      t->notes.push_back(fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
+                                     "micro-batch, so the batch tuned is train.batch_size",
+                                     t->tc.accumulation_steps));
+    ctx.bind("cpu", static_cast<int>(t->tc.threads));
+    RunComms comms = make_run_comms(ctx, t->tc);
+    t->watchdog = std::move(comms.watchdog);
+    t->comm = std::move(comms.main);
+    t->grad_comm = std::move(comms.gradient);
+  });
+  run_collectively(ctx, [&] {
+    DatasetSpec spec = t->tc.data.spec(t->tc.data.train);
+    spec.strategy = ReadStrategy::stream;
+    try {
+      const std::shared_ptr<const Dataset> train = Dataset::open(ctx, spec);
+      t->sample_shape = train->sample_shape();
+      t->usable_samples = train->usable_size();
+    } catch (const DataError& e) {
+      throw DataError(fmt::format("data.train: {}", e.what()));
+    }
+  });
+  run_collectively(ctx, [&] {
+    t->model_config = t->config->section("model");
+    t->optim_config = t->config->section("optim");
+    const std::unique_ptr<Model> model = build_model(*t->model_config, t->sample_shape);
+    const Shape& out = model->output_shape();
+    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
+               o.config, out.str());
+    t->num_classes = out[0];
+    t->num_params = model->num_params();
+    build_optimizer(*t->optim_config, t->num_params, 1);
+    t->config->finish();
+  });
+  if (t->memory_limit == 0) {
+    const double available = min_of(from_all_ranks(
+        *t->comm, ctx, static_cast<double>(proc_kib_field_bytes(read_text("/proc/meminfo"), "MemAvailable"))));
+    if (available <= 0.0)
+      throw CollectiveError("/proc/meminfo has no MemAvailable: give the bound with --memory-limit");
+    t->memory_limit = default_memory_limit(static_cast<std::int64_t>(available), ctx.local_size());
+    t->memory_limit_source = fmt::format("{:.0f}% of MemAvailable {} / local ranks {}", 100 * kDefaultMemoryShare,
+                                         format_bytes(available), ctx.local_size());
+  }
+  t->step_options = step_options(t->tc, ctx);
+  t->step_options.accumulation_steps = 1;  // the batch tuned is one micro-batch (see the note above)
+  return t;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct SizeRun {
+  double fixed_bytes = 0.0;  // held before any batch buffer: arenas, optimizer state, step
+  double total_bytes = 0.0;  // after the steps: everything the batch size needs
+  double median_step_s = 0.0;
+};
+
+// A fresh model, optimizer and step at `batch` (the previous size's are freed first, so sizes
+// never overlap in memory), warm-up, then timed steps in lockstep with the real allreduce.
+SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, int steps) {
+  constexpr std::uint64_t kSyntheticStream = 0x7e5e'0000'0000'0000ull;
+  const double heap_before = heap_in_use_bytes();
+  const std::unique_ptr<Model> model = build_model(*t.model_config, t.sample_shape);
+  model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
+  const OptimSetup optim = build_optimizer(*t.optim_config, t.num_params, warmup + steps);
+  DataParallelStep step(*model, *optim.optimizer, *t.comm, *t.grad_comm, batch, t.num_classes, t.step_options, nullptr);
+  SizeRun r;
+  r.fixed_bytes = heap_in_use_bytes() - heap_before;
+  Tensor x = Tensor::empty(t.sample_shape.with_batch(batch));
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+  Rng rng(stream_key(t.tc.seed, kSyntheticStream, static_cast<std::uint64_t>(batch),
+                     static_cast<std::uint64_t>(ctx.world_rank())));
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(t.num_classes)));
+  std::vector<double> times;
+  t.comm->barrier();
+  for (int i = 0; i < warmup + steps; ++i) {
+    const auto start = Clock::now();
+    // Learning rate 0: random data must not drive the parameters anywhere non-finite; the
+    // update costs the same.
+    step.run(x, labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
+    if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  r.total_bytes = heap_in_use_bytes() - heap_before;
+  r.median_step_s = median(times);
+  return r;
+}
+
+struct Row {
+  std::int64_t batch = 0;
+  double estimated_bytes = 0.0;  // before allocating: the memory model of the sizes before it
+  double measured_bytes = 0.0;   // largest rank
+  std::vector<double> round_step_s;  // per round, the slowest rank's median
+  double step_s = 0.0;               // median over the rounds
+};
+
+double samples_per_s(const Row& r) { return static_cast<double>(r.batch) / r.step_s; }
+
+std::string row_line(const Row& r, const Row* previous, int world) {
+  const std::string gain =
+      previous == nullptr
+          ? "-"
+          : fmt::format("{:+.1f}%", 100.0 * throughput_gain({previous->batch, samples_per_s(*previous)},
+                                                            {r.batch, samples_per_s(r)}));
+  return fmt::format("{:>7} {:>12} {:>12} {:>9.2f} {:>16.0f} {:>17.0f} {:>8}", r.batch, format_bytes(r.estimated_bytes),
+                     format_bytes(r.measured_bytes), 1e3 * r.step_s, samples_per_s(r), samples_per_s(r) * world, gain);
+}
+
+std::string stop_message(SearchStop stop, std::int64_t batch, double estimate, const Tuner& t, const TuneOptions& o,
+                         int world) {
+  switch (stop) {
+    case SearchStop::max_batch: return fmt::format("batch {} is over --max-batch {}", batch, o.max_batch);
+    case SearchStop::dataset:
+      return fmt::format("batch {} x {} ranks is more than the {} training samples", batch, world, t.usable_samples);
+    case SearchStop::memory_limit:
+      return fmt::format("batch {} would need an estimated {}, over the memory limit {}: not allocated", batch,
+                         format_bytes(estimate), format_bytes(static_cast<double>(t.memory_limit)));
+    case SearchStop::none: break;
+  }
+  return "";
+}
+
+std::string_view stop_name(SearchStop stop) {
+  switch (stop) {
+    case SearchStop::max_batch: return "max_batch";
+    case SearchStop::dataset: return "dataset";
+    case SearchStop::memory_limit: return "memory_limit";
+    case SearchStop::none: break;
+  }
+  return "none";
+}
+
+int tune_batch(Context& ctx, const TuneOptions& o) {
+  const std::unique_ptr<Tuner> tp = set_up(ctx, o);
+  Tuner& t = *tp;
+  const int world = ctx.world_size();
+  const bool table = !o.json;
+  for (const auto& note : t.notes)
+    if (table) log::info("note: {}", note);
+  if (table) {
+    log::info("tune batch: {}, ranks {}, BLAS threads per rank {} (cpu), allreduce {}, overlap {}", o.config, world,
+              ctx.binding().threads, t.grad_comm->name(), t.step_options.overlap ? "on" : "off");
+    log::info("model: {} parameters, input {}, {} classes; synthetic inputs (data.train read for its shape and size)",
+              t.num_params, t.sample_shape.str(), t.num_classes);
+    log::info("memory limit per rank: {} ({}), on parameters, gradients, optimizer state, activations, workspaces and "
+              "the batch", format_bytes(static_cast<double>(t.memory_limit)), t.memory_limit_source);
+    log::info("timing: {} rounds of {} warm-up + {} timed steps per batch size; step ms = the median over rounds of "
+              "the slowest rank's median", o.rounds, o.warmup, o.steps);
+  }
+
+  // Batch 1 sizes the memory per sample before any larger batch is allocated.
+  const SizeRun probe = run_size(t, ctx, 1, 0, 1);
+  MemoryModel memory = MemoryModel::fit(max_of(from_all_ranks(*t.comm, ctx, probe.fixed_bytes)),
+                                        max_of(from_all_ranks(*t.comm, ctx, probe.total_bytes)), 1);
+  std::vector<Row> rows;
+  SearchStop stop = SearchStop::none;
+  std::int64_t batch = o.min_batch;
+  for (;; batch *= 2) {
+    const double estimate = memory.at(batch);
+    stop = search_stop(batch, o.max_batch, t.usable_samples / world, estimate, t.memory_limit);
+    if (stop != SearchStop::none) break;
+    const SizeRun r = run_size(t, ctx, batch, o.warmup, o.steps);
+    const double fixed = max_of(from_all_ranks(*t.comm, ctx, r.fixed_bytes));
+    const double total = max_of(from_all_ranks(*t.comm, ctx, r.total_bytes));
+    rows.push_back(Row{batch, estimate, total, {max_of(from_all_ranks(*t.comm, ctx, r.median_step_s))}});
+    memory = MemoryModel::fit(fixed, total, batch);
+    if (table)
+      log::info("round 1: batch {} fits (estimated {}, used {}): {:.2f} ms per step", batch, format_bytes(estimate),
+                format_bytes(total), 1e3 * rows.back().round_step_s.back());
+  }
+  const std::string stopped = stop_message(stop, batch, memory.at(batch), t, o, world);
+  if (rows.empty())
+    throw CollectiveError(fmt::format("no batch size to time: {} (model {}, {} per sample)", stopped,
+                                      format_bytes(memory.fixed_bytes), format_bytes(memory.per_sample_bytes)));
+  // Later rounds re-time the sizes found, in alternating order, so background load that comes
+  // and goes spreads over all sizes instead of landing on a few (shared machines).
+  for (int round = 2; round <= o.rounds; ++round) {
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      Row& row = rows[round % 2 == 0 ? rows.size() - 1 - k : k];
+      const SizeRun r = run_size(t, ctx, row.batch, o.warmup, o.steps);
+      row.round_step_s.push_back(max_of(from_all_ranks(*t.comm, ctx, r.median_step_s)));
+    }
+    if (table) log::info("round {} of {} done", round, o.rounds);
+  }
+  for (Row& row : rows) row.step_s = median(row.round_step_s);
+  const auto within_limit = static_cast<std::int64_t>(
+      (static_cast<double>(t.memory_limit) - memory.fixed_bytes) / std::max(1.0, memory.per_sample_bytes));
+
+  std::vector<BatchPoint> points;
+  for (const Row& r : rows) points.push_back({r.batch, samples_per_s(r)});
+  const KneeChoice knee = choose_knee(points);
+  // Rank 0 decides; every rank holds the same gathered timings, so each must agree with it.
+  std::int64_t chosen = ctx.world_rank() == 0 ? rows[knee.index].batch : 0;
+  t.comm->broadcast(&chosen, sizeof(chosen), 0);
+  if (max_of(from_all_ranks(*t.comm, ctx, chosen == rows[knee.index].batch ? 0.0 : 1.0)) > 0.0)
+    throw CollectiveError("tune batch: ranks disagree on the choice (a bug: their timings were gathered alike)");
+  const auto own_peak_rss = proc_kib_field_bytes(read_text("/proc/self/status"), "VmHWM");
+  const double peak_rss = max_of(from_all_ranks(*t.comm, ctx, static_cast<double>(own_peak_rss)));
+
+  if (table) {
+    log::info("{:>7} {:>12} {:>12} {:>9} {:>16} {:>17} {:>8}", "batch", "est. memory", "measured", "step ms",
+              "samples/s/rank", "samples/s global", "gain");
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      log::info("{}", row_line(rows[i], i > 0 ? &rows[i - 1] : nullptr, world));
+    log::info("stopped: {}", stopped);
+    log::info("largest batch within the memory limit (estimate: {} + {} per sample): {}",
+              format_bytes(memory.fixed_bytes), format_bytes(memory.per_sample_bytes), within_limit);
+    log::info("choice: batch {} per rank (global {}): {}; the config has train.batch_size = {}", chosen, chosen * world,
+              knee.reason, t.tc.batch_size);
+    log::info("peak resident memory: {} (largest rank; includes MPI and libraries, which the limit does not count)",
+              format_bytes(peak_rss));
+    return 0;
+  }
+  nlohmann::json j_rows = nlohmann::json::array();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    nlohmann::json row = {{"batch", r.batch},
+                          {"estimated_bytes", r.estimated_bytes},
+                          {"measured_bytes", r.measured_bytes},
+                          {"step_ms", 1e3 * r.step_s},
+                          {"step_ms_per_round", r.round_step_s},
+                          {"samples_per_s_per_rank", points[i].samples_per_s},
+                          {"samples_per_s_global", points[i].samples_per_s * world},
+                          {"gain", nullptr}};
+    if (i > 0) row["gain"] = throughput_gain(points[i - 1], points[i]);
+    j_rows.push_back(row);
+  }
+  const nlohmann::json j = {
+      {"tune", "batch"},
+      {"config", o.config},
+      {"world_size", world},
+      {"backend", ctx.binding().backend},
+      {"threads_per_rank", ctx.binding().threads},
+      {"allreduce", t.grad_comm->name()},
+      {"overlap", t.step_options.overlap},
+      {"parameters", t.num_params},
+      {"sample_shape", t.sample_shape.dims()},
+      {"classes", t.num_classes},
+      {"memory_limit_bytes", t.memory_limit},
+      {"memory_limit_source", t.memory_limit_source},
+      {"memory_fixed_bytes", memory.fixed_bytes},
+      {"memory_per_sample_bytes", memory.per_sample_bytes},
+      {"largest_batch_within_limit", within_limit},
+      {"warmup", o.warmup},
+      {"steps", o.steps},
+      {"rounds", o.rounds},
+      {"rows", j_rows},
+      {"stopped", {{"reason", stop_name(stop)}, {"batch", batch}, {"message", stopped}}},
+      {"choice", {{"batch", chosen}, {"global_batch", chosen * world}, {"reason", knee.reason}}},
+      {"config_batch_size", t.tc.batch_size},
+      {"ranks_agree", true},
+      {"peak_rss_bytes", peak_rss},
+      {"notes", t.notes}};
+  log::info("{}", j.dump());
+  return 0;
+}
+
+}  // namespace
+
+Command add_tune_command(CLI::App& app) {
+  auto* tune = app.add_subcommand("tune", "Tuning helpers");
+  tune->require_subcommand(1);
+  auto* batch = tune->add_subcommand(
+      "batch",
+      "The per-rank batch sizes (powers of two) that fit --memory-limit, their training throughput with the "
+      "config's model, optimizer and allreduce on synthetic inputs, and the knee: the smallest batch that no "
+      "larger one beats by 5% or more (run under mpirun or srun like train)");
+  auto o = std::make_shared<TuneOptions>();
+  const CLI::Validator power_of_two(
+      [](std::string& value) {
+        const long long v = std::stoll(value);
+        return v > 0 && (v & (v - 1)) == 0 ? std::string() : "must be a power of two, got " + value;
+      },
+      "POWER OF TWO");
+  batch->add_option("config", o->config, "run configuration (TOML), as for train")->required();
+  batch->add_option("--set", o->sets, "override a config key, e.g. --set optim.name=adamw (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
+  batch->add_option("--min-batch", o->min_batch, "smallest per-rank batch tried")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30) & power_of_two);
+  batch->add_option("--max-batch", o->max_batch, "largest per-rank batch tried")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+  batch->add_option("--steps", o->steps, "timed steps per batch size and round (their median counts)")
+      ->check(CLI::Range(1, 100000));
+  batch->add_option("--warmup", o->warmup, "untimed steps before them")->check(CLI::Range(0, 100000));
+  batch->add_option("--rounds", o->rounds, "times every size is timed, in alternating order (median over rounds)")
+      ->check(CLI::Range(1, 100));
+  batch->add_option("--memory-limit", o->memory_limit,
+                    fmt::format("per-rank bound on parameters, gradients, optimizer state, activations, workspaces "
+                                "and the batch, e.g. 2GiB, 512MiB (default: {:.0f}% of MemAvailable / ranks on the "
+                                "node)",
+                                100 * kDefaultMemoryShare))
+      ->type_name("SIZE");
+  batch->add_flag("--json", o->json, "print one JSON object instead of the table");
+  return [o](Context& ctx) { return tune_batch(ctx, *o); };
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,164 @@
+// Pruner (see header): which weights are pruned, the mask updates on schedule with their
+// cross-rank check, and the mask applied after every optimizer step.
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/prune/pruner.hpp"
+#include "ringtrain/runtime/collective.hpp"
+
+namespace ringtrain {
+namespace {
+
+std::uint64_t hash_floats(const float* data, std::int64_t n) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::uint32_t word = 0;
+    std::memcpy(&word, data + i, sizeof(word));
+    h = (h ^ word) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Communicator& comm,
+               std::int64_t total_steps)
+    : config_(config),
+      model_(model),
+      optimizer_(optimizer),
+      comm_(comm),
+      mask_(Tensor::empty(Shape{model.num_params()})) {
+  std::fill_n(mask_.f32(), mask_.numel(), 1.0f);
+  const std::vector<Model::ParamTensor> tensors = model.param_tensors();
+  const std::size_t output_layer = tensors.back().layer;
+  auto prunable = [&](std::size_t layer) {
+    return std::any_of(tensors.begin(), tensors.end(), [&](const Model::ParamTensor& t) {
+      return t.layer == layer && t.name == "weight" &&
+             (t.kind == "linear" || (t.kind == "conv2d" && !config.structured));
+    });
+  };
+  std::set<std::size_t> chosen;
+  if (config.layers.empty()) {
+    for (const auto& t : tensors)
+      if (prunable(t.layer) && !(config.structured && t.layer == output_layer)) chosen.insert(t.layer);
+  } else {
+    for (std::int64_t l : config.layers) {
+      const auto layer = static_cast<std::size_t>(l);
+      RT_REQUIRE(layer < model.num_layers(), ConfigError, "prune.layers: layer {} does not exist (the model has {})",
+                 l, model.num_layers());
+      RT_REQUIRE(prunable(layer), ConfigError, "prune.layers: layer {} has no weights to prune ({} linear layers{})",
+                 l, config.structured ? "structured pruning takes only" : "only", config.structured ? "" : " and conv2d");
+      RT_REQUIRE(!(config.structured && layer == output_layer), ConfigError,
+                 "prune.layers: layer {} is the output layer: structured pruning would remove classes", l);
+      chosen.insert(layer);
+    }
+  }
+  RT_REQUIRE(!chosen.empty(), ConfigError, "prune: the model has no layer to prune");
+  for (std::size_t layer : chosen) {
+    Target t{layer, {}, {}, {}};
+    for (const auto& p : tensors) {
+      if (p.layer != layer) continue;
+      t.kind = p.kind;
+      if (p.name == "weight") {
+        t.weight = {p.offset, p.shape.numel()};
+        t.neurons.weight_offset = p.offset;
+        t.neurons.rows = p.shape[0];
+        t.neurons.cols = p.shape.numel() / p.shape[0];
+      } else if (p.name == "bias") {
+        t.neurons.bias_offset = p.offset;
+      }
+    }
+    targets_.push_back(t);
+  }
+  if (config.end_step > total_steps)
+    log::info("prune: end_step {} is after the last step ({}): the run ends at sparsity {:.2f}", config.end_step,
+              total_steps, scheduled_sparsity(config, total_steps));
+}
+
+void Pruner::after_step(std::int64_t step) {
+  if (is_mask_update_step(config_, step)) update_mask(step);
+  apply_mask();
+}
+
+void Pruner::update_mask(std::int64_t step) {
+  const double target = scheduled_sparsity(config_, step);
+  const float* p = model_.params().f32();
+  float* m = mask_.f32();
+  if (config_.structured) {
+    for (const Target& t : targets_) mask_smallest_neurons(p, m, t.neurons, target);
+  } else if (config_.scope == PruneScope::layer) {
+    for (const Target& t : targets_) mask_smallest_magnitudes(p, m, {t.weight}, target);
+  } else {
+    std::vector<ArenaRange> all;
+    for (const Target& t : targets_) all.push_back(t.weight);
+    mask_smallest_magnitudes(p, m, all, target);
+  }
+  // Parameters are replicated, so masks must be too; a difference is a bug, never ignored.
+  const std::uint64_t mine = hash_floats(m, mask_.numel());
+  std::uint64_t root = mine;
+  comm_.broadcast(&root, sizeof(root), 0);
+  std::int32_t differs = mine != root ? 1 : 0;
+  comm_.allreduce_sum(&differs, 1, DType::i32);
+  if (differs != 0)
+    throw CollectiveError(fmt::format("prune: the masks of step {} differ across ranks: {} of {} ranks differ from "
+                                      "rank 0 ({:016x})",
+                                      step, differs, comm_.size(), root));
+  log::info("prune: step {}: sparsity {:.2f} (target {:.2f} at step {})", step, masked_fraction(), config_.sparsity,
+            config_.end_step);
+}
+
+void Pruner::apply_mask() {
+  float* p = model_.params().f32();
+  const float* m = mask_.f32();
+  std::vector<Optimizer::StateBuffer> state = optimizer_.state();
+  auto zero_masked = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (m[i] != 0.0f) continue;
+      p[i] = 0.0f;
+      for (auto& s : state) s.tensor.f32()[i] = 0.0f;
+    }
+  };
+  for (const Target& t : targets_) {
+    zero_masked(t.weight.offset, t.weight.offset + t.weight.count);
+    if (config_.structured && t.neurons.bias_offset >= 0)
+      zero_masked(t.neurons.bias_offset, t.neurons.bias_offset + t.neurons.rows);
+  }
+}
+
+double Pruner::masked_fraction() const {
+  std::int64_t masked = 0, total = 0;
+  const float* m = mask_.f32();
+  for (const Target& t : targets_) {
+    total += t.weight.count;
+    masked += std::count(m + t.weight.offset, m + t.weight.offset + t.weight.count, 0.0f);
+  }
+  return total > 0 ? static_cast<double>(masked) / static_cast<double>(total) : 0.0;
+}
+
+std::vector<LayerSparsity> Pruner::report() const {
+  std::vector<LayerSparsity> out;
+  const float* p = model_.params().f32();
+  const float* m = mask_.f32();
+  for (const Target& t : targets_) {
+    LayerSparsity s;
+    s.layer = t.layer;
+    s.kind = std::string(t.kind);
+    s.weights = t.weight.count;
+    s.zeros = std::count(p + t.weight.offset, p + t.weight.offset + t.weight.count, 0.0f);
+    if (config_.structured) {
+      s.neurons = t.neurons.rows;
+      for (std::int64_t r = 0; r < t.neurons.rows; ++r)
+        s.neurons_pruned += m[t.neurons.weight_offset + r * t.neurons.cols] == 0.0f ? 1 : 0;
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace ringtrain
