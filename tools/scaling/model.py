@@ -83,11 +83,14 @@ def exposed_comm(sizes, backward_s, allreduce, overlap=True):
     return max(0.0, comm_end - backward_s)
 
 
-def fit_line(xs, ys):
-    """Least-squares intercept and slope."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+def fit_line(xs, ys, weights=None):
+    """Weighted least-squares intercept and slope."""
+    w = weights or [1.0] * len(xs)
+    sw = sum(w)
+    mx = sum(wi * x for wi, x in zip(w, xs)) / sw
+    my = sum(wi * y for wi, y in zip(w, ys)) / sw
+    sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs))
+    slope = sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys)) / sxx if sxx else 0.0
     return my - slope * mx, slope
 
 
@@ -96,14 +99,18 @@ def calibrate(allreduce_csv):
     by_point = {}
     with open(allreduce_csv) as f:
         for r in csv.DictReader(f):
+            if r["backend"] != "ring":  # the model is of ringtrain's own ring
+                continue
             key = (int(r["ranks"]), int(r["bytes"]))
             by_point.setdefault(key, []).append(float(r["time_us"]) * 1e-6)
     fits = {}
     for p in sorted({k[0] for k in by_point}):
-        sizes = sorted(n for (q, n) in by_point if q == p and n >= 4096)  # below: call overhead, not the link
+        sizes = sorted(n for (q, n) in by_point if q == p)
         xs = [n for n in sizes]
         ys = [statistics.median(by_point[(p, n)]) for n in sizes]
-        intercept, slope = fit_line(xs, ys)
+        # Relative errors count alike over the decades of sizes (weights 1/T^2), so the small
+        # messages fix the latency and the large ones the bandwidth.
+        intercept, slope = fit_line(xs, ys, [1 / (y * y) for y in ys])
         fits[p] = (max(intercept, 0.0) / (2 * (p - 1)), max(slope, 1e-15) / (2 * (p - 1) / p))
     return fits
 
@@ -163,7 +170,7 @@ def check(scaling_csv, allreduce_csv, cores):
         out.append({"config": config, "mode": mode, "ranks": p, "measured_step_ms": 1e3 * measured,
                     "predicted_step_ms": 1e3 * predicted, "error": (predicted - measured) / measured,
                     "alpha_us": a * 1e6, "bw_GBps": 1 / b / 1e9 if b else None,
-                    "calibration_point": p == 1 and mode == "weak_1thread"})
+                    "calibration_point": p == 1 and mode in ("weak", "weak_1thread")})
     return out
 
 

@@ -5,7 +5,7 @@ From OUT/scaling.csv and OUT/allreduce.csv (tools/scaling/sweep.py) writes into 
   throughput.png   samples/s vs ranks per mode with the ideal (linear from 1 rank) line, and
                    scaling efficiency = rate(p) / (p x rate(1)) beside it
   breakdown.png    stacked median step time per rank count (data, forward, backward, exposed comm, optimizer)
-  allreduce.png    allreduce busbw vs message size per rank count
+  allreduce.png    allreduce busbw vs message size per rank count and backend (own ring, MPI_Allreduce)
   prediction.png   the model's predicted weak-scaling efficiency to 4096 GPUs (PREDICTED, labelled so)
 Points are medians over the sweep's repeats; oversubscribed rank counts are marked.
 """
@@ -93,15 +93,15 @@ def main():
     fig.savefig(os.path.join(a.out, "breakdown.png"), dpi=120)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    busbw = medians(ar, ["ranks", "bytes"], "busbw_gbs")
-    for p in sorted({int(k[0]) for k in busbw}):
-        pts = sorted((int(k[1]), v) for k, v in busbw.items() if int(k[0]) == p)
-        ax.plot([n for n, _ in pts], [v for _, v in pts], "o-", ms=3,
-                label=f"{p} ranks (ring)" + (" oversubscribed" if p in over else ""))
+    busbw = medians(ar, ["ranks", "backend", "bytes"], "busbw_gbs")
+    for p, backend in sorted({(int(k[0]), k[1]) for k in busbw}):
+        pts = sorted((int(k[2]), v) for k, v in busbw.items() if int(k[0]) == p and k[1] == backend)
+        ax.plot([n for n, _ in pts], [v for _, v in pts], "o-" if backend == "ring" else "x--", ms=3,
+                label=f"{p} ranks, {backend}" + (" (oversubscribed)" if p in over else ""))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("busbw (GB/s) = algbw x 2(p-1)/p")
-    ax.set_title("ringtrain allreduce busbw on this machine")
+    ax.set_title("allreduce busbw on this machine: ringtrain's ring vs MPI_Allreduce")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

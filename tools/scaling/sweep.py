@@ -78,7 +78,7 @@ def main():
                     print(f"sweep: {config} {mode} {ranks} ranks (repeat {repeat + 1}/{a.repeats}): "
                           f"{j['samples_per_s']:.0f} samples/s, step {j['step_ms']:.2f} ms", flush=True)
             if ranks > 1:
-                args = ["bench", "allreduce", "--json", "--backends", "ring", "--max-bytes",
+                args = ["bench", "allreduce", "--json", "--backends", "ring,mpi", "--max-bytes",
                         str(a.allreduce_max_bytes), "--iters", "10", "--warmup", "3"]
                 for j in mpirun(ranks, a.exe, args, env):
                     row = {k: j.get(k) for k in ALLREDUCE_FIELDS}
