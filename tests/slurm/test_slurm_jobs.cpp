@@ -267,10 +267,13 @@ TEST_F(SlurmJobs, ScalingPrintsSamplesPerSecond) {
   ASSERT_FALSE(lines.empty()) << job.all();
   const auto j = nlohmann::json::parse(lines.front());
   EXPECT_EQ(j["job"], job.id);
+  EXPECT_EQ(j["mode"], "weak");
+  EXPECT_EQ(j["bench"], "train");
   EXPECT_EQ(j["nodes"], 2);
   EXPECT_EQ(j["ranks"], 2);
-  EXPECT_EQ(j["steps"], 30);
-  EXPECT_GT(j["samples_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(j["timed_steps"], 30);
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["backward_ms"].get<double>(), 0.0);
   EXPECT_NE(job.output.find("scaling: {"), std::string::npos) << job.all();
 }
 

@@ -10,6 +10,8 @@ cores are oversubscribed: the `oversubscribed` column says so (such ranks share 
 compute slows down; that is not a property of the network).
 
 Example: tools/scaling/sweep.py --exe build/src/cli/ringtrain --out runs/scaling --ranks 1 2 4
+Under Slurm, jobs/scaling.sbatch runs one point per job and appends a JSON line;
+`sweep.py --from-jsonl runs/scaling.jsonl --out DIR` writes those points as DIR/scaling.csv.
 """
 import argparse
 import csv
@@ -39,6 +41,31 @@ def mpirun(ranks, exe, args, env):
     return rows
 
 
+def write_csv(path, fields, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"sweep: wrote {path} ({len(rows)} rows)")
+
+
+def from_jsonl(paths, out):
+    """scaling.csv rows from jobs/scaling.sbatch's lines (one bench train result per job)."""
+    rows, seen = [], {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                j = json.loads(line)
+                key = (j["config"], j["mode"], j["ranks"])
+                seen[key] = seen.get(key, -1) + 1
+                row = {k: j.get(k) for k in SCALING_FIELDS}
+                row.update(repeat=seen[key], oversubscribed=False)
+                rows.append(row)
+    write_csv(os.path.join(out, "scaling.csv"), SCALING_FIELDS, rows)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--exe", default="build/src/cli/ringtrain")
@@ -52,9 +79,14 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--allreduce-max-bytes", type=int, default=64 << 20)
     p.add_argument("--real-data", action="store_true", help="time the loader too (default: --synthetic)")
+    p.add_argument("--from-jsonl", nargs="+", metavar="FILE",
+                   help="no sweep: convert jobs/scaling.sbatch's JSON lines into OUT/scaling.csv")
     a = p.parse_args()
 
     os.makedirs(a.out, exist_ok=True)
+    if a.from_jsonl:
+        from_jsonl(a.from_jsonl, a.out)
+        return
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cores = os.cpu_count() or 1
     scaling_rows, allreduce_rows = [], []
@@ -84,14 +116,8 @@ def main():
                     row = {k: j.get(k) for k in ALLREDUCE_FIELDS}
                     row.update(repeat=repeat, oversubscribed=ranks > cores)
                     allreduce_rows.append(row)
-    for name, fields, rows in (("scaling.csv", SCALING_FIELDS, scaling_rows),
-                               ("allreduce.csv", ALLREDUCE_FIELDS, allreduce_rows)):
-        path = os.path.join(a.out, name)
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields)
-            w.writeheader()
-            w.writerows(rows)
-        print(f"sweep: wrote {path} ({len(rows)} rows)")
+    write_csv(os.path.join(a.out, "scaling.csv"), SCALING_FIELDS, scaling_rows)
+    write_csv(os.path.join(a.out, "allreduce.csv"), ALLREDUCE_FIELDS, allreduce_rows)
 
 
 if __name__ == "__main__":
