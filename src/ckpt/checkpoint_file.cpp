@@ -9,6 +9,7 @@
 
 #include "ckpt/checksum.hpp"
 #include "hdf5/h5_attributes.hpp"
+#include "hdf5/h5_file_problem.hpp"
 #include "mpi/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/version.hpp"
@@ -207,6 +208,8 @@ std::string shape_str(const std::vector<std::int64_t>& d) { return fmt::format("
 // A POSIX-driver handle on a checkpoint: CorruptFileError when HDF5 cannot open it (not HDF5,
 // truncated, unreadable).
 h5::File open_local(const std::string& path) {
+  if (const std::string problem = h5::local_file_problem(path); !problem.empty())
+    throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", problem));
   try {
     return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
   } catch (const DataError& e) {

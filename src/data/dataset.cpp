@@ -16,6 +16,7 @@
 
 #include "data/dataset_open.hpp"
 #include "data/h5_io.hpp"
+#include "hdf5/h5_file_problem.hpp"
 #include "data/node_memory.hpp"
 #include "mpi/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
@@ -164,7 +165,7 @@ Catalog read_catalog(const DatasetSpec& spec) {
   const auto guard = h5::lock();
   Catalog c;
   for (const auto& path : expand_sources(spec.sources)) {
-    const std::string problem = data::local_file_problem(path);
+    const std::string problem = h5::local_file_problem(path);
     RT_REQUIRE(problem.empty(), DataError, "{}", problem);
     const data::FileSchema s = data::read_file_schema(path, spec.images_key, spec.labels_key);
     if (!c.files.empty()) {

@@ -115,18 +115,6 @@ std::int64_t chunk_rows_of(hid_t dset) {
 
 }  // namespace
 
-std::string local_file_problem(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return fmt::format("{}: no such file", path);
-  if (fs::is_directory(path, ec)) return fmt::format("{}: is a directory, not an HDF5 file", path);
-  h5::ErrorContext where(path);
-  const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
-  if (is_hdf5 < 0) return fmt::format("{}: cannot read: {}", path, h5::innermost_error());
-  if (is_hdf5 == 0) return fmt::format("{}: not an HDF5 file", path);
-  return {};
-}
-
 h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string& key) {
   // H5Lexists fails (rather than answering false) when an intermediate group is missing,
   // so walk the key one component at a time.

@@ -11,9 +11,6 @@
 
 namespace ringtrain::data {
 
-// "" when the file exists, is not a directory and has an HDF5 signature, else the reason
-// ("PATH: no such file", ...).
-std::string local_file_problem(const std::string& path);
 
 // What one file holds, checked on its own (rank 4 samples of a supported dtype, rank 1
 // integer labels of the same length, not empty). Opens the file with the POSIX driver.

@@ -53,6 +53,10 @@ inline std::string innermost_error() {
   };
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk, &message);
   H5Eclear2(H5E_DEFAULT);
+  // Some of HDF5's messages span lines (the POSIX driver's read errors); ours are one line.
+  for (char& c : message)
+    if (c == '\n') c = ' ';
+  while (!message.empty() && message.back() == ' ') message.pop_back();
   return message.empty() ? "no message from HDF5" : message;
 }
 
