@@ -36,6 +36,10 @@ class NumericError : public Error {  // non-finite loss or gradients
  public:
   using Error::Error;
 };
+class OutOfMemory : public Error {   // device memory exhausted (the batch-size finder catches it)
+ public:
+  using Error::Error;
+};
 class NotCompiled : public Error {   // a backend that this build does not contain
  public:
   using Error::Error;
