@@ -8,10 +8,11 @@
 
 namespace ringtrain::kernels {
 
-// params, grads, velocity: device pointers to n floats.
-void launch_sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, const SgdHyper& hyper,
-                       void* stream);
-void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n,
+// params, grads, velocity, m, v: device pointers to n floats. Each gradient is multiplied by
+// grad_scale before the rule (as the CPU optimizers' step does: 1 / loss scale, 1 / world size).
+void launch_sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
+                       const SgdHyper& hyper, void* stream);
+void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
                          const AdamWHyper& hyper, void* stream);
 
 }  // namespace ringtrain::kernels

@@ -147,6 +147,10 @@ void write_meta(hid_t file, const CheckpointMeta& m) {
                         true);
   h5::write_string_attr(file, "checksum_algorithm", {ckpt::kChecksumAlgorithm}, true);
   h5::write_string_attr(file, "config", {m.config}, true);
+  h5::write_string_attr(file, "precision", {m.precision}, true);
+  h5::write_attr<double>(file, "loss_scale", m.loss_scale);
+  h5::write_attr<std::int64_t>(file, "loss_scale_good_steps", m.loss_scale_good_steps);
+  h5::write_attr<std::int64_t>(file, "skipped_steps", m.skipped_steps);
   h5::write_attr<double>(file, "wall_time", m.wall_time);
 }
 
@@ -178,6 +182,12 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
     m.data_strategy = h5::read_string_attr(file, "data_strategy");
     m.config = h5::read_string_attr(file, "config");
     m.wall_time = h5::read_attr<double>(file, "wall_time");
+    if (RT_H5_CHECK(H5Aexists(file, "precision")) > 0) {  // older writers had no mixed precision
+      m.precision = h5::read_string_attr(file, "precision");
+      m.loss_scale = h5::read_attr<double>(file, "loss_scale");
+      m.loss_scale_good_steps = h5::read_attr<std::int64_t>(file, "loss_scale_good_steps");
+      m.skipped_steps = h5::read_attr<std::int64_t>(file, "skipped_steps");
+    }
   } catch (const DataError& e) {
     throw CorruptFileError(fmt::format("{}: damaged checkpoint metadata: {}", path, e.what()));
   }

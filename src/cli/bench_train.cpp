@@ -18,6 +18,7 @@
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
@@ -72,9 +73,9 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   });
   run_collectively(ctx, [&] {
     Config model_config = config->section("model");
-    model = build_model(model_config, data->sample_shape());
+    model = build_model(model_config, data->sample_shape(), compute_options(tc, ctx));
     Config optim_config = config->section("optim");
-    OptimSetup built = build_optimizer(optim_config, model->num_params(), o.warmup + o.steps);
+    OptimSetup built = build_optimizer(optim_config, model->num_params(), o.warmup + o.steps, model->device());
     optimizer = std::move(built.optimizer);
     schedule = std::make_unique<LrSchedule>(built.schedule);
     config->finish();
@@ -83,9 +84,11 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
   const StepOptions options = step_options(tc, ctx);
   Communicator& stats = *comms.main;
-  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr);
-  if (ctx.world_rank() == 0) model->init_params(tc.seed);
-  stats.broadcast(model->params().raw(), model->params().nbytes(), 0);
+  GradScaler scaler;  // fp16 scales the loss as in training; skipped steps still count
+  if (tc.precision == DType::f16) scaler = GradScaler(tc.loss_scale);
+  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr,
+                        &scaler);
+  start_from_root_params(*model, stats, tc.seed);
 
   std::unique_ptr<Loader> loader;
   Tensor synthetic_x;
@@ -133,6 +136,8 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       {"synthetic", o.synthetic},
       {"ranks", world},
       {"nodes", ctx.node_count()},
+      {"backend", ctx.binding().backend},
+      {"precision", precision_name(tc.precision)},
       {"threads_per_rank", ctx.binding().threads},
       {"per_rank_batch", per_rank},
       {"global_batch", per_rank * world},
@@ -148,7 +153,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
       {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
       {"allreduce_ms", 1e3 * allreduce_s},
-      {"overlap", options.overlap},
+      {"overlap", step.overlapped()},
       {"buckets", step.num_buckets()},
       {"bucket_mb", tc.bucket_mb},
       {"grad_bytes", grad_bytes},
@@ -162,8 +167,9 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
     log::info("{}", j.dump());
     return;
   }
-  log::info("bench train: {} on {} rank{}, {} batches of {} per rank ({} global), medians of {} steps after {} warm-up",
-            o.config, world, world > 1 ? "s" : "", o.synthetic ? "synthetic" : "real", per_rank, per_rank * world,
+  log::info("bench train: {} on {} rank{} ({}, {}), {} batches of {} per rank ({} global), medians of {} steps after {} "
+            "warm-up",
+            o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision), o.synthetic ? "synthetic" : "real", per_rank, per_rank * world,
             o.steps, o.warmup);
   log::info("  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
             "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
@@ -173,7 +179,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   log::info("  gradients {:.2f} MB in {} bucket{}, allreduce {:.2f} ms per step ({}): algbw {:.2f} GB/s, busbw {:.2f} "
             "GB/s",
             static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s",
-            1e3 * allreduce_s, options.overlap ? "overlapped with backward" : "after backward", algbw, busbw);
+            1e3 * allreduce_s, step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
 }
 
 }  // namespace

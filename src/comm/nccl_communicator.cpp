@@ -115,6 +115,7 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string_view name() const override { return "nccl"; }
+  bool device_memory() const override { return true; }
 
   void allreduce_sum(void* data, std::size_t count, DType dtype) override {
     const auto type = nccl_type(dtype);  // before any early return: the error must not depend on size

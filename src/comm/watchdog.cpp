@@ -65,6 +65,7 @@ class WatchedCommunicator : public Communicator {
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   std::string_view name() const override { return inner_->name(); }
+  bool device_memory() const override { return inner_->device_memory(); }
 
   void allreduce_sum(void* data, std::size_t count, DType dtype) override {
     watched(fmt::format("allreduce of {} {} elements ({} bytes)", count, dtype_name(dtype), count * dtype_size(dtype)),

@@ -6,6 +6,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/dropout_rule.hpp"
 #include "ringtrain/nn/layers.hpp"
 
 namespace ringtrain {
@@ -32,10 +33,6 @@ void Flatten::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* d
   if (dx != nullptr) std::memcpy(dx->raw(), dy.raw(), dy.nbytes());
 }
 
-namespace {
-constexpr std::uint64_t kDropoutStream = 0xd50f'0000'0000'0000ull;
-}
-
 Dropout::Dropout(double p, int layer_index) : p_(static_cast<float>(p)), layer_index_(layer_index) {
   RT_REQUIRE(p >= 0.0 && p < 1.0, ConfigError, "dropout: p must be in [0, 1), got {}", p);
 }
@@ -50,11 +47,10 @@ void Dropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
     return;
   }
   scale_.resize(static_cast<std::size_t>(n));
-  Rng rng(stream_key(info.seed, kDropoutStream + static_cast<std::uint64_t>(layer_index_),
-                     static_cast<std::uint64_t>(info.step), static_cast<std::uint64_t>(info.rank)));
-  const float keep = 1.0f / (1.0f - p_);
+  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_);
+  const float keep = dropout_scale(p_);
   for (std::int64_t i = 0; i < n; ++i) {
-    scale_[static_cast<std::size_t>(i)] = rng.uniform() < p_ ? 0.0f : keep;
+    scale_[static_cast<std::size_t>(i)] = dropout_keep(dropout_uniform(key, i), p_) ? keep : 0.0f;
     out[i] = in[i] * scale_[static_cast<std::size_t>(i)];
   }
 }

@@ -18,7 +18,7 @@ LrSchedule::Kind parse_schedule(Config& c) {
 
 }  // namespace
 
-OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps) {
+OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps, Device device) {
   const std::string name = c.get_string("name", "sgd");
   LrSchedule::Options so;
   so.base_lr = c.get_double("lr", name == "adamw" ? 1e-3 : 0.01);
@@ -32,7 +32,7 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
                c.source(), c.path_of("momentum"), h.momentum);
     RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: {}: nesterov needs momentum > 0",
                c.source(), c.path_of("nesterov"));
-    opt = std::make_unique<Sgd>(num_params, h);
+    opt = std::make_unique<Sgd>(num_params, h, device);
   } else if (name == "adamw") {
     AdamWHyper h;
     h.beta1 = static_cast<float>(c.get_double("beta1", 0.9));
@@ -41,7 +41,7 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
     h.weight_decay = static_cast<float>(c.get_double("weight_decay", 0.01));
     RT_REQUIRE(h.beta1 >= 0.0f && h.beta1 < 1.0f && h.beta2 >= 0.0f && h.beta2 < 1.0f, ConfigError,
                "config: {}: optim.beta1/beta2 must be in [0, 1)", c.source());
-    opt = std::make_unique<AdamW>(num_params, h);
+    opt = std::make_unique<AdamW>(num_params, h, device);
   } else {
     throw ConfigError(
         fmt::format("config: {}: {}: unknown optimizer '{}' (known: sgd, adamw)", c.source(), c.path_of("name"), name));

@@ -75,8 +75,20 @@ void Context::bind(const std::string& backend, int threads) {
     return;
   }
   if (backend == "cuda") {
-    const int count = cuda::device_count();  // throws NotCompiled without CUDA
-    RT_REQUIRE(count > 0, ConfigError, "runtime.backend=cuda: no CUDA device visible on this node");
+    // No GPU (a login node, a CPU-only build): the CPU backend runs the same model, said once
+    // per rank so a misconfigured node is visible in the log.
+    int count = 0;
+    std::string why = "no CUDA device visible on this node";
+    try {
+      count = cuda::device_count();
+    } catch (const NotCompiled&) {
+      why = "this ringtrain was built without CUDA";
+    }
+    if (count == 0) {
+      log::warn("runtime.backend=cuda: {}; falling back to the CPU backend", why);
+      bind("cpu", threads);
+      return;
+    }
     // Slurm's --gpu-bind=single/closest (or a site's CUDA_VISIBLE_DEVICES per task) leaves each
     // rank one visible GPU: count is 1, so every rank takes device 0 of what it sees, which is
     // its own GPU. With all of a node's GPUs visible, local ranks spread over them.

@@ -1,8 +1,10 @@
-// CudaMemory: cudaMalloc/cudaFree/cudaMemGetInfo on the device current when it was made; each
-// call switches to that device and back, so any thread may use it. cudaFree waits for the device.
+// CUDA device memory: CudaMemory (cudaMalloc/cudaFree/cudaMemGetInfo on the device current when
+// it was made; each call switches to that device and back, so any thread may use it), the
+// process's caching pool over it, and host/device copies.
 #include <cuda_runtime.h>
 
 #include "cuda/cuda_check.hpp"
+#include "ringtrain/tensor/device_memory.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 
 namespace ringtrain {
@@ -60,5 +62,25 @@ class CudaMemory final : public DeviceMemory {
 }  // namespace
 
 std::unique_ptr<DeviceMemory> make_cuda_memory() { return std::make_unique<CudaMemory>(); }
+
+MemoryPool& cuda_pool() {
+  // Deliberately never destroyed (see the header): the source and pool outlive every tensor.
+  static MemoryPool* const pool = new MemoryPool(*make_cuda_memory().release());
+  return *pool;
+}
+
+std::shared_ptr<void> allocate_cuda_zeroed(std::size_t bytes) {
+  MemoryPool& pool = cuda_pool();
+  void* ptr = pool.allocate(bytes);
+  std::shared_ptr<void> owner(ptr, [&pool](void* p) { pool.free(p); });
+  RT_CUDA_CHECK(cudaMemset(ptr, 0, bytes));
+  return owner;
+}
+
+void copy_cuda_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) {
+  const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                            : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  RT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+}
 
 }  // namespace ringtrain

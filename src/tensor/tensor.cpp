@@ -6,6 +6,7 @@
 #include <new>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/tensor/device_memory.hpp"
 
 namespace ringtrain {
 
@@ -34,13 +35,19 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape.dims()) RT_REQUIRE(d >= 0, Error, "Tensor::empty: negative dimension in {}", shape.str());
   Tensor t;
   t.shape_ = shape;
   t.dtype_ = dtype;
+  t.device_ = device;
   const std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
   if (bytes == 0) return t;
+  if (device == Device::cuda) {
+    t.storage_ = allocate_cuda_zeroed(bytes);
+    t.data_ = t.storage_.get();
+    return t;
+  }
   void* p = std::aligned_alloc(64, bytes);
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
@@ -85,6 +92,25 @@ Tensor Tensor::flat_slice(std::int64_t offset, const Shape& shape) const {
   t.shape_ = shape;
   t.data_ = static_cast<char*>(data_) + offset * static_cast<std::int64_t>(dtype_size(dtype_));
   return t;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  RT_REQUIRE(dst.dtype() == src.dtype() && dst.numel() == src.numel(), Error,
+             "copy_into: {} {} -> {} {}: dtype or element count differs", dtype_name(src.dtype()), src.shape().str(),
+             dtype_name(dst.dtype()), dst.shape().str());
+  if (src.nbytes() == 0 || dst.raw() == src.raw()) return;
+  if (dst.device() == Device::cpu && src.device() == Device::cpu) {
+    std::memmove(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  copy_cuda_bytes(dst.raw(), dst.device() == Device::cuda, src.raw(), src.device() == Device::cuda, src.nbytes());
+}
+
+Tensor to_host(const Tensor& t) {
+  if (t.device() == Device::cpu) return t;
+  Tensor host = Tensor::empty(t.shape(), t.dtype());
+  copy_into(host, t);
+  return host;
 }
 
 }  // namespace ringtrain

@@ -2,6 +2,9 @@
 // batch is the same: parameters and optimizer state are replicated (world-size independent),
 // the memory strategy's global batches do not depend on the world size, and every random
 // draw is keyed by (seed, step or epoch, index), so there is no RNG state to carry over.
+// Precision may change on resume (master weights and optimizer state are f32 in every
+// precision); the loss scaler's state carries over only from fp16 to fp16. Device (GPU) state
+// goes through host copies: downloaded before a save, uploaded after a resume.
 #include "train/checkpointing.hpp"
 
 #include "ringtrain/comm/watchdog.hpp"
@@ -9,6 +12,7 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
@@ -17,27 +21,45 @@
 namespace ringtrain {
 
 TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
-                                   std::string resolved_config, std::int64_t global_batch, Watchdog& watchdog)
+                                   GradScaler& scaler, std::string resolved_config, std::int64_t global_batch,
+                                   Watchdog& watchdog)
     : ctx_(ctx),
       tc_(tc),
       model_(model),
       optimizer_(optimizer),
+      scaler_(scaler),
       resolved_config_(std::move(resolved_config)),
       global_batch_(global_batch),
       watchdog_(watchdog) {
   if (tc.checkpoint.enabled) dir_ = std::make_unique<CheckpointDir>(ctx, tc.checkpoint.dir, tc.checkpoint.keep);
 }
 
+float* TrainCheckpoints::host_data(const Tensor& t) const {
+  if (t.device() == Device::cpu) return t.f32();
+  for (const Staged& s : staged_)
+    if (s.device.raw() == t.raw()) return s.host.f32();
+  staged_.push_back({t, Tensor::empty(t.shape())});
+  return staged_.back().host.f32();
+}
+
+void TrainCheckpoints::download() const {
+  for (const Staged& s : staged_) copy_into(s.host, s.device);
+}
+
+void TrainCheckpoints::upload() const {
+  for (const Staged& s : staged_) copy_into(s.device, s.host);
+}
+
 std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   std::vector<CheckpointBuffer> b;
-  b.push_back({"params", model_.params().f32(), model_.num_params(), false});
+  b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
   for (Optimizer::StateBuffer& s : optimizer_.state())
-    b.push_back({"optimizer/" + s.name, s.tensor.f32(), s.tensor.numel(), false});
+    b.push_back({"optimizer/" + s.name, host_data(s.tensor), s.tensor.numel(), false});
   // BatchNorm running statistics come from each rank's own batches until evaluation
   // averages them, so they are saved per rank.
   std::vector<Tensor> model_buffers = model_.buffers();
   for (std::size_t i = 0; i < model_buffers.size(); ++i)
-    b.push_back({fmt::format("model_buffers/{}", i), model_buffers[i].f32(), model_buffers[i].numel(), true});
+    b.push_back({fmt::format("model_buffers/{}", i), host_data(model_buffers[i]), model_buffers[i].numel(), true});
   b.insert(b.end(), extra_.begin(), extra_.end());
   return b;
 }
@@ -55,6 +77,7 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
                 dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
   }
   const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
+  if (r) upload();
   if (!r) {
     if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
     return std::nullopt;
@@ -91,6 +114,17 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
                 "re-planned for {} ranks, so some samples of it may be seen twice or not at all",
                 at.epoch + 1, world);
   }
+  const std::string_view precision = precision_name(tc_.precision);
+  if (m.precision == precision) {
+    if (scaler_.enabled()) scaler_.restore({m.loss_scale, m.loss_scale_good_steps, m.skipped_steps});
+  } else {
+    log::info("resume: the checkpoint was written with train.precision = \"{}\" and this run has \"{}\": the f32 "
+              "master parameters and optimizer state carry over; {}",
+              m.precision, precision,
+              scaler_.enabled() ? fmt::format("the loss scale starts at loss_scale.init = {:g}", scaler_.scale())
+              : m.precision == "fp16" ? std::string("the fp16 loss scaler's state is dropped")
+                                      : std::string("nothing else changes"));
+  }
   if (m.seed != tc_.seed && ctx_.world_rank() == 0)
     log::warn("resume: the checkpoint was written with train.seed = {} and this run has {}: data order and "
               "augmentation from here on follow the new seed",
@@ -109,11 +143,17 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   m.optimizer = std::string(optimizer_.name());
   m.data_strategy = std::string(read_strategy_name(tc_.data.strategy));
   m.config = resolved_config_;
+  m.precision = std::string(precision_name(tc_.precision));
+  m.loss_scale = scaler_.state().scale;
+  m.loss_scale_good_steps = scaler_.state().good_steps;
+  m.skipped_steps = scaler_.state().skipped_steps;
   const std::uint64_t watch =
       watchdog_.begin(fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()));
   SavedCheckpoint saved;
   try {
-    saved = dir_->save(m, buffers());
+    const std::vector<CheckpointBuffer> b = buffers();
+    download();
+    saved = dir_->save(m, b);
   } catch (...) {
     watchdog_.done(watch);
     throw;

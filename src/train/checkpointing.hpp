@@ -1,6 +1,7 @@
 // Private: the trainer's side of checkpoints: which buffers a run saves (parameters,
-// optimizer state, per-rank BatchNorm statistics), the training position they record,
-// resuming with the checks a changed world size needs, and saving with a log line.
+// optimizer state, per-rank BatchNorm statistics, the loss scaler's state), the training
+// position they record, resuming with the checks a changed world size or precision needs,
+// and saving with a log line.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,10 +10,12 @@
 #include <vector>
 
 #include "ringtrain/ckpt/checkpoint_dir.hpp"
+#include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
 class Context;
+class GradScaler;
 class Model;
 class Optimizer;
 class Watchdog;
@@ -30,7 +33,7 @@ class TrainCheckpoints {
   // Collective: with checkpoints enabled, opens (creates, probes) checkpoint.dir.
   // A save that has not finished within the watchdog's timeout (a file system that stopped
   // answering, MPI-IO ranks left in different states by a failure) ends the job.
-  TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
+  TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer, GradScaler& scaler,
                    std::string resolved_config, std::int64_t global_batch, Watchdog& watchdog);
 
   bool enabled() const { return dir_ != nullptr; }
@@ -39,7 +42,7 @@ class TrainCheckpoints {
   // e.g. the pruning mask. Call before resume().
   void add_replicated(std::string name, float* data, std::int64_t count);
 
-  // Loads what train.resume names into the model and optimizer (collective) and returns the
+  // Loads what train.resume names into the model, optimizer and loss scaler (collective) and returns the
   // position to continue from; nullopt for a fresh start. CollectiveError when the checkpoint
   // cannot continue this run (another global batch, another model).
   std::optional<TrainPosition> resume(std::int64_t steps_per_epoch);
@@ -49,16 +52,26 @@ class TrainCheckpoints {
 
  private:
   std::vector<CheckpointBuffer> buffers() const;
+  // Where the checkpoint reads and writes tensor t: its own data on the host, or (GPU) a host
+  // copy kept in staged_ and moved by download()/upload().
+  float* host_data(const Tensor& t) const;
+  void download() const;
+  void upload() const;
 
   const Context& ctx_;
   const TrainConfig& tc_;
   Model& model_;
   Optimizer& optimizer_;
+  GradScaler& scaler_;
   std::string resolved_config_;
   std::unique_ptr<CheckpointDir> dir_;
   std::int64_t global_batch_ = 0;
   Watchdog& watchdog_;
   std::vector<CheckpointBuffer> extra_;  // add_replicated()
+  struct Staged {
+    Tensor device, host;
+  };
+  mutable std::vector<Staged> staged_;
 };
 
 }  // namespace ringtrain

@@ -1,6 +1,10 @@
 // DataParallelStep (see header). Loss and accuracy ride in a second, tiny allreduce after
 // the buckets, so every rank sees the same global loss and can stop together on a
-// non-finite one.
+// non-finite one. The overflow check runs on the reduced gradients, which are identical on
+// every rank, so all ranks skip (or apply) a step alike without another collective.
+// On the GPU the batch is uploaded once per step, the loss runs on the device, and the
+// gradient buckets go straight to a communicator taking device memory (NCCL, overlapped with
+// backward) or through a host copy of the arena to the MPI ring after backward.
 #include "ringtrain/train/data_parallel_step.hpp"
 
 #include <chrono>
@@ -12,8 +16,13 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/tensor/rounding.hpp"
+#include "ringtrain/tensor/tensor_ops.hpp"
+#include "train/device_batch.hpp"
+#include "train/step_loss.hpp"
 
 namespace ringtrain {
 namespace {
@@ -24,69 +33,112 @@ std::int64_t elements_of_mb(double mb) { return std::max<std::int64_t>(1, static
 
 DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm,
                                    Communicator& grad_comm, std::int64_t micro_batch, std::int64_t num_classes,
-                                   const StepOptions& options, Tracer* tracer)
+                                   const StepOptions& options, Tracer* tracer, GradScaler* scaler)
     : model_(model),
       optimizer_(optimizer),
       stats_comm_(stats_comm),
       options_(options),
       micro_batch_(micro_batch),
       tracer_(tracer),
-      dlogits_(Tensor::empty(Shape{micro_batch, num_classes})) {
+      scaler_(scaler != nullptr && scaler->enabled() ? scaler : nullptr),
+      device_(model.device()),
+      dlogits_(Tensor::empty(Shape{micro_batch, num_classes}, model.activation_dtype(), model.device())) {
   RT_REQUIRE(options.accumulation_steps >= 1, ConfigError, "train.accumulation_steps: must be >= 1, got {}",
              options.accumulation_steps);
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
-  if (options.accumulation_steps > 1) carry_ = Tensor::empty(Shape{model.num_params()});
+  const std::int64_t k = options.accumulation_steps;
+  if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, device_);
+  float* bucket_arena = model.grads().f32();
+  bool overlap = options.overlap;
+  if (device_ == Device::cuda) {
+    loss_ = make_cuda_step_loss(micro_batch);
+    device_batch_ = make_device_batch(micro_batch * k, model.input_shape(), model.activation_dtype());
+    // Accumulated gradients are added on the device after the last backward, before any bucket.
+    if (k > 1) overlap = false;
+    if (!grad_comm.device_memory()) {  // MPI takes host memory: reduce a host copy after backward
+      host_grads_ = Tensor::empty(Shape{model.num_params()});
+      bucket_arena = host_grads_.f32();
+      overlap = false;
+    }
+  } else {
+    loss_ = make_cpu_step_loss();
+  }
   bucketer_ = std::make_unique<GradBucketer>(
-      model.grads().f32(), model.num_params(),
+      bucket_arena, model.num_params(),
       plan_buckets(model.num_params(), model.param_layer_offsets(), elements_of_mb(options.bucket_mb),
                    elements_of_mb(options.first_bucket_mb)),
-      grad_comm, options.overlap, tracer);
+      grad_comm, overlap, tracer);
 }
 
 DataParallelStep::~DataParallelStep() = default;
 
 std::size_t DataParallelStep::num_buckets() const { return bucketer_->buckets().size(); }
 
+bool DataParallelStep::overlapped() const { return bucketer_->overlap(); }
+
+void DataParallelStep::backward_and_reduce(bool last) {
+  Tensor& grads = model_.grads();
+  const std::int64_t k = options_.accumulation_steps;
+  if (!last) {  // an earlier micro-batch: its gradients join the carry
+    model_.backward(dlogits_);
+    if (micro_index_ == 0) {
+      copy_into(carry_, grads);
+    } else {
+      add_into(carry_, grads);
+    }
+    return;
+  }
+  if (device_ == Device::cpu) {  // the bucketer adds the carry to each bucket just before it is reduced
+    bucketer_->begin_step(k > 1 ? carry_.f32() : nullptr);
+    model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
+    return;
+  }
+  bucketer_->begin_step(nullptr);
+  if (bucketer_->overlap()) {  // NCCL, one micro-batch: buckets launch as their layers finish
+    model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
+    return;
+  }
+  model_.backward(dlogits_);
+  if (k > 1) add_into(grads, carry_);
+  if (host_grads_.raw() != nullptr) copy_into(host_grads_, grads);
+  bucketer_->on_ready(0);
+}
+
 StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr) {
   const std::int64_t k = options_.accumulation_steps;
   const std::int64_t n = model_.num_params();
-  float* grads = model_.grads().f32();
   StepResult r;
+  r.scale_before = scaler_ != nullptr ? scaler_->scale() : 1.0;
   double loss_sum = 0.0, correct = 0.0;
   auto trace = [&](const char* name, Clock::time_point a, Clock::time_point b) {
     if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
   };
   const auto start = Clock::now();
+  const Tensor& input = device_ == Device::cuda ? device_batch_->upload(x) : x;
   Clock::time_point backward_end = start;
-  for (std::int64_t m = 0; m < k; ++m) {
-    const bool last = m + 1 == k;
-    const Tensor xm = x.rows(m * micro_batch_, micro_batch_);
+  for (micro_index_ = 0; micro_index_ < k; ++micro_index_) {
+    const std::int64_t m = micro_index_;
     const auto t0 = Clock::now();
-    loss_sum += loss_.forward(model_.forward(xm, info), labels + m * micro_batch_);
-    correct += static_cast<double>(loss_.correct());
-    loss_.backward(dlogits_);
+    loss_->compute(model_.forward(input.rows(m * micro_batch_, micro_batch_), info), labels + m * micro_batch_,
+                   dlogits_, static_cast<float>(r.scale_before));
+    const LossSums sums = loss_->sums();  // on the GPU: waits for the forward (honest timings)
+    loss_sum += sums.loss / static_cast<double>(micro_batch_);
+    correct += sums.correct;
+    // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
+    if (device_ == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
     const auto t1 = Clock::now();
     trace("forward", t0, t1);
     r.forward_s += between(t0, t1);
-    if (last) {
-      bucketer_->begin_step(k > 1 ? carry_.f32() : nullptr);
-      model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
-    } else {
-      model_.backward(dlogits_);
-      float* carry = carry_.f32();
-      if (m == 0) {
-        std::memcpy(carry, grads, static_cast<std::size_t>(n) * sizeof(float));
-      } else {
-        for (std::int64_t i = 0; i < n; ++i) carry[i] += grads[i];
-      }
-    }
+    backward_and_reduce(m + 1 == k);
+    synchronize(device_);
     backward_end = Clock::now();
     trace("backward", t1, backward_end);
     r.backward_s += between(t1, backward_end);
   }
   const BucketTimes bt = bucketer_->finish();
+  if (host_grads_.raw() != nullptr) copy_into(model_.grads(), host_grads_);
   double stats[2] = {loss_sum, correct};
   stats_comm_.allreduce_sum(stats, 2, DType::f64);
   const auto reduced = Clock::now();
@@ -94,10 +146,23 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
   const double world = stats_comm_.size();
   r.loss = stats[0] / (world * static_cast<double>(k));
   r.correct = stats[1];
-  if (!std::isfinite(r.loss))  // the same value on every rank: all stop together
+  bool apply = true;
+  if (scaler_ != nullptr) {  // the loss and the reduced gradients are the same on every rank: all decide alike
+    try {
+      apply = scaler_->update(!std::isfinite(r.loss) || has_nonfinite(model_.grads()));
+    } catch (const NumericError& e) {
+      throw CollectiveError(fmt::format("global step {}: {}", info.step + 1, e.what()));
+    }
+    r.skipped = !apply;
+    r.scale_after = scaler_->scale();
+  } else if (!std::isfinite(r.loss)) {  // the same value on every rank: all stop together
     throw CollectiveError(fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss,
                                       info.step + 1));
-  optimizer_.step(model_.params().f32(), grads, n, lr, 1.0f / static_cast<float>(world * static_cast<double>(k)));
+  }
+  if (apply)
+    optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr,
+                    1.0f / static_cast<float>(world * static_cast<double>(k) * r.scale_before));
+  synchronize(device_);
   const auto end = Clock::now();
   trace("optimizer", reduced, end);
   r.optimizer_s = between(reduced, end);

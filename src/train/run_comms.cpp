@@ -1,8 +1,10 @@
 // make_run_comms and step_options (see header).
 #include "ringtrain/train/run_comms.hpp"
 
+#include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
@@ -12,11 +14,23 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
     log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
     ctx.abort(1);
   });
+  const bool nccl = tc.allreduce == "nccl";
   CommOptions options;
-  options.algo = parse_allreduce_algo(tc.allreduce);
+  options.algo = parse_allreduce_algo(nccl ? "ring" : tc.allreduce);
   c.main = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "main");
   options.wire_dtype = parse_wire_dtype(tc.wire_dtype);
-  c.gradient = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "gradient");
+  if (nccl && ctx.binding().backend != "cuda")
+    log::warn("comm.allreduce=nccl needs the cuda backend (this rank computes on the CPU); gradients use the MPI ring");
+  // NCCL only where every rank has a GPU (binding falls back per rank), so all ranks agree.
+  std::int32_t gpus = ctx.binding().backend == "cuda" ? 1 : 0;
+  if (nccl) c.main->allreduce_sum(&gpus, 1, DType::i32);
+  if (nccl && gpus == ctx.world_size()) {
+    NcclOptions no;
+    no.timeout_s = tc.timeout_s;
+    c.gradient = watch_collectives(make_nccl_communicator(ctx, no), *c.watchdog, "gradient");
+  } else {
+    c.gradient = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "gradient");
+  }
   return c;
 }
 
@@ -27,6 +41,15 @@ StepOptions step_options(const TrainConfig& tc, const Context& ctx) {
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;
   return o;
+}
+
+ComputeOptions compute_options(const TrainConfig& tc, const Context& ctx) {
+  return ComputeOptions{ctx.binding().backend == "cuda" ? Device::cuda : Device::cpu, tc.precision, tc.tf32};
+}
+
+void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed) {
+  if (comm.rank() == 0) model.init_params(seed);
+  with_host_copy(model.params(), [&](Tensor& h) { comm.broadcast(h.raw(), h.nbytes(), 0); });
 }
 
 }  // namespace ringtrain

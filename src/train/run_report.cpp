@@ -10,6 +10,7 @@
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
 #include "ringtrain/train/train_config.hpp"
@@ -102,9 +103,15 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
   global_batch_ = global_batch;
   const auto& b = ctx_.binding();
   const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
-  log::info("ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce", version(),
+  log::info("ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce | {}{}", version(),
             ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
-            join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_);
+            join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_,
+            precision_name(tc_.precision),
+            tc_.precision == DType::f32 ? std::string()
+            : tc_.precision == DType::bf16
+                ? std::string(" (f32 master weights)")
+                : fmt::format(" (f32 master weights, loss scale {:g}{})", tc_.loss_scale.init,
+                              tc_.loss_scale.dynamic ? " dynamic" : " static"));
   if (SlurmInfo slurm = slurm_info(); slurm.active()) {
     if (slurm.ntasks != ctx_.world_size()) slurm.ntasks = 0;  // under mpirun: its daemons, not our ranks
     log::info("slurm:  {}", slurm.describe());
@@ -236,6 +243,11 @@ void RunReport::resources(Communicator& comm) {
   if (metrics_) metrics_->write(nlohmann::json{{"type", "resource_summary"}, {"ranks", ranks_json(rank_resources_)}}.dump());
 }
 
+void RunReport::overflow(std::int64_t global_step, double scale_before, double scale_after) {
+  log::info("step {}: fp16 gradient overflow, update skipped, loss scale {:g} -> {:g}", global_step + 1, scale_before,
+            scale_after);
+}
+
 void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy,
                           double loss) {
   best_accuracy_ = std::max(best_accuracy_, accuracy);
@@ -267,7 +279,7 @@ void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneCo
 }
 
 void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy,
-                       const Model& model, const std::string& param_checksum) {
+                       const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
   double train_seconds = 0.0, data = 0.0, comm = 0.0;
   for (const auto& t : times_) {
     train_seconds += t.total();
@@ -308,6 +320,9 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"parameters", model.num_params()},
       {"model_flops_per_sample", flops},
       {"achieved_gflops", rate * static_cast<double>(flops) / 1e9},
+      {"precision", precision_name(tc_.precision)},
+      {"skipped_steps", scaler.skipped_steps()},  // over the whole run, also before a resume
+      {"loss_scale", scaler.scale()},
       {"param_checksum", param_checksum}};
   if (!sparsity_.empty()) {
     nlohmann::json layers = nlohmann::json::array();
@@ -334,10 +349,14 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
   if (!rank_resources_.empty())
     j["resources"] = {{"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
-  log::info("done: {} epoch{}, {} steps, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
+  log::info("done: {} epoch{}, {} steps{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
             "-> {}/summary.json",
-            epochs, epochs > 1 ? "s" : "", steps, hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)),
-            rate * static_cast<double>(flops) / 1e9, final_loss,
+            epochs, epochs > 1 ? "s" : "", steps,
+            scaler.enabled() ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(),
+                                           scaler.scale())
+                             : std::string(),
+            hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
+            final_loss,
             final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
 }
 

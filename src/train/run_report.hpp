@@ -18,6 +18,7 @@ namespace ringtrain {
 class Communicator;
 class Context;
 class Dataset;
+class GradScaler;
 class Model;
 struct TrainConfig;
 
@@ -51,11 +52,13 @@ class RunReport {
   void resources(Communicator& comm);
   void step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,
             double train_accuracy, double lr, const StepTimes& times, std::int64_t total_steps);
+  // fp16: the step's gradients overflowed and its update was skipped.
+  void overflow(std::int64_t global_step, double scale_before, double scale_after);
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
   // Prints the per-layer sparsity table (pruned runs) and keeps it for summary.json.
   void sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config);
   void finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy, const Model& model,
-              const std::string& param_checksum);
+              const GradScaler& scaler, const std::string& param_checksum);
 
  private:
   const Context& ctx_;

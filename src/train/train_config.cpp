@@ -45,6 +45,29 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
              config.source());
   t.exit_at_step = train.get_int("exit_at_step", t.exit_at_step);
   require_positive(train, "exit_at_step", t.exit_at_step, 0);
+  const std::string precision = train.get_string("precision", "fp32");
+  if (precision == "bf16") {
+    t.precision = DType::bf16;
+  } else if (precision == "fp16") {
+    t.precision = DType::f16;
+  } else {
+    RT_REQUIRE(precision == "fp32", ConfigError,
+               "config: {}: key 'train.precision': '{}' is not one of \"fp32\", \"bf16\", \"fp16\"", config.source(),
+               precision);
+  }
+  if (t.precision == DType::f16 || config.has("loss_scale")) {  // only then: other resolved configs get no [loss_scale]
+    Config ls = config.section("loss_scale");
+    t.loss_scale.init = ls.get_double("init", t.loss_scale.init);
+    t.loss_scale.growth_interval = ls.get_int("growth_interval", t.loss_scale.growth_interval);
+    t.loss_scale.growth_factor = ls.get_double("growth_factor", t.loss_scale.growth_factor);
+    t.loss_scale.backoff_factor = ls.get_double("backoff_factor", t.loss_scale.backoff_factor);
+    t.loss_scale.dynamic = ls.get_bool("dynamic", t.loss_scale.dynamic);
+    try {
+      GradScaler check(t.loss_scale);  // the scaler's own validation, with the key names
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("config: {}: {}", config.source(), e.what()));
+    }
+  }
 
   Config ckpt = config.section("checkpoint");
   t.checkpoint.enabled = ckpt.get_bool("enabled", t.checkpoint.enabled);
@@ -63,14 +86,17 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
 
   Config runtime = config.section("runtime");
   t.backend = runtime.get_string("backend", t.backend);
-  RT_REQUIRE(t.backend == "cpu", ConfigError,
-             "config: {}: key 'runtime.backend': '{}' is not available for training yet (available: cpu)",
-             config.source(), t.backend);
+  RT_REQUIRE(t.backend == "cpu" || t.backend == "cuda", ConfigError,
+             "config: {}: key 'runtime.backend': '{}' is not one of \"cpu\", \"cuda\"", config.source(), t.backend);
+  t.tf32 = runtime.get_bool("tf32", t.tf32);
   t.threads = runtime.get_int("threads", t.threads);
   require_positive(runtime, "threads", t.threads, 0);
 
   Config comm = config.section("comm");
   t.allreduce = comm.get_string("allreduce", t.allreduce);
+  RT_REQUIRE(t.allreduce == "ring" || t.allreduce == "mpi" || t.allreduce == "nccl", ConfigError,
+             "config: {}: key 'comm.allreduce': '{}' is not one of \"ring\", \"mpi\", \"nccl\"", config.source(),
+             t.allreduce);
   t.wire_dtype = comm.get_string("wire_dtype", t.wire_dtype);
   t.overlap = comm.get_bool("overlap", t.overlap);
   t.bucket_mb = comm.get_double("bucket_mb", t.bucket_mb);
@@ -85,6 +111,14 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.monitor_interval_ms = monitor.get_int("interval_ms", t.monitor_interval_ms);
   require_positive(monitor, "interval_ms", t.monitor_interval_ms, 0);
   return t;
+}
+
+std::string_view precision_name(DType precision) {
+  switch (precision) {
+    case DType::bf16: return "bf16";
+    case DType::f16: return "fp16";
+    default: return "fp32";
+  }
 }
 
 LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training) {

@@ -21,8 +21,8 @@
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/monitor/metrics_log.hpp"
 #include "ringtrain/monitor/tracer.hpp"
-#include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -31,7 +31,9 @@
 #include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/train_config.hpp"
 #include "train/checkpointing.hpp"
+#include "train/device_batch.hpp"
 #include "train/run_report.hpp"
+#include "train/step_loss.hpp"
 #include "train/stop_signals.hpp"
 
 namespace ringtrain {
@@ -52,6 +54,7 @@ struct Setup {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
+  GradScaler scaler;               // enabled for train.precision = "fp16"; checkpointed
   std::unique_ptr<Loader> train_loader, test_loader;
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
@@ -100,7 +103,8 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   });
   run_collectively(ctx, [&] {
     Config model_config = config->section("model");
-    s->model = build_model(model_config, s->train->sample_shape());
+    s->model = build_model(model_config, s->train->sample_shape(), compute_options(tc, ctx));
+    if (tc.precision == DType::f16) s->scaler = GradScaler(tc.loss_scale);
     const Shape& out = s->model->output_shape();
     RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
                config_path, out.str());
@@ -121,12 +125,15 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     s->total_steps = s->steps_per_epoch * tc.epochs;
     if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
     Config optim_config = config->section("optim");
-    OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps);
+    OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps, s->model->device());
     s->optimizer = std::move(o.optimizer);
     s->schedule = std::make_unique<LrSchedule>(o.schedule);
     if (config->has("prune")) {  // read only when present: unpruned runs' resolved configs stay as they were
       Config prune_config = config->section("prune");
       const PruneConfig pc = read_prune_config(prune_config);
+      RT_REQUIRE(!pc.enabled || s->model->device() == Device::cpu, ConfigError,
+                 "config: {}: [prune] runs on the CPU backend only so far (runtime.backend = \"cuda\" here)",
+                 config_path);
       if (pc.enabled) s->pruner = std::make_unique<Pruner>(pc, *s->model, *s->optimizer, *s->comm, s->total_steps);
     }
     config->finish();
@@ -140,8 +147,8 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     write_file_atomic(tc.run_dir + "/config.toml", s->resolved_config + "\n");
   });
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
-  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->resolved_config,
-                                                      global_batch, *s->watchdog);
+  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->scaler,
+                                                      s->resolved_config, global_batch, *s->watchdog);
   if (s->pruner) s->checkpoints->add_replicated("prune/mask", s->pruner->mask().f32(), s->pruner->mask().numel());
   s->resumed = s->checkpoints->resume(s->steps_per_epoch);
   run_collectively(ctx, [&] {
@@ -162,21 +169,46 @@ struct EvalResult {
   double loss = 0.0;
 };
 
-EvalResult evaluate(Setup& s, const Context& ctx) {
-  // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
-  for (Tensor& b : s.model->buffers()) {
-    s.comm->allreduce_sum(b.raw(), static_cast<std::size_t>(b.numel()), DType::f32);
-    for (std::int64_t i = 0; i < b.numel(); ++i) b.f32()[i] /= static_cast<float>(ctx.world_size());
+// Evaluation runs the model where it lives: on the GPU the batch is uploaded and the loss
+// computed there, through the same pieces as a training step.
+class Evaluator {
+ public:
+  Evaluator(const Model& model, std::int64_t max_rows, std::int64_t classes)
+      : dlogits_(Tensor::empty(Shape{max_rows, classes}, model.activation_dtype(), model.device())) {
+    if (model.device() == Device::cuda) {
+      loss_ = make_cuda_step_loss(max_rows);
+      upload_ = make_device_batch(max_rows, model.input_shape(), model.activation_dtype());
+    } else {
+      loss_ = make_cpu_step_loss();
+    }
   }
-  SoftmaxCrossEntropy ce;
+  LossSums run(Model& model, const Batch& batch) {
+    const StepInfo info{false, 0, 0, 0};
+    const Tensor& x = upload_ ? upload_->upload(batch.x) : batch.x;
+    Tensor dlogits = dlogits_.rows(0, batch.size());
+    loss_->compute(model.forward(x, info), batch.labels.data(), dlogits, 1.0f);
+    return loss_->sums();
+  }
+
+ private:
+  Tensor dlogits_;
+  std::unique_ptr<StepLoss> loss_;
+  std::unique_ptr<DeviceBatch> upload_;
+};
+
+EvalResult evaluate(Setup& s, const Context& ctx, Evaluator& evaluator) {
+  // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
+  for (Tensor& b : s.model->buffers())
+    with_host_copy(b, [&](Tensor& h) {
+      s.comm->allreduce_sum(h.raw(), static_cast<std::size_t>(h.numel()), DType::f32);
+      for (std::int64_t i = 0; i < h.numel(); ++i) h.f32()[i] /= static_cast<float>(ctx.world_size());
+    });
   double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
-  StepInfo info;
-  info.training = false;
   for (std::int64_t i = 0; i < s.test_loader->steps_per_epoch(); ++i) {
     const Batch& batch = *for_key("data.test", [&] { return &s.test_loader->next(); });
-    const double loss = ce.forward(s.model->forward(batch.x, info), batch.labels.data());
-    sums[0] += static_cast<double>(ce.correct());
-    sums[1] += loss * static_cast<double>(batch.size());
+    const LossSums r = evaluator.run(*s.model, batch);
+    sums[0] += r.correct;
+    sums[1] += r.loss;
     sums[2] += static_cast<double>(batch.size());
   }
   s.comm->allreduce_sum(sums, 3, DType::f64);
@@ -193,7 +225,7 @@ std::uint64_t fnv1a(const void* data, std::size_t bytes) {
 // Every rank must hold bitwise identical parameters at the end; a difference is a bug in
 // the data-parallel machinery and fails the run on all ranks.
 std::string verify_param_checksums(Setup& s, const Context& ctx) {
-  const Tensor& p = s.model->params();
+  const Tensor p = to_host(s.model->params());
   std::uint64_t mine = fnv1a(p.raw(), p.nbytes());
   std::uint64_t root = mine;
   s.comm->broadcast(&root, sizeof(root), 0);
@@ -290,8 +322,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   // Parameters start identical everywhere: rank 0's initialisation is broadcast (a resumed
   // run's parameters were read from the same checkpoint by every rank).
   if (!s.resumed) {
-    if (ctx.world_rank() == 0) model.init_params(tc.seed);
-    s.comm->broadcast(model.params().raw(), model.params().nbytes(), 0);
+    start_from_root_params(model, *s.comm, tc.seed);
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
@@ -299,10 +330,11 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
   DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
-                           &tracer);
-  report.comm_plan(dp_step.num_buckets(), options.overlap);
+                           &tracer, &s.scaler);
+  report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
 
   BoundaryPolicy policy(tc, *s.comm, ctx);
+  Evaluator evaluator(model, tc.eval_batch_size, s.num_classes);
   TrainPosition at = start;
   double final_loss = 0.0;
   EvalResult last_eval{-1.0, 0.0};
@@ -315,6 +347,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     const double lr = s.schedule->at(at.step);
     const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, at.step, ctx.world_rank()},
                                      static_cast<float>(lr));
+    if (r.skipped) report.overflow(at.step, r.scale_before, r.scale_after);
     if (s.pruner) s.pruner->after_step(at.step + 1);  // masks are re-applied after every optimizer step
     final_loss = r.loss;
     report.step(at.epoch, at.step_in_epoch, at.step, r.loss, r.correct / static_cast<double>(b * world), lr,
@@ -325,7 +358,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     // averages BatchNorm statistics, so it comes before any checkpoint of this step.
     if (++at.step_in_epoch == spe || at.step == s.total_steps) {
       if (s.test_loader) {
-        last_eval = evaluate(s, ctx);
+        last_eval = evaluate(s, ctx, evaluator);
         report.epoch_end(at.epoch, tc.epochs, at.step, last_eval.accuracy, last_eval.loss);
       }
       if (at.step_in_epoch == spe) {
@@ -349,7 +382,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
   report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
-                last_eval.accuracy, model, checksum);
+                last_eval.accuracy, model, s.scaler, checksum);
   return 0;
 }
 

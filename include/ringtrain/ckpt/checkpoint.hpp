@@ -36,6 +36,12 @@ struct CheckpointMeta {
   std::string optimizer;           // "sgd" | "adamw"
   std::string data_strategy;       // "memory" | "stream"
   std::string config;              // the resolved TOML of the run
+  // Mixed precision (attributes absent in files of older writers: read as "fp32" and the
+  // default scaler state below, which a run without loss scaling also writes).
+  std::string precision = "fp32";  // train.precision: "fp32" | "bf16" | "fp16"
+  double loss_scale = 1.0;         // GradScaler state after the last step
+  std::int64_t loss_scale_good_steps = 0;
+  std::int64_t skipped_steps = 0;  // steps skipped for fp16 overflow
   double wall_time = 0.0;          // seconds since the Unix epoch when written
 };
 

@@ -42,6 +42,8 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string_view name() const = 0;  // e.g. "mpi-ring", "mpi-ring-shm"
+  // Whether collectives take device (GPU) pointers (NCCL) rather than host pointers (MPI).
+  virtual bool device_memory() const { return false; }
 
   // In-place elementwise sum over all ranks of `count` elements of `dtype` at `data`
   // (f32, f64, bf16, f16, i32). Every rank ends with bitwise identical results. count may

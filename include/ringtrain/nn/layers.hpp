@@ -1,5 +1,7 @@
 // The built-in layers (CPU backend). Each has a finite-difference gradient test in
 // tests/unit/nn. Layouts are NCHW; convolution is im2col + one GEMM over the whole batch.
+// Geometry and parameters are protected: the CUDA layers (src/nn/cuda) derive from these
+// classes and replace only forward/backward, so both backends share shapes and parameters.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,7 +21,7 @@ class Linear : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   std::int64_t forward_flops_per_sample() const override { return 2 * in_ * out_; }
 
- private:
+ protected:
   std::int64_t in_ = 0, out_;
   bool has_bias_;
   Tensor w_, b_, dw_, db_;
@@ -44,7 +46,7 @@ class Conv2d : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   std::int64_t forward_flops_per_sample() const override;
 
- private:
+ protected:
   struct Span {
     std::int64_t begin, end;
   };
@@ -76,7 +78,7 @@ class MaxPool2d : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
- private:
+ protected:
   std::int64_t k_, s_, c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
   std::vector<std::int32_t> argmax_;  // input offset (within the sample) of each output
 };
@@ -97,7 +99,7 @@ class Dropout : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
- private:
+ protected:
   float p_;
   int layer_index_;           // part of the mask's random stream key
   std::vector<float> scale_;  // 0 or 1/(1-p) per element of the last training forward
@@ -114,7 +116,7 @@ class BatchNorm2d : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
- private:
+ protected:
   float momentum_, eps_;
   std::int64_t c_ = 0, hw_ = 0;
   Tensor gamma_, beta_, dgamma_, dbeta_;

@@ -1,5 +1,7 @@
 // Optimizers over the flat parameter/gradient arenas (SGD with momentum/nesterov/weight
 // decay, AdamW) and learning-rate schedules (constant, step, cosine with linear warmup).
+// An optimizer made for Device::cuda keeps its state on the GPU and updates device arenas
+// with one fused kernel launch per step.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +21,7 @@ class Optimizer {
   virtual std::string_view name() const = 0;
   // One update of all n parameters with learning rate lr, using grads * grad_scale (the
   // 1/world averaging folded into the update: one pass over the arenas instead of two).
+  // params and grads live on the optimizer's device.
   virtual void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) = 0;
   // Optimizer state for checkpoints: each buffer (momentum, moments) with its name, and the
   // number of steps taken (AdamW's bias correction depends on it).
@@ -36,7 +39,7 @@ class Optimizer {
 
 class Sgd : public Optimizer {
  public:
-  Sgd(std::int64_t num_params, const SgdHyper& hyper);
+  Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device = Device::cpu);
   std::string_view name() const override { return "sgd"; }
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
   std::vector<StateBuffer> state() override { return {{"velocity", velocity_}}; }
@@ -48,7 +51,7 @@ class Sgd : public Optimizer {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::int64_t num_params, const AdamWHyper& hyper);
+  AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device = Device::cpu);
   std::string_view name() const override { return "adamw"; }
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f) override;
   std::vector<StateBuffer> state() override { return {{"m", m_}, {"v", v_}}; }
@@ -83,6 +86,7 @@ struct OptimSetup {
   std::unique_ptr<Optimizer> optimizer;
   LrSchedule schedule;
 };
-OptimSetup build_optimizer(Config& optim_config, std::int64_t num_params, std::int64_t total_steps);
+OptimSetup build_optimizer(Config& optim_config, std::int64_t num_params, std::int64_t total_steps,
+                           Device device = Device::cpu);
 
 }  // namespace ringtrain

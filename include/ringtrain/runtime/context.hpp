@@ -30,8 +30,9 @@ class Context {
   const DeviceBinding& binding() const { return binding_; }
 
   // Binds this rank: backend "cpu" splits the node's cores among local ranks (threads=0:
-  // automatic); "cuda" takes local_rank mod visible GPUs. Throws NotCompiled for a backend
-  // this build lacks.
+  // automatic); "cuda" takes local_rank mod visible GPUs, and falls back to "cpu" with a
+  // warning when there is none (no device, no driver, or a build without CUDA): check
+  // binding().backend for what was bound.
   void bind(const std::string& backend, int threads);
 
   // Abort the whole job (all ranks) with an exit code; never returns.

@@ -1,5 +1,6 @@
-// Shape and Tensor: a typed, shaped view into shared, 64-byte aligned storage. Views share
-// storage (slices of a flat arena are Tensors too); only Tensor::empty allocates.
+// Shape and Tensor: a typed, shaped view into shared storage on the host (64-byte aligned) or
+// on the CUDA device (from the caching pool). Views share storage (slices of a flat arena are
+// Tensors too); only Tensor::empty allocates. Device data is never dereferenced on the host.
 #pragma once
 #include <cstdint>
 #include <initializer_list>
@@ -33,15 +34,19 @@ class Shape {
   std::vector<std::int64_t> dims_;
 };
 
+enum class Device : std::uint8_t { cpu, cuda };
+
 class Tensor {
  public:
   Tensor() = default;
-  static Tensor empty(const Shape& shape, DType dtype = DType::f32);  // zero-filled
+  // Zero-filled. Device::cuda allocates on the current GPU (NotCompiled without CUDA).
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   // A non-owning view of memory the caller keeps alive.
   static Tensor wrap(void* data, const Shape& shape, DType dtype = DType::f32);
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   std::int64_t numel() const { return shape_.numel(); }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   bool defined() const { return data_ != nullptr || numel() == 0; }
@@ -60,6 +65,13 @@ class Tensor {
   void* data_ = nullptr;
   Shape shape_;
   DType dtype_ = DType::f32;
+  Device device_ = Device::cpu;
 };
+
+// Copies src into dst (same dtype and element count; any pair of devices). Device copies are
+// ordered on the default stream, and a copy to the host returns when the data is there.
+void copy_into(const Tensor& dst, const Tensor& src);
+// t itself when it is on the host, else a host copy of it.
+Tensor to_host(const Tensor& t);
 
 }  // namespace ringtrain

@@ -2,20 +2,24 @@
 // forward and backward over `accumulation_steps` micro-batches, the gradient allreduce in
 // buckets (launched during the last backward when overlapping), averaging folded into the
 // optimizer update. The trainer runs it every step; tests run it with different world
-// sizes, bucketings and accumulation.
+// sizes, bucketings and accumulation. With a loss scaler (fp16) the loss gradient is scaled,
+// 1/scale is folded into the same update, and a step with Inf/NaN gradients is skipped.
 #pragma once
 #include <cstdint>
 #include <memory>
 
-#include "ringtrain/nn/layers.hpp"
+#include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
 class Communicator;
+class DeviceBatch;
 class GradBucketer;
+class GradScaler;
 class Model;
 class Optimizer;
+class StepLoss;
 class Tracer;
 
 struct StepOptions {
@@ -34,32 +38,48 @@ struct StepResult {
   double optimizer_s = 0.0;  //           the optimizer update
   double allreduce_s = 0.0;  // gradient buckets' allreduce time (overlapped or not)
   double exposed_s = 0.0;    // end of backward until all buckets are reduced, + statistics
+  bool skipped = false;      // fp16 overflow: the optimizer did not step
+  double scale_before = 1.0;  // loss scale this step ran with
+  double scale_after = 1.0;   // loss scale of the next step
 };
 
 class DataParallelStep {
  public:
   // stats_comm carries the loss/accuracy; grad_comm is used only for gradient buckets (on
   // the comm thread when overlapping). micro_batch: samples per micro-batch per rank.
+  // scaler: null or disabled for no loss scaling (its state lives with the caller, which
+  // checkpoints it); the model's compute dtype is set by the caller too.
   DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm, Communicator& grad_comm,
-                   std::int64_t micro_batch, std::int64_t num_classes, const StepOptions& options, Tracer* tracer);
+                   std::int64_t micro_batch, std::int64_t num_classes, const StepOptions& options, Tracer* tracer,
+                   GradScaler* scaler = nullptr);
   ~DataParallelStep();
 
   // x: [micro_batch * accumulation_steps, ...] this rank's inputs; labels: as many entries.
   // Throws CollectiveError (on every rank at once) when the global loss is not finite; the
-  // update is then skipped.
+  // update is then skipped. With an enabled scaler a non-finite loss or gradient is an
+  // overflow instead: the step is skipped (StepResult::skipped) and training goes on.
   StepResult run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr);
   std::size_t num_buckets() const;
+  bool overlapped() const;  // whether buckets are reduced during backward
 
  private:
+  // Backward of micro-batch micro_index_; after the last one, every bucket is launched.
+  void backward_and_reduce(bool last);
+
   Model& model_;
   Optimizer& optimizer_;
   Communicator& stats_comm_;
   StepOptions options_;
   std::int64_t micro_batch_;
   Tracer* tracer_;
-  SoftmaxCrossEntropy loss_;
+  GradScaler* scaler_;
+  Device device_;                        // the model's
+  std::unique_ptr<StepLoss> loss_;
+  std::unique_ptr<DeviceBatch> device_batch_;  // GPU: uploads the host batch
   Tensor dlogits_;
-  Tensor carry_;  // gradients summed over the earlier micro-batches (accumulation only)
+  Tensor carry_;       // gradients summed over the earlier micro-batches (accumulation only)
+  Tensor host_grads_;  // GPU with an MPI communicator: the host copy the buckets reduce
+  std::int64_t micro_index_ = 0;
   std::unique_ptr<GradBucketer> bucketer_;
 };
 

@@ -1,10 +1,12 @@
 // What every training-like command (train, bench train, tune batch) builds the same way from
-// its config: the run's communicators under one watchdog, and the data-parallel step options.
+// its config: the run's communicators under one watchdog, the data-parallel step options, the
+// compute options of the model, and the start from rank 0's parameters.
 #pragma once
 #include <memory>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/nn/model.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/train_config.hpp"
 
@@ -27,5 +29,22 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc);
 // backward only where MPI lets the comm thread call it next to the compute thread
 // (MPI_THREAD_MULTIPLE).
 StepOptions step_options(const TrainConfig& tc, const Context& ctx);
+
+// Where and how the model computes: the bound device (cuda only when ctx is bound to a GPU),
+// train.precision and runtime.tf32.
+ComputeOptions compute_options(const TrainConfig& tc, const Context& ctx);
+
+// Runs a collective of the main communicator (MPI: host memory) on a tensor that may live on
+// the GPU, through a host copy that is copied back.
+template <typename F>
+void with_host_copy(Tensor& t, F&& collective) {
+  Tensor host = to_host(t);
+  collective(host);
+  if (t.device() != Device::cpu) copy_into(t, host);
+}
+
+// Every rank starts from rank 0's parameters (a fresh start: rank 0 initialises them from
+// the seed). Collective.
+void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed);
 
 }  // namespace ringtrain

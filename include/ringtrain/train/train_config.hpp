@@ -3,9 +3,12 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "ringtrain/data/data_config.hpp"
 #include "ringtrain/data/loader.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
+#include "ringtrain/tensor/dtype.hpp"
 
 namespace ringtrain {
 
@@ -34,14 +37,18 @@ struct TrainConfig {
   std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
   std::string resume = "none";     // "auto" (newest intact checkpoint), "none", or a checkpoint path
   std::int64_t exit_at_step = 0;   // end the run after this step with a checkpoint (0: never)
+  DType precision = DType::f32;    // train.precision "fp32" | "bf16" | "fp16": the compute dtype
+  // [loss_scale] (fp16 only; read and validated whenever present)
+  LossScaleOptions loss_scale;
   CheckpointConfig checkpoint;
   // [data]
   DataConfig data;
   // [runtime]
-  std::string backend = "cpu";
+  std::string backend = "cpu";     // "cpu" or "cuda" (falls back to cpu, with a warning, without a GPU)
   std::int64_t threads = 0;        // 0: split the node's cores among local ranks
+  bool tf32 = false;               // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
   // [comm]
-  std::string allreduce = "ring";
+  std::string allreduce = "ring";  // gradients: "ring" or "mpi" (MPI, host memory), or "nccl" (cuda)
   std::string wire_dtype = "f32";  // gradients travel as f32 or bf16 (ring only)
   bool overlap = true;             // bucket allreduces during backward on a comm thread
   double bucket_mb = 1.0;
@@ -51,6 +58,9 @@ struct TrainConfig {
   bool trace = false;              // Chrome/Perfetto timeline in run.dir/trace.json
   std::int64_t monitor_interval_ms = 1000;  // resource sampling period (0: off)
 };
+
+// The train.precision spelling of a compute dtype: "fp32", "bf16", "fp16".
+std::string_view precision_name(DType precision);
 
 // Reads and validates the keys above. `config_stem` names the default run directory.
 TrainConfig read_train_config(Config& config, const std::string& config_stem);

@@ -1,0 +1,30 @@
+// Host launchers for bias + activation forward, ReLU forward/backward and the bias gradient
+// (activation_kernels.cu). Tensors are f32, bf16 or f16 (computed in float); bias and its
+// gradient are f32. The stream is an opaque cudaStream_t; launches are checked.
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain::kernels {
+
+enum class Activation { none, relu };
+
+// y viewed as [outer][channels][inner], in place: y = act(y + bias[c]); bias (f32, device) may
+// be null. With no bias and no activation nothing is launched.
+void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std::int64_t channels, std::int64_t inner,
+                             Activation act, DType dtype, void* stream);
+
+// y = x > 0 ? x : 0 over n elements (y may alias x).
+void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream);
+
+// dx = y > 0 ? dy : 0 over n elements (dx may alias dy).
+void launch_relu_backward(void* dx, const void* y, const void* dy, std::int64_t n, DType dtype, void* stream);
+
+// db[c] = sum over outer, inner of dy[o][c][i]: f32 accumulation in a fixed order (one block
+// per channel, no atomics), so repeated runs give the same bits. Overwrites db; with
+// outer * inner == 0 it is set to zeros.
+void launch_bias_grad(float* db, const void* dy, std::int64_t outer, std::int64_t channels, std::int64_t inner,
+                      DType dtype, void* stream);
+
+}  // namespace ringtrain::kernels

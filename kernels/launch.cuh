@@ -1,0 +1,95 @@
+// Private to kernels/: grid-stride launch helpers, launch checks, dtype dispatch and the
+// device-side f32/bf16/f16 loads and stores. Stores round to nearest even and give NaNs the
+// same bits as dtype.hpp's float_to_bf16/float_to_f16, so device results match the host's.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain::kernels::detail {
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxBlocks = 65535;
+
+inline cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+// Blocks for `work` independent items of kThreads each (at least 1, at most kMaxBlocks;
+// the kernels cover the rest with grid-stride loops).
+inline unsigned grid_for(std::int64_t work) {
+  const std::int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
+}
+
+inline void check_launch(const char* name) {
+  const cudaError_t rc = cudaGetLastError();
+  if (rc != cudaSuccess) throw Error(fmt::format("{} launch failed: {}", name, cudaGetErrorString(rc)));
+}
+
+inline void require_count(const char* name, std::int64_t n) {
+  RT_REQUIRE(n >= 0, Error, "{}: negative element count {}", name, n);
+}
+
+// Launches kernel over n elements (grid-stride) on stream; n == 0 launches nothing.
+template <typename... Params, typename... Args>
+void launch_elementwise(void (*kernel)(Params...), const char* name, std::int64_t n, void* stream, Args&&... args) {
+  require_count(name, n);
+  if (n == 0) return;
+  kernel<<<grid_for(n), kThreads, 0, as_stream(stream)>>>(std::forward<Args>(args)...);
+  check_launch(name);
+}
+
+__device__ inline std::int64_t grid_start() { return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; }
+__device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// Calls f(T{}) with T the device type of an activation dtype (float, __nv_bfloat16, __half);
+// any other dtype throws Error naming it and the caller.
+template <typename F>
+void dispatch_float(DType dtype, const char* name, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::bf16: return f(__nv_bfloat16{});
+    case DType::f16: return f(__half{});
+    default: throw Error(fmt::format("{}: unsupported dtype {} (f32, bf16 or f16)", name, dtype_name(dtype)));
+  }
+}
+
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__nv_bfloat16 x) {
+  return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(x)) << 16);
+}
+// NaNs keep sign and payload as in f16_to_float (hardware conversion may canonicalize them).
+__device__ inline float to_float(__half x) {
+  const unsigned h = __half_as_ushort(x);
+  if ((h & 0x7fffu) > 0x7c00u) return __uint_as_float(((h & 0x8000u) << 16) | 0x7f800000u | ((h & 0x3ffu) << 13));
+  return __half2float(x);
+}
+
+template <typename T>
+__device__ T from_float(float f);
+template <>
+__device__ inline float from_float<float>(float f) {
+  return f;
+}
+// Finite values and infinities: the hardware's round-to-nearest-even; NaNs as float_to_bf16
+// (quiet, sign and payload kept) instead of the hardware's canonical NaN.
+template <>
+__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __ushort_as_bfloat16(static_cast<unsigned short>((u >> 16) | 0x40u));
+  return __float2bfloat16_rn(f);
+}
+template <>
+__device__ inline __half from_float<__half>(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    return __ushort_as_half(static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(f);
+}
+
+}  // namespace ringtrain::kernels::detail

@@ -1,0 +1,61 @@
+// Casts between f32/bf16/f16 (through float, with launch.cuh's host-identical rounding) and
+// f32 element-wise accumulate, scale and mask.
+#include "kernels/launch.cuh"
+#include "kernels/tensor_kernels.hpp"
+#include "src/cuda/cuda_check.hpp"
+
+namespace ringtrain::kernels {
+namespace {
+
+using namespace detail;
+
+template <typename From, typename To>
+__global__ void cast_kernel(const From* __restrict__ src, To* __restrict__ dst, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] = from_float<To>(to_float(src[i]));
+}
+
+__global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] += src[i];
+}
+
+__global__ void scale_kernel(float* x, float factor, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] *= factor;
+}
+
+__global__ void apply_mask_kernel(float* __restrict__ x, const float* __restrict__ mask, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] *= mask[i];
+}
+
+}  // namespace
+
+void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t n, void* stream) {
+  dispatch_float(from, "cast (source)", [&](auto from_tag) {
+    dispatch_float(to, "cast (destination)", [&](auto to_tag) {
+      using From = decltype(from_tag);
+      using To = decltype(to_tag);
+      require_count("cast", n);
+      if (n == 0) return;
+      if (from == to) {
+        RT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(To), cudaMemcpyDeviceToDevice,
+                                      as_stream(stream)));
+        return;
+      }
+      launch_elementwise(cast_kernel<From, To>, "cast_kernel", n, stream, static_cast<const From*>(src),
+                         static_cast<To*>(dst), n);
+    });
+  });
+}
+
+void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream) {
+  launch_elementwise(accumulate_kernel, "accumulate_kernel", n, stream, dst, src, n);
+}
+
+void launch_scale(float* x, float factor, std::int64_t n, void* stream) {
+  launch_elementwise(scale_kernel, "scale_kernel", n, stream, x, factor, n);
+}
+
+void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream) {
+  launch_elementwise(apply_mask_kernel, "apply_mask_kernel", n, stream, x, mask, n);
+}
+
+}  // namespace ringtrain::kernels

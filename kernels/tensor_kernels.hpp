@@ -1,0 +1,17 @@
+// Host launchers for dtype casts and f32 element-wise updates (tensor_kernels.cu). Device
+// pointers; the stream is an opaque cudaStream_t; n == 0 launches nothing.
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain::kernels {
+
+// dst = src converted, bit-exact with dtype.hpp's host conversions, for any pair of f32, bf16
+// and f16 (half to half goes through float, as on the host; the same dtype is a copy).
+void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t n, void* stream);
+void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream);  // dst += src
+void launch_scale(float* x, float factor, std::int64_t n, void* stream);             // x *= factor
+void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream);   // x *= mask (pruning)
+
+}  // namespace ringtrain::kernels

@@ -1,0 +1,222 @@
+// `ringtrain bench gemm`: OpenBLAS sgemm on every rank at once (cpu, the default: the compute
+// peak, one JSON line on rank 0), or on one GPU the Fashion-MNIST Linear GEMMs and two squares,
+// ringtrain's cuBLASLt algorithm against cuBLASLt's fastest (cuda; bench_gemm_cuda.cpp).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/bench_gemm_cuda.hpp"
+#include "cli/bench_stats.hpp"
+#include "cli/commands.hpp"
+#include "cli/cuda_versions.hpp"
+#include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
+#include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/runtime/context.hpp"
+#include "tensor/blas.hpp"
+
+namespace ringtrain {
+namespace {
+
+struct GemmOptions {
+  std::string backend = "cpu";
+  std::int64_t size = 1024;
+  double seconds = 1.0;
+  int threads = 0;
+  int repeats = 3;
+  std::vector<std::string> dtypes = {"f32", "tf32", "bf16"};  // cuda
+  int calls = 20;                                             // cuda
+  bool json = false;                                          // cuda (the cpu bench prints JSON)
+};
+
+// Ranks share cores and memory bandwidth, so the aggregate is what a data-parallel run can reach.
+void bench_gemm_cpu(Context& ctx, const GemmOptions& o) {
+  ctx.bind("cpu", o.threads);
+  auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
+  const std::int64_t n = o.size;
+  std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  using Clock = std::chrono::steady_clock;
+  auto run = [&](std::int64_t iters) {
+    const auto t0 = Clock::now();
+    for (std::int64_t i = 0; i < iters; ++i)
+      blas::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  double once = run(1);  // warm-up, and the per-call time that sizes the timed loops
+  comm->allreduce_sum(&once, 1, DType::f64);  // same iteration count on every rank
+  const auto iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.seconds / (once / ctx.world_size())));
+  std::vector<double> rates;
+  for (int r = 0; r < o.repeats; ++r) {
+    comm->barrier();
+    double gflops = 2.0 * static_cast<double>(n * n * n) * static_cast<double>(iters) / run(iters) / 1e9;
+    comm->allreduce_sum(&gflops, 1, DType::f64);
+    rates.push_back(gflops);
+  }
+  std::sort(rates.begin(), rates.end());
+  const double median = rates[rates.size() / 2];
+  nlohmann::json j = {{"bench", "gemm"},
+                      {"size", n},
+                      {"ranks", ctx.world_size()},
+                      {"threads_per_rank", ctx.binding().threads},
+                      {"iterations", iters},
+                      {"gflops_aggregate", median},
+                      {"gflops_per_rank", median / ctx.world_size()},
+                      {"gflops_aggregate_runs", rates}};
+  log::info("{}", j.dump());
+}
+
+// One GEMM of the CUDA bench: row-major C[m,n] = op(A) op(B); c_f32: C is f32 whatever the
+// inputs (the weight gradient), else of the inputs' type.
+struct NamedGemm {
+  std::string name;
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0;
+  bool c_f32 = false;
+};
+
+// The GEMMs of a Linear layer in -> out at batch n as CudaLinear runs them (nn/cuda/cuda_linear.cpp):
+// y = x W^T, dW = dy^T x (into f32), and dx = dy W unless the layer is the model's first trainable one.
+void add_linear(std::vector<NamedGemm>& out, const std::string& name, std::int64_t n, std::int64_t in,
+                std::int64_t features, bool with_dx) {
+  out.push_back({name + ".forward", false, true, n, features, in, false});
+  out.push_back({name + ".dW", true, false, features, in, n, true});
+  if (with_dx) out.push_back({name + ".dx", false, false, n, in, features, false});
+}
+
+// examples/fashion_mnist/mlp.toml (784-512-256-10) and cnn.toml (two conv + 2x2 pools leave
+// 64 x 7 x 7 = 3136 features for linear 128 and 10) at batch 256, then the --size square and
+// the 8192^3 square, the peak reference.
+std::vector<NamedGemm> cuda_bench_gemms(std::int64_t size) {
+  constexpr std::int64_t batch = 256, peak = 8192;
+  std::vector<NamedGemm> g;
+  add_linear(g, "mlp.linear1", batch, 784, 512, false);
+  add_linear(g, "mlp.linear2", batch, 512, 256, true);
+  add_linear(g, "mlp.linear3", batch, 256, 10, true);
+  add_linear(g, "cnn.linear1", batch, 3136, 128, true);
+  add_linear(g, "cnn.linear2", batch, 128, 10, true);
+  g.push_back({fmt::format("square{}", size), false, false, size, size, size, false});
+  if (size != peak) g.push_back({fmt::format("square{}", peak), false, false, peak, peak, peak, false});
+  return g;
+}
+
+// --dtype: inputs f32 (strict or TF32 tensor cores), bf16 or f16.
+GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
+  const DType ab = dtype == "bf16" ? DType::bf16 : dtype == "f16" ? DType::f16 : DType::f32;
+  return GemmProblem{g.trans_a, g.trans_b, g.m, g.n, g.k, ab, g.c_f32 ? DType::f32 : ab, dtype == "tf32"};
+}
+
+void bench_gemm_cuda(Context& ctx, const GemmOptions& o) {
+  // No GPU is an error, not a fallback: measuring OpenBLAS here would answer another question.
+  std::vector<VisibleGpu> gpus;
+  run_collectively(ctx, [&] {
+    std::string why;
+    gpus = visible_gpus(&why);
+    RT_REQUIRE(!gpus.empty(), Error, "bench gemm --backend cuda: {}; nothing measured", why);
+    RT_REQUIRE(ctx.world_size() == 1, ConfigError,
+               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}",
+               ctx.world_size());
+  });
+  ctx.bind("cuda", 1);
+  const VisibleGpu& gpu = gpus.at(static_cast<std::size_t>(ctx.binding().device));
+  if (!o.json) {
+    log::info("bench gemm: cuBLASLt on {} (GPU {}), medians of {} repeats of {} calls; used = ringtrain's algorithm "
+              "(the heuristic's first), best = fastest candidate",
+              gpu.name, gpu.ordinal, o.repeats, o.calls);
+    log::info("  {:<20} {:>5} {:>5} {:>5} {:<5} {:>12} {:>12} {:>9} {:>10}", "gemm", "m", "n", "k", "dtype",
+              "used TFLOP/s", "best TFLOP/s", "used/best", "candidates");
+  }
+  for (const NamedGemm& g : cuda_bench_gemms(o.size)) {
+    for (const std::string& dtype : o.dtypes) {
+      const GemmProblem p = cuda_problem(g, dtype);
+      const std::vector<std::vector<double>> ms = time_gemm_candidates_cuda(p, o.repeats, o.calls);
+      const std::size_t count = ms.front().size();
+      for (const auto& row : ms)
+        RT_REQUIRE(row.size() == count, Error, "bench gemm {} {}: cuBLASLt offered {} and then {} algorithms", g.name,
+                   dtype, count, row.size());
+      std::vector<double> medians;  // per candidate, over the repeats
+      for (std::size_t i = 0; i < count; ++i) {
+        std::vector<double> runs;
+        for (const auto& row : ms) runs.push_back(row[i]);
+        medians.push_back(median(runs));
+      }
+      const auto best = static_cast<std::size_t>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+      const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+      const double used_tflops = flops / (medians[0] * 1e-3) / 1e12;
+      const double best_tflops = flops / (medians[best] * 1e-3) / 1e12;
+      std::vector<double> used_runs;
+      for (const auto& row : ms) used_runs.push_back(row[0]);
+      const nlohmann::json j = {{"bench", "gemm"},
+                                {"backend", "cuda"},
+                                {"gpu", gpu.name},
+                                {"device", gpu.ordinal},
+                                {"gemm", g.name},
+                                {"m", g.m},
+                                {"n", g.n},
+                                {"k", g.k},
+                                {"trans_a", g.trans_a},
+                                {"trans_b", g.trans_b},
+                                {"dtype", dtype},
+                                {"c_dtype", dtype_name(p.c_type)},
+                                {"repeats", o.repeats},
+                                {"calls", o.calls},
+                                {"candidates", count},
+                                {"used_ms", medians[0]},
+                                {"used_tflops", used_tflops},
+                                {"best_candidate", best},
+                                {"best_ms", medians[best]},
+                                {"best_tflops", best_tflops},
+                                {"used_vs_best", used_tflops / best_tflops},
+                                {"used_ms_runs", used_runs}};
+      if (o.json)
+        log::info("{}", j.dump());
+      else
+        log::info("  {:<20} {:>5} {:>5} {:>5} {:<5} {:>12.2f} {:>12.2f} {:>9.3f} {:>10}", g.name, g.m, g.n, g.k, dtype,
+                  used_tflops, best_tflops, used_tflops / best_tflops, count);
+    }
+  }
+}
+
+}  // namespace
+
+Command add_bench_gemm_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "gemm", "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
+              "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
+  auto o = std::make_shared<GemmOptions>();
+  cmd->add_option("--backend", o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
+      ->check(CLI::Range(64, 8192));
+  cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
+  cmd->add_option("--threads", o->threads, "BLAS threads per rank (cpu; 0: split the cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--dtype", o->dtypes, "input types (cuda; repeatable or comma list): f32, tf32, bf16, f16")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "tf32", "bf16", "f16"}));
+  cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(CLI::Range(1, 10000));
+  cmd->add_flag("--json", o->json,
+                "one JSON line per GEMM and type instead of a table (cuda; cpu always prints its JSON line)");
+  return [cmd, o](Context& ctx) {
+    if (!cmd->parsed()) return 0;
+    const bool cuda = o->backend == "cuda";
+    run_collectively(ctx, [&] {
+      for (const char* option : cuda ? std::vector<const char*>{"--seconds", "--threads"}
+                                     : std::vector<const char*>{"--dtype", "--calls"})
+        RT_REQUIRE(cmd->count(option) == 0, ConfigError, "bench gemm: {} applies to --backend {} only", option,
+                   cuda ? "cpu" : "cuda");
+    });
+    if (cuda)
+      bench_gemm_cuda(ctx, *o);
+    else
+      bench_gemm_cpu(ctx, *o);
+    return 0;
+  };
+}
+
+}  // namespace ringtrain

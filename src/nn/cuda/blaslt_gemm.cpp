@@ -1,0 +1,186 @@
+// cuBLASLt GEMM (see blaslt_gemm.hpp). Row-major C = op(A) op(B) is, read column-major,
+// C^T = op(B)^T op(A)^T: cuBLASLt gets B as its first operand and A as its second, with the
+// same transpose flags and leading dimensions, and no data moves.
+#include "nn/cuda/blaslt_gemm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda/cublas_check.hpp"
+#include "cuda/cuda_check.hpp"
+
+namespace ringtrain::cuda {
+
+struct BlasLt::Plan {
+  Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
+  // cuBLASLt's operands: first = our B, second = our A; C is also the output D.
+  Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, c;
+  cublasLtMatmulAlgo_t algo{};  // the heuristic's first choice, filled in by gemm()
+};
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: break;
+  }
+  throw Error(fmt::format("gemm: unsupported element type {} on CUDA (f32, bf16 or f16)", dtype_name(t)));
+}
+
+// The largest power of two dividing the address, up to 256 (what cuBLASLt assumes by default).
+std::uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  return static_cast<std::uint32_t>(std::min<std::uintptr_t>(256, address & (~address + 1)));
+}
+
+cublasLtHandle_t create_blaslt() {
+  cublasLtHandle_t handle = nullptr;
+  RT_CUBLAS_CHECK(cublasLtCreate(&handle));
+  return handle;
+}
+
+Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType type, std::int64_t rows,
+                                                                         std::int64_t cols, std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  RT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_type(type), static_cast<std::uint64_t>(rows),
+                                             static_cast<std::uint64_t>(cols), ld));
+  return Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>(layout);
+}
+
+}  // namespace
+
+std::string BlasLt::describe(const Key& key) {
+  const GemmShape& s = key.shape;
+  return fmt::format("gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{} (alignment "
+                     "A/B/C {}/{}/{} bytes)",
+                     s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, dtype_name(key.ab_type),
+                     dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
+                     key.align_a, key.align_b, key.align_c);
+}
+
+BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspace_(workspace_bytes) {}
+
+BlasLt::~BlasLt() = default;
+
+BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type,
+                             DType c_type, MathMode math) const {
+  // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
+  const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
+  return Key{s, ab_type, c_type, effective, alignment(a), alignment(b), alignment(c)};
+}
+
+std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
+  const GemmShape& s = key.shape;
+  // Checked once per key, when its plan is made (a null pointer has alignment 0; make_layout
+  // rejects element types cuBLASLt does not take here).
+  RT_REQUIRE(key.c_type == DType::f32 || key.c_type == key.ab_type, Error, "{}: C must be f32 or of A's type",
+             describe(key));
+  RT_REQUIRE(s.m > 0 && s.n > 0 && s.k > 0, Error, "{}: m, n and k must be > 0", describe(key));
+  RT_REQUIRE(s.lda >= (s.trans_a ? s.m : s.k) && s.ldb >= (s.trans_b ? s.k : s.n) && s.ldc >= s.n, Error,
+             "{}: a leading dimension is shorter than its row", describe(key));
+  RT_REQUIRE(key.align_a > 0 && key.align_b > 0 && key.align_c > 0, Error, "{}: null pointer", describe(key));
+  auto plan = std::make_unique<Plan>();
+  const cublasComputeType_t compute = key.ab_type == DType::f32 && key.math == MathMode::tf32
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
+  cublasLtMatmulDesc_t desc = nullptr;
+  RT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  plan->desc.reset(desc);
+  const cublasOperation_t op_first = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  // Column-major views of the row-major buffers: B is [n, k] (or [k, n] when transposed), A is
+  // [k, m] (or [m, k]), C is [n, m].
+  plan->first = make_layout(key.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb);
+  plan->second = make_layout(key.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda);
+  plan->c = make_layout(key.c_type, s.n, s.m, s.ldc);
+  return plan;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, const Plan& plan, int count) const {
+  cublasLtMatmulPreference_t pref = nullptr;
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> owned(pref);
+  const std::uint64_t workspace = workspace_.bytes();
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                       sizeof(workspace)));
+  // Operands may be views at any offset into an arena: tell the heuristic their real alignment.
+  const std::uint32_t align_first = key.align_b, align_second = key.align_a, align_c = key.align_c;
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                       &align_first, sizeof(align_first)));
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                       &align_second, sizeof(align_second)));
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                       sizeof(align_c)));
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                       sizeof(align_c)));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
+  int returned = 0;
+  const cublasStatus_t rc =
+      cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan.desc.get(), plan.first.get(), plan.second.get(),
+                                     plan.c.get(), plan.c.get(), pref, count, results.data(), &returned);
+  // NOT_SUPPORTED is the heuristic's answer "nothing fits", not a failure of the call.
+  if (rc != CUBLAS_STATUS_SUCCESS && rc != CUBLAS_STATUS_NOT_SUPPORTED)
+    throw_cublas_error(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  results.resize(rc == CUBLAS_STATUS_SUCCESS ? static_cast<std::size_t>(returned) : 0);
+  std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
+  RT_REQUIRE(!results.empty(), Error, "cuBLASLt has no algorithm for {} within a workspace of {} bytes",
+             describe(key), workspace);
+  return results;
+}
+
+void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
+                 float beta, void* c, void* stream) const {
+  RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
+                                 &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
+                                 static_cast<cudaStream_t>(stream)));
+}
+
+void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
+                  DType c_type, MathMode math, void* stream) {
+  if (s.m == 0 || s.n == 0) return;  // as blas::sgemm
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math);
+  auto it = plans_.find(key);
+  if (it == plans_.end()) {
+    auto plan = make_plan(key);
+    plan->algo = candidates(key, *plan, 1).front().algo;
+    it = plans_.emplace(key, std::move(plan)).first;
+  }
+  run(*it->second, it->second->algo, alpha, a, b, beta, c, stream);
+}
+
+std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, const void* b, void* c,
+                                            DType ab_type, DType c_type, MathMode math, void* stream, int repeats,
+                                            int max_candidates) {
+  RT_REQUIRE(repeats > 0 && max_candidates > 0, Error, "time_candidates: repeats ({}) and max_candidates ({}) must be > 0",
+             repeats, max_candidates);
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math);
+  const auto plan = make_plan(key);
+  const auto offered = candidates(key, *plan, max_candidates);
+  const auto st = static_cast<cudaStream_t>(stream);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RT_CUDA_CHECK(cudaEventCreate(&start));
+  const Owned<cudaEvent_t, cudaEventDestroy> own_start(start);
+  RT_CUDA_CHECK(cudaEventCreate(&stop));
+  const Owned<cudaEvent_t, cudaEventDestroy> own_stop(stop);
+  std::vector<double> ms;
+  for (const cublasLtMatmulHeuristicResult_t& r : offered) {
+    run(*plan, r.algo, 1.0f, a, b, 0.0f, c, stream);  // warm-up: first-call setup is not timed
+    RT_CUDA_CHECK(cudaEventRecord(start, st));
+    for (int i = 0; i < repeats; ++i) run(*plan, r.algo, 1.0f, a, b, 0.0f, c, stream);
+    RT_CUDA_CHECK(cudaEventRecord(stop, st));
+    RT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float elapsed = 0.0f;
+    RT_CUDA_CHECK(cudaEventElapsedTime(&elapsed, start, stop));
+    ms.push_back(static_cast<double>(elapsed) / repeats);
+  }
+  return ms;
+}
+
+}  // namespace ringtrain::cuda

@@ -1,0 +1,77 @@
+// BlasLt: row-major GEMM on cuBLASLt with f32 accumulation, the CUDA counterpart of
+// tensor/blas.hpp's sgemm. Descriptors and the heuristic's algorithm are cached per shape.
+#pragma once
+#include <cublasLt.h>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/cuda/device_buffer.hpp"
+#include "nn/cuda/math_mode.hpp"
+#include "nn/cuda/owned.hpp"
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain::cuda {
+
+// Row-major like blas::sgemm: C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X^T when trans_X.
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+// One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
+class BlasLt {
+ public:
+  // Throws Error when cuBLASLt cannot start (no GPU or driver) and OutOfMemory when the
+  // workspace does not fit.
+  explicit BlasLt(std::size_t workspace_bytes = std::size_t{32} << 20);
+  ~BlasLt();
+  BlasLt(const BlasLt&) = delete;
+  BlasLt& operator=(const BlasLt&) = delete;
+
+  // A, B of ab_type (f32, bf16 or f16), C of c_type (f32, or equal to ab_type); f32
+  // accumulation (TF32 tensor cores for f32 inputs when math == tf32). With beta == 0, C is
+  // not read (it may hold NaN). Throws Error when no algorithm fits.
+  void gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
+            DType c_type, MathMode math, void* stream);
+
+  // For benchmarks: runs every algorithm the heuristic offers for this problem (up to
+  // max_candidates) `repeats` times on `stream` with alpha = 1, beta = 0 (C is overwritten)
+  // and returns the mean milliseconds per call, timed with CUDA events. Element 0 is the
+  // algorithm gemm() uses. Synchronises the stream.
+  std::vector<double> time_candidates(const GemmShape& s, const void* a, const void* b, void* c, DType ab_type,
+                                      DType c_type, MathMode math, void* stream, int repeats = 20,
+                                      int max_candidates = 16);
+
+ private:
+  // Everything that selects descriptors and algorithm: cuBLASLt's heuristic also depends on
+  // the pointers' alignment, so that is part of the key.
+  struct Key {
+    GemmShape shape;
+    DType ab_type, c_type;
+    MathMode math;
+    std::uint32_t align_a, align_b, align_c;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Plan;
+
+  static std::string describe(const Key& key);  // for messages
+  Key make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type, DType c_type,
+               MathMode math) const;
+  std::unique_ptr<Plan> make_plan(const Key& key) const;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
+  void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
+           float beta, void* c, void* stream) const;
+
+  Owned<cublasLtHandle_t, cublasLtDestroy> handle_;  // before workspace_: created first
+  DeviceBuffer workspace_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace ringtrain::cuda

@@ -1,0 +1,37 @@
+// Private: CudaCompute, what every CUDA layer of one model shares: the cuBLASLt and cuDNN
+// handles, the stream the layers run on, the activation dtype and the math mode.
+#pragma once
+#include <memory>
+
+#include "nn/cuda/blaslt_gemm.hpp"
+#include "nn/cuda/cudnn_ops.hpp"
+#include "ringtrain/tensor/dtype.hpp"
+#include "ringtrain/tensor/tensor.hpp"
+
+namespace ringtrain::cuda {
+
+struct CudaCompute {
+  CudaCompute(DType activation_dtype, bool tf32)
+      : act(activation_dtype), math(tf32 ? MathMode::tf32 : MathMode::strict_f32) {}
+  DType act;
+  MathMode math;
+  BlasLt blas;
+  Cudnn dnn;
+  // The legacy default stream: the NCCL communicator orders its bucket allreduces after the
+  // work queued there (an event recorded on cudaStreamLegacy), and host copies sync with it.
+  void* stream = nullptr;
+};
+
+// A compute-dtype copy of an f32 master parameter (weights feed GEMMs and convolutions in the
+// activation dtype). refresh() casts the master into it; with f32 activations it is the master.
+class ComputeCopy {
+ public:
+  void bind(const Tensor& master, DType act);
+  const void* refresh(void* stream);  // before a forward: the master may have changed
+  const void* get() const { return copy_.raw() != nullptr ? copy_.raw() : master_.raw(); }
+
+ private:
+  Tensor master_, copy_;
+};
+
+}  // namespace ringtrain::cuda

@@ -1,0 +1,51 @@
+// CUDA ReLU, Flatten (a device copy) and Dropout (the mask drawn on the device from the same
+// key the CPU layer uses; kept as u8 flags for backward).
+#include "kernels/activation_kernels.hpp"
+#include "kernels/dropout_kernels.hpp"
+#include "nn/cuda/cuda_layers.hpp"
+#include "ringtrain/nn/dropout_rule.hpp"
+
+namespace ringtrain::cuda {
+
+void CudaReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  kernels::launch_relu_forward(y.raw(), x.raw(), x.numel(), x.dtype(), compute_->stream);
+}
+
+void CudaReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (dx != nullptr) kernels::launch_relu_backward(dx->raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), compute_->stream);
+}
+
+void CudaFlatten::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  copy_on_device(y.raw(), x.raw(), x.nbytes(), compute_->stream);
+}
+
+void CudaFlatten::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx != nullptr) copy_on_device(dx->raw(), dy.raw(), dy.nbytes(), compute_->stream);
+}
+
+CudaDropout::CudaDropout(ComputePtr compute, double p, int layer_index)
+    : Dropout(p, layer_index), compute_(std::move(compute)) {}
+
+void CudaDropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
+  const std::int64_t n = x.numel();
+  masked_ = info.training && p_ > 0.0f;
+  if (!masked_) {
+    copy_on_device(y.raw(), x.raw(), x.nbytes(), compute_->stream);
+    return;
+  }
+  if (mask_.numel() < n) mask_ = Tensor::empty(Shape{n}, DType::u8, Device::cuda);
+  kernels::launch_dropout_forward(x.raw(), y.raw(), mask_.data<std::uint8_t>(), n, p_,
+                                  dropout_key(info.seed, info.step, info.rank, layer_index_), x.dtype(), compute_->stream);
+}
+
+void CudaDropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx == nullptr) return;
+  if (!masked_) {
+    copy_on_device(dx->raw(), dy.raw(), dy.nbytes(), compute_->stream);
+    return;
+  }
+  kernels::launch_dropout_backward(dy.raw(), mask_.data<std::uint8_t>(), dx->raw(), dy.numel(), p_, dy.dtype(),
+                                   compute_->stream);
+}
+
+}  // namespace ringtrain::cuda

@@ -1,0 +1,113 @@
+// Private: the CUDA layers. Each derives from its CPU layer (shapes, parameter specs and
+// initialisation are shared) and replaces forward/backward with device work queued on the
+// model's stream: GEMMs through cuBLASLt, convolution, pooling and batch norm through cuDNN,
+// the rest through kernels/. Activations are in the compute dtype; parameters, their
+// gradients and batch-norm statistics stay f32.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "nn/cuda/cuda_compute.hpp"
+#include "ringtrain/nn/layers.hpp"
+
+namespace ringtrain::cuda {
+
+using ComputePtr = std::shared_ptr<CudaCompute>;
+
+class CudaLinear final : public Linear {
+ public:
+  CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias);
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+  ComputeCopy weight_;
+};
+
+class CudaConv2d final : public Conv2d {
+ public:
+  CudaConv2d(ComputePtr compute, const Conv2dOptions& options);
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ConvOp& op_for(std::int64_t batch);
+  ComputePtr compute_;
+  ComputeCopy weight_;
+  Tensor dw_low_;  // the filter gradient in the compute dtype, before its cast to f32
+  std::unique_ptr<ConvOp> op_;
+  std::int64_t op_batch_ = -1;
+};
+
+class CudaReLU final : public ReLU {
+ public:
+  explicit CudaReLU(ComputePtr compute) : compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+};
+
+class CudaMaxPool2d final : public MaxPool2d {
+ public:
+  CudaMaxPool2d(ComputePtr compute, std::int64_t kernel, std::int64_t stride);
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  MaxPoolOp& op_for(std::int64_t batch);
+  ComputePtr compute_;
+  std::unique_ptr<MaxPoolOp> op_;
+  std::int64_t op_batch_ = -1;
+};
+
+class CudaFlatten final : public Flatten {
+ public:
+  explicit CudaFlatten(ComputePtr compute) : compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+};
+
+class CudaDropout final : public Dropout {
+ public:
+  CudaDropout(ComputePtr compute, double p, int layer_index);
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+  Tensor mask_;         // u8 keep flags of the last training forward, at the largest batch seen
+  bool masked_ = false; // false after an evaluation forward or with p = 0: backward copies
+};
+
+class CudaBatchNorm2d final : public BatchNorm2d {
+ public:
+  CudaBatchNorm2d(ComputePtr compute, double momentum, double eps);
+  Shape configure(const Shape& input) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  BatchNormOp& op_for(std::int64_t batch);
+  // x or dy as the op takes it: itself, or (bf16) cast to f32 in `buffer`.
+  const void* to_op_dtype(const Tensor& t, Tensor& buffer);
+  ComputePtr compute_;
+  bool staged_;                      // bf16: the op runs in f32 on cast copies
+  Tensor save_mean_, save_inv_std_;  // batch statistics of the last training forward (f32 [C])
+  Tensor x_f32_, y_f32_;             // bf16 only: f32 copies of x, and of y (forward) or dy (backward)
+  Tensor dx_scratch_;                // dx when the caller needs none or it is cast back
+  std::unique_ptr<BatchNormOp> op_;
+  std::int64_t op_batch_ = -1;
+};
+
+// Copies `bytes` between device buffers on the stream.
+void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream);
+
+}  // namespace ringtrain::cuda

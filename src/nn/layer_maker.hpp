@@ -1,0 +1,30 @@
+// Private: LayerMaker, the one place a compute backend plugs its layers into build_model. The
+// builder parses [[model.layers]] and asks the maker for each layer; the CUDA maker comes from
+// src/nn/cuda (a stub throwing NotCompiled in builds without CUDA).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "ringtrain/nn/layers.hpp"
+#include "ringtrain/tensor/dtype.hpp"
+
+namespace ringtrain {
+
+class LayerMaker {
+ public:
+  virtual ~LayerMaker() = default;
+  virtual std::unique_ptr<Layer> linear(std::int64_t out_features, bool bias) = 0;
+  virtual std::unique_ptr<Layer> conv2d(const Conv2dOptions& options) = 0;
+  virtual std::unique_ptr<Layer> relu() = 0;
+  virtual std::unique_ptr<Layer> maxpool2d(std::int64_t kernel, std::int64_t stride) = 0;
+  virtual std::unique_ptr<Layer> flatten() = 0;
+  virtual std::unique_ptr<Layer> dropout(double p, int layer_index) = 0;
+  virtual std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) = 0;
+};
+
+std::unique_ptr<LayerMaker> make_cpu_layer_maker();
+// Layers computing on the current CUDA device with activations of `precision` (f32, bf16,
+// f16); tf32 lets f32 GEMMs and convolutions use TF32 tensor cores.
+std::unique_ptr<LayerMaker> make_cuda_layer_maker(DType precision, bool tf32);
+
+}  // namespace ringtrain

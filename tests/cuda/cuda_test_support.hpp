@@ -1,0 +1,178 @@
+// Shared helpers for every CUDA test (kernels, nn wrappers, model): GPU detection, device buffers
+// (raw or holding f32, bf16 or f16 values filled from and read back as f32), NaN poisoning, and the
+// error measure: max |gpu - ref| / max |ref| (infinite when the GPU left a NaN or Inf, e.g. unwritten).
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/tensor/dtype.hpp"
+#include "support/test_context.hpp"
+
+namespace ringtrain::test {
+
+inline bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define RT_SKIP_WITHOUT_GPU() \
+  if (!::ringtrain::test::have_gpu()) GTEST_SKIP() << "no CUDA device"
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+
+inline constexpr DType kFloatDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+// The documented relative-error bound for values stored as `dtype` (f32 < 1e-5, bf16/f16 < 1e-2).
+inline double tolerance(DType dtype) { return dtype == DType::f32 ? kTolF32 : kTolHalf; }
+
+// f32 -> dtype -> f32: the value the device holds after upload (or after it stores v).
+inline float round_to(DType dtype, float v) {
+  switch (dtype) {
+    case DType::bf16: return bf16_to_float(float_to_bf16(v));
+    case DType::f16: return f16_to_float(float_to_f16(v));
+    default: return v;
+  }
+}
+
+inline std::vector<float> round_to(DType dtype, std::vector<float> v) {
+  for (float& x : v) x = round_to(dtype, x);
+  return v;
+}
+
+// Uniform in [-scale, scale), already representable in dtype (the CPU reference then sees
+// exactly the device's inputs).
+inline std::vector<float> random_values(std::size_t n, std::uint64_t seed, DType dtype = DType::f32,
+                                        float scale = 1.0f) {
+  Rng rng(stream_key(seed));
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(dtype, scale * (2.0f * rng.uniform() - 1.0f));
+  return v;
+}
+
+// Host bytes of values stored as dtype (f32, bf16, f16), and back.
+inline std::vector<std::uint8_t> encode(const std::vector<float>& values, DType dtype) {
+  std::vector<std::uint8_t> raw(values.size() * dtype_size(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(raw.data() + 4 * i, &values[i], 4);
+    } else {
+      const std::uint16_t h = dtype == DType::bf16 ? float_to_bf16(values[i]) : float_to_f16(values[i]);
+      std::memcpy(raw.data() + 2 * i, &h, 2);
+    }
+  }
+  return raw;
+}
+
+inline std::vector<float> decode(const std::vector<std::uint8_t>& raw, DType dtype) {
+  std::vector<float> values(raw.size() / dtype_size(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::f32) {
+      std::memcpy(&values[i], raw.data() + 4 * i, 4);
+    } else {
+      std::uint16_t h;
+      std::memcpy(&h, raw.data() + 2 * i, 2);
+      values[i] = dtype == DType::bf16 ? bf16_to_float(h) : f16_to_float(h);
+    }
+  }
+  return values;
+}
+
+// Device memory of a given size; new buffers are poisoned (every byte 0xff: NaN in f32, bf16
+// and f16, 255 in u8, -1 in i32), so an element a kernel fails to write shows.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<std::size_t>(bytes_, 1)), cudaSuccess);
+    poison();
+  }
+  template <typename T>
+  static DeviceBuffer of(const std::vector<T>& host) {
+    DeviceBuffer b(host.size() * sizeof(T));
+    EXPECT_EQ(cudaMemcpy(b.ptr_, host.data(), b.bytes_, cudaMemcpyHostToDevice), cudaSuccess);
+    return b;
+  }
+  static DeviceBuffer of_values(const std::vector<float>& values, DType dtype) { return of(encode(values, dtype)); }
+
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    std::swap(bytes_, other.bytes_);
+    return *this;
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  void poison() { EXPECT_EQ(cudaMemset(ptr_, 0xff, bytes_), cudaSuccess); }
+
+  // The whole buffer, after the device has finished its work.
+  template <typename T>
+  std::vector<T> read() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<T> host(bytes_ / sizeof(T));
+    EXPECT_EQ(cudaMemcpy(host.data(), ptr_, host.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    return host;
+  }
+  std::vector<float> read_values(DType dtype) const { return decode(read<std::uint8_t>(), dtype); }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_;
+};
+
+// max |gpu - ref| / max |ref|; infinity when gpu holds a NaN or Inf where ref is finite.
+inline double max_rel_error(const std::vector<float>& gpu, const std::vector<float>& ref) {
+  EXPECT_EQ(gpu.size(), ref.size());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < ref.size() && i < gpu.size(); ++i) {
+    if (!std::isfinite(gpu[i]) && std::isfinite(ref[i])) return std::numeric_limits<double>::infinity();
+    diff = std::max(diff, std::fabs(static_cast<double>(gpu[i]) - ref[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  }
+  return diff / std::max(scale, 1e-30);
+}
+
+// got and ref hold the same bytes element by element; on failure, reports how many differ and
+// the first (not the whole vector: sizes reach 10^6).
+template <typename T>
+void expect_same_bits(const std::vector<T>& got, const std::vector<T>& ref) {
+  ASSERT_EQ(got.size(), ref.size());
+  std::size_t mismatches = 0, first = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    if (std::memcmp(&got[i], &ref[i], sizeof(T)) != 0 && mismatches++ == 0) first = i;
+  EXPECT_EQ(mismatches, 0u) << "of " << ref.size() << " elements; first at " << first;
+}
+
+// f() must throw ringtrain::Error whose message contains `text`.
+template <typename F>
+void expect_error_naming(F&& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error (expected one naming " << text << ")";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+inline void expect_close(const std::vector<float>& gpu, const std::vector<float>& ref, double tol) {
+  EXPECT_LT(max_rel_error(gpu, ref), tol);
+}
+
+}  // namespace ringtrain::test

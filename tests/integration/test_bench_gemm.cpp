@@ -1,0 +1,75 @@
+// `ringtrain bench gemm` through the real executable: the CPU JSON line, options of the other
+// backend refused, and `--backend cuda` without a GPU failing with one error line instead of
+// measuring something else (skipped on a GPU machine: tools/device/check.sh runs it there).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "integration/run_command.hpp"
+
+namespace ringtrain::test {
+namespace {
+
+bool gpu_machine() { return std::filesystem::exists("/dev/nvidia0"); }
+
+// The lines of the output that start with `prefix`.
+std::vector<std::string> lines_starting(const std::string& output, const std::string& prefix) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines_of(output))
+    if (line.rfind(prefix, 0) == 0) found.push_back(line);
+  return found;
+}
+
+TEST(BenchGemm, CpuPrintsOneJsonLine) {
+  const CommandResult r = run_ringtrain(1, {"bench", "gemm", "--size", "128", "--seconds", "0.05", "--repeats", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto json_lines = lines_starting(r.output, "{");
+  ASSERT_EQ(json_lines.size(), 1u) << r.output;
+  const auto j = nlohmann::json::parse(json_lines.front());
+  EXPECT_EQ(j["bench"], "gemm");
+  EXPECT_EQ(j["size"], 128);
+  EXPECT_EQ(j["ranks"], 1);
+  EXPECT_EQ(j["gflops_aggregate_runs"].size(), 3u);
+  EXPECT_GT(j["gflops_aggregate"].get<double>(), 0.0);
+  EXPECT_FALSE(j.contains("backend")) << "the cpu line is unchanged";
+}
+
+TEST(BenchGemm, RefusesOptionsOfTheOtherBackend) {
+  const std::vector<std::vector<std::string>> cases = {{"--dtype", "bf16"},
+                                                       {"--calls", "5"},
+                                                       {"--backend", "cuda", "--threads", "2"},
+                                                       {"--backend", "cuda", "--seconds", "0.1"}};
+  for (const auto& extra : cases) {
+    std::vector<std::string> args = {"bench", "gemm", "--size", "64"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CommandResult r = run_ringtrain(1, args);
+    SCOPED_TRACE(extra.front() + " " + extra.back());
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto errors = lines_starting(r.output, "ringtrain: error:");
+    ASSERT_EQ(errors.size(), 1u) << r.output;
+    EXPECT_NE(errors.front().find("applies to --backend"), std::string::npos) << errors.front();
+    EXPECT_EQ(r.output.find('{'), std::string::npos) << "no measurement expected:\n" << r.output;
+  }
+}
+
+TEST(BenchGemm, CudaWithoutAGpuFailsWithOneLine) {
+  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/device/check.sh runs bench gemm --backend cuda";
+  for (int ranks : {1, 2}) {
+    SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
+    const CommandResult r =
+        run_ringtrain(ranks, {"bench", "gemm", "--backend", "cuda", "--dtype", "f32,bf16", "--json"});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto errors = lines_starting(r.output, "ringtrain: error:");
+    ASSERT_EQ(errors.size(), 1u) << r.output;
+    EXPECT_NE(errors.front().find("bench gemm --backend cuda: "), std::string::npos) << errors.front();
+    EXPECT_NE(errors.front().find("nothing measured"), std::string::npos) << errors.front();
+    EXPECT_EQ(r.output.find("falling back"), std::string::npos) << "no CPU fallback expected:\n" << r.output;
+    EXPECT_EQ(r.output.find("warning"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find('{'), std::string::npos) << "no measurement expected:\n" << r.output;
+    EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << "should end collectively:\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain::test

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# The device check for a lent H200 (issues 6 and 7): builds ringtrain (Release, sm_90) against
+# the carried Debian packages, then runs each GPU check under its own time budget inside one
+# overall deadline, recording pass/fail/timeout/skip and seconds per step. Results land in
+# OUT after every step (results.json, results.md, logs.tar.gz), so a timeout keeps them.
+# Usage: tools/device/check.sh [OUT]   (env: OUT; CHECK_DEADLINE_S, default 470; CHECK_ONLY="step
+# step ...": the setup steps plus only these, for a rerun on a warm machine; see README.md)
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+out="${1:-${OUT:-/tmp/ringtrain-device-check}}"
+deadline=$((SECONDS + ${CHECK_DEADLINE_S:-470}))
+reserve=8  # seconds kept for writing the results after the last step
+build="$root/build-device"
+exe="$build/src/cli/ringtrain"
+data="$build/data/fashion-mnist"
+work="$(mktemp -d /tmp/ringtrain-check.XXXXXX)"
+logs="$work/logs"
+mkdir -p "$out" "$logs"
+steps="$work/steps.tsv"  # name, status, seconds, budget, detail
+: >"$steps"
+export CTEST_OUTPUT_ON_FAILURE=1 PYTHONUNBUFFERED=1
+
+# results.json / results.md / logs.tar.gz from the steps so far (at most 8 files come back).
+write_results() {
+  python3 - "$steps" "$out" "$logs" <<'PY'
+import json, os, sys
+steps_file, out, logs = sys.argv[1:4]
+steps = []
+for line in open(steps_file):
+    name, status, seconds, budget, detail = line.rstrip("\n").split("\t")
+    steps.append({"name": name, "status": status, "seconds": int(seconds), "budget_s": int(budget), "detail": detail})
+extra = {}
+for name in sorted(os.listdir(logs)):
+    if name.endswith(".json"):
+        try:
+            extra[name[:-5]] = json.load(open(os.path.join(logs, name)))
+        except ValueError as e:
+            extra[name[:-5]] = {"unreadable": str(e)}
+result = {"steps": steps, "passed": sum(s["status"] == "pass" for s in steps), "total": len(steps),
+          "results": extra}
+json.dump(result, open(os.path.join(out, "results.json"), "w"), indent=1)
+md = ["| step | status | seconds | budget | detail |", "| --- | --- | ---: | ---: | --- |"]
+md += [f"| {s['name']} | {s['status']} | {s['seconds']} | {s['budget_s']} | {s['detail']} |" for s in steps]
+for name in ("train_summary", "bench_optim"):
+    if name in extra:
+        md += ["", f"{name}: `{json.dumps(extra[name])}`"]
+if isinstance(extra.get("bench_gemm"), list):  # one row per GEMM and input type
+    md += ["", "| gemm | m | n | k | dtype | used TFLOP/s | best TFLOP/s | used/best | candidates |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    md += [f"| {g['gemm']} | {g['m']} | {g['n']} | {g['k']} | {g['dtype']} | {g['used_tflops']:.2f} | "
+           f"{g['best_tflops']:.2f} | {g['used_vs_best']:.3f} | {g['candidates']} |" for g in extra["bench_gemm"]]
+if os.path.exists(os.path.join(logs, "gpu_vs_pytorch.md")):
+    md += ["", open(os.path.join(logs, "gpu_vs_pytorch.md")).read()]
+open(os.path.join(out, "results.md"), "w").write("\n".join(md) + "\n")
+PY
+  tar -C "$work" -czf "$out/logs.tar.gz" logs
+}
+
+# step NAME BUDGET_S MIN_S DETAIL_CMD -- CMD...: runs CMD (log: logs/NAME.log) under
+# `timeout` of min(BUDGET_S, time left); skipped when less than MIN_S is left. DETAIL_CMD
+# (a shell snippet, may be empty) prints the one-line detail for the table.
+step() {
+  local name="$1" budget="$2" min="$3" detail_cmd="$4"
+  shift 5
+  local left=$((deadline - SECONDS - reserve)) status detail rc
+  case " deps configure build data ${CHECK_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
+  if [ "$left" -lt "$min" ]; then
+    printf '%s\tskipped\t0\t%s\tonly %ss left\n' "$name" "$budget" "$left" >>"$steps"
+    echo "== $name: skipped (only ${left}s left)"
+    write_results
+    return 1
+  fi
+  [ "$budget" -gt "$left" ] && budget="$left"
+  echo "== $name (budget ${budget}s)"
+  local start=$SECONDS
+  timeout -k 5 "$budget" bash -c '"$@"' step "$@" >"$logs/$name.log" 2>&1
+  rc=$?
+  case "$rc" in
+    0) status=pass ;;
+    124 | 137) status=timeout ;;
+    *) status="fail($rc)" ;;
+  esac
+  detail=""
+  [ -n "$detail_cmd" ] && detail="$(bash -c "$detail_cmd" 2>/dev/null | tr '\t\n|' '  /' | cut -c1-300)"
+  [ "$status" != pass ] && [ -z "$detail" ] && detail="$(tail -n 3 "$logs/$name.log" | tr '\t\n|' '  /' | cut -c1-300)"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$status" "$((SECONDS - start))" "$budget" "$detail" >>"$steps"
+  echo "   $status in $((SECONDS - start))s: $detail"
+  write_results
+  [ "$status" = pass ]
+}
+
+# ---- environment: the carried packages, NCCL/cuDNN from the Python wheels if the toolkit lacks them
+unpack_deps() {
+  [ -d "$root/.device-deps/core/usr" ] && return 0
+  mkdir -p "$root/.device-deps"
+  if command -v xz >/dev/null; then
+    tar -C "$root/.device-deps" -xJf "$root/.device-carry/deps.tar.xz"
+  else
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$root/.device-carry/deps.tar.xz" "$root/.device-deps"
+  fi
+}
+# Steps run their command in a child bash (timeout needs a program): it sees these.
+export root build exe data work logs
+export -f unpack_deps
+step deps 60 10 "du -sh $root/.device-deps | cut -f1" -- unpack_deps
+# shellcheck source=deps-env.sh
+source "$root/tools/device/deps-env.sh" || { echo "check.sh: no dependency tree"; exit 1; }
+source "$root/tools/env.sh"
+# NCCL and cuDNN: a wheel's include/ and lib/libX.so.N; CMake wants lib/libX.so (shim folders).
+shim_wheel_lib() {
+  local name="$1" var="$2" cuda="${CUDA_HOME:-/usr/local/cuda}" dir so
+  [ -f "$cuda/include/$name.h" ] && { echo "$name: in $cuda"; return 0; }
+  dir="$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null |
+         xargs -I{} find {} -maxdepth 3 -name "$name.h" -path '*/include/*' 2>/dev/null | head -1)"
+  [ -n "$dir" ] || { echo "$name: not found"; return 0; }
+  dir="$(dirname "$(dirname "$dir")")"
+  so="$(ls "$dir"/lib/lib"$name".so.* 2>/dev/null | head -1)"
+  mkdir -p "$work/shim/$name/lib"
+  ln -sfn "$dir/include" "$work/shim/$name/include"
+  ln -sf "$so" "$work/shim/$name/lib/lib$name.so"
+  export "$var=$work/shim/$name" LD_LIBRARY_PATH="$dir/lib:$LD_LIBRARY_PATH"
+  echo "$name: $dir (shim $work/shim/$name)"
+}
+shim_wheel_lib nccl NCCL_HOME >"$logs/shims.log"
+shim_wheel_lib cudnn CUDNN_HOME >>"$logs/shims.log"
+echo "missing system libraries taken from the carry: ${RINGTRAIN_DEPS_MISSING:-none}" >>"$logs/shims.log"
+cat "$logs/shims.log"
+
+step nvidia-smi 20 5 "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader" \
+  -- bash -c 'nvidia-smi && nvidia-smi -q -d CLOCK,MEMORY,PERFORMANCE'
+
+# ---- build: ringtrain and the test executables labelled cuda (the rest of the suite runs in CI)
+step configure 90 20 "grep -E 'ringtrain [0-9.]+:|NCCL|cuDNN' $logs/configure.log | tr -s ' ' | head -3" -- \
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGTRAIN_WITH_CUDA=ON \
+  -DRINGTRAIN_CUDA_ARCHITECTURES=90 || { echo "check.sh: configure failed"; tail -30 "$logs/configure.log"; exit 1; }
+cuda_targets() { ctest --test-dir "$build" -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \([^ .]*\).*/\1/p' | sort -u; }
+build_all() {
+  local targets
+  targets="$(cuda_targets | tr '\n' ' ')"
+  echo "targets: ringtrain $targets"
+  cmake --build "$build" -j 16 --target ringtrain $targets -- -k 0
+}
+export -f cuda_targets build_all
+step build 300 60 "grep -c FAILED: $logs/build.log | sed 's/^/failed edges: /'" -- build_all
+[ -x "$exe" ] || { echo "check.sh: no ringtrain executable; see logs"; tail -40 "$logs/build.log"; exit 1; }
+
+step data 40 5 "ls $data" -- env RINGTRAIN_EXE="$exe" FASHION_MNIST_DIR="$root/.device-carry/fashion-mnist" \
+  "$root/tools/prepare-fashion-mnist" "$data"
+
+# ---- checks, most important first: each is skipped, not cut short, when the time is gone
+launch="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+export launch
+# The final test accuracy in a run's summary.json.
+summary_accuracy() {
+  python3 -c 'import json, sys; print("final_test_accuracy", json.load(open(sys.argv[1]))["final_test_accuracy"])' "$1"
+}
+step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
+  env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/device/check-monitor-doctor.sh" 1
+
+step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- \
+  ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4
+
+# Fashion-MNIST CNN, 3 epochs on the GPU (1 rank, the example's batch 64); accuracy from summary.json.
+train_cnn() {
+  local precision="$1" run="$work/run-cnn-$1"
+  $launch -np 1 "$exe" train "$root/examples/fashion_mnist/cnn.toml" --set runtime.backend=cuda \
+    --set "train.precision=$precision" --set train.epochs=3 --set "data.train=$data/train.h5" \
+    --set "data.test=$data/test.h5" --set "run.dir=$run" --set checkpoint.enabled=false || return
+  python3 - "$run/summary.json" "$precision" "$logs/train_summary.json" <<'PY'
+import json, os, sys
+s = json.load(open(sys.argv[1]))
+path = sys.argv[3]
+all_ = json.load(open(path)) if os.path.exists(path) else {}
+keep = {k: s[k] for k in ("final_test_accuracy", "test_accuracy_per_epoch", "wall_seconds", "steps",
+                          "samples_per_second", "final_loss") if k in s}
+all_["cnn_" + sys.argv[2]] = keep or s
+json.dump(all_, open(path, "w"))
+print(json.dumps(keep or s))
+PY
+}
+export -f summary_accuracy train_cnn
+# Detail of a training step: its accuracy, else its error line.
+run_detail() { echo "summary_accuracy $work/$1/summary.json $2 || grep -m1 '^ringtrain: error' $logs/$3.log"; }
+cpu_reference="&& echo '(CPU, docs/BENCHMARKS.md: 0.8964)'"
+step train-cnn-fp32 120 30 "$(run_detail run-cnn-fp32 "$cpu_reference" train-cnn-fp32)" -- train_cnn fp32
+step train-cnn-bf16 120 30 "$(run_detail run-cnn-bf16 "$cpu_reference" train-cnn-bf16)" -- train_cnn bf16
+
+bench_optim() {
+  set -o pipefail
+  "$exe" bench optim --backend cuda --iterations 20 --repeats 7 --json | tee "$work/bench_optim.out" || return
+  grep '^{' "$work/bench_optim.out" | tail -1 >"$logs/bench_optim.json"
+  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
+    "$logs/bench_optim.json"
+}
+export -f bench_optim
+step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
+  -- bench_optim
+
+# cuBLASLt GEMMs (the Fashion-MNIST Linear layers at batch 256, 1024^3, 8192^3): TFLOP/s of
+# ringtrain's algorithm against the fastest cuBLASLt offers, one JSON line per GEMM and type.
+bench_gemm() {
+  set -o pipefail
+  "$exe" bench gemm --backend cuda --dtype f32,tf32,bf16 --repeats 3 --json | tee "$work/bench_gemm.out"
+}
+# Its detail, run after it even when it failed or timed out: the lines so far into bench_gemm.json
+# (folded into results.json, a table in results.md), then the 8192^3 figures and the lowest ratio.
+gemm_detail() {
+  python3 - "$work/bench_gemm.out" "$logs/bench_gemm.json" <<'PY'
+import json, sys
+g = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+json.dump(g, open(sys.argv[2], "w"))
+peak = "; ".join(f"{r['dtype']} {r['used_tflops']:.0f}/{r['best_tflops']:.0f}" for r in g if r["gemm"] == "square8192")
+worst = min(g, key=lambda r: r["used_vs_best"])
+print(f"8192^3 used/best TFLOP/s: {peak}; lowest used/best {worst['used_vs_best']:.2f} ({worst['gemm']} {worst['dtype']})")
+PY
+}
+export -f bench_gemm gemm_detail
+step bench-gemm 90 30 gemm_detail -- bench_gemm
+
+# NCCL: the 1-rank communicator test (device buffers), and bench allreduce where it has an nccl backend.
+nccl() {
+  ctest --test-dir "$build" -R '^test_comm_nccl\.np1$' -V --timeout 60 || return
+  if "$exe" bench allreduce --help | grep -q nccl; then
+    $launch -np 1 "$exe" bench allreduce --backends nccl --max-bytes 268435456 --json
+  else
+    echo "bench allreduce: no nccl backend in this build (only the communicator test ran)"
+  fi
+}
+export -f nccl
+step nccl 60 15 "grep -E 'tests passed|tests failed|no nccl backend' $logs/nccl.log" -- nccl
+
+# Two ranks sharing the one GPU, gradients through the MPI backend (NCCL refuses two ranks on one GPU).
+two_ranks() {
+  $launch -np 2 "$exe" train "$root/examples/fashion_mnist/cnn.toml" --set runtime.backend=cuda \
+    --set comm.allreduce=mpi --set train.max_steps=300 --set "data.train=$data/train.h5" \
+    --set "data.test=$data/test.h5" --set "run.dir=$work/run-2ranks" --set checkpoint.enabled=false
+}
+export -f two_ranks
+step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- two_ranks
+
+gpu_vs_pytorch() {
+  python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
+    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 \
+    --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
+}
+export -f gpu_vs_pytorch
+step gpu-vs-pytorch 180 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s; \", \$2, \$3, \$6}'" \
+  -- gpu_vs_pytorch
+
+# compute-sanitizer memcheck on the GPU test executables (not the MPI ones), fastest first, while time lasts.
+sanitize() {
+  local failed=0 t sanitizer
+  sanitizer="$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")"
+  for t in $(cuda_targets | grep -v nccl); do
+    local bin
+    bin="$(find "$build/tests" -type f -name "$t" -perm -u+x | head -1)"
+    [ -n "$bin" ] || { echo "$t: not built"; failed=1; continue; }
+    echo "== memcheck $t"
+    timeout -k 5 60 "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" --gtest_brief=1 || {
+      echo "$t: memcheck exit $?"
+      failed=1
+    }
+  done
+  return "$failed"
+}
+export -f sanitize
+step memcheck 120 30 "grep -E 'ERROR SUMMARY|memcheck exit|not built' $logs/memcheck.log | sort | uniq -c | tr -s ' '" -- sanitize
+
+write_results
+echo "check.sh: $(grep -c $'\tpass\t' "$steps") of $(wc -l <"$steps") steps passed in ${SECONDS}s; results in $out"
+cat "$out/results.md"
