@@ -196,7 +196,8 @@ Command add_bench_gemm_command(CLI::App& bench) {
   cmd->add_option("--threads", o->threads, "BLAS threads per rank (cpu; 0: split the cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--dtype", o->dtypes, "input types (cuda; repeatable or comma list): f32, tf32, bf16, f16")
+  cmd->add_option("--dtype", o->dtypes,
+                  "input types (cuda; repeatable or comma list of f32, tf32, bf16, f16; default f32,tf32,bf16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "tf32", "bf16", "f16"}));
   cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(CLI::Range(1, 10000));

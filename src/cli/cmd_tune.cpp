@@ -2,7 +2,8 @@
 // fits --memory-limit (checked before each size is allocated), timed with the config's real
 // model, optimizer and gradient allreduce on synthetic inputs, and the knee of the throughput
 // curve, decided on rank 0 from every rank's timings and broadcast. data.train is opened for
-// its sample shape and size only (stream strategy: labels are read, samples never).
+// its sample shape and size only (stream strategy: labels are read, samples never). On a GPU
+// the sizes are allocated there, and one that runs out of device memory on any rank ends the search.
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,8 @@
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/tensor/device_memory.hpp"
+#include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/train/batch_tuner.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/train_config.hpp"
@@ -44,16 +47,34 @@ struct TuneOptions {
   int steps = 5;   // per round
   int warmup = 2;  // per round
   int rounds = 3;
-  std::string memory_limit;  // empty: kDefaultMemoryShare of MemAvailable over the node's ranks
+  std::string memory_limit;  // empty: kDefaultMemoryShare of MemAvailable over the node's ranks; a GPU's total
   bool json = false;
 };
 
-// Every tensor and layer workspace comes from malloc, so the heap in use (all arenas plus
-// mmapped chunks) is what a batch size costs, without the noise of the resident set.
-double heap_in_use_bytes() {
-  const struct mallinfo2 m = mallinfo2();
-  return static_cast<double>(m.uordblks + m.hblkhd);
-}
+// What one batch size costs, from its start. CPU: every tensor and layer workspace comes from
+// malloc, so the heap in use (all arenas plus mmapped chunks) grows by it, without the noise of
+// the resident set. GPU: every device tensor and workspace comes from the pool, whose peak in
+// use since the start (cache emptied, peak reset) is what the size needed at once.
+class MemoryMeter {
+ public:
+  explicit MemoryMeter(bool gpu) : gpu_(gpu) {
+    if (gpu_) {
+      cuda_pool().empty_cache();
+      cuda_pool().reset_peak();
+    }
+    start_ = now();
+  }
+  double used() const { return now() - start_; }
+
+ private:
+  double now() const {
+    if (gpu_) return static_cast<double>(cuda_pool().stats().peak_in_use);
+    const struct mallinfo2 m = mallinfo2();
+    return static_cast<double>(m.uordblks + m.hblkhd);
+  }
+  bool gpu_;
+  double start_ = 0.0;
+};
 
 std::string read_text(const char* path) {
   std::ifstream f(path);
@@ -78,6 +99,9 @@ struct Tuner {
   std::unique_ptr<Watchdog> watchdog;
   std::unique_ptr<Communicator> comm;       // set-up and statistics
   std::unique_ptr<Communicator> grad_comm;  // gradient buckets, as in training
+  std::unique_ptr<Communicator> self_comm;  // GPU: this rank alone, for the rehearsal step of each size
+  bool gpu = false;                         // bound to a GPU: the sizes are allocated there
+  ComputeOptions compute;
   StepOptions step_options;
   Shape sample_shape;
   std::int64_t num_classes = 0;
@@ -105,25 +129,20 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
       }
       t->memory_limit_source = "--memory-limit";
     }
-    // Training refuses cuda until the CUDA compute core exists; the search says so and runs on CPU.
-    std::vector<std::string> sets = o.sets;
-    if (Config::load_file(o.config, o.sets).get_string("runtime.backend", "cpu") == "cuda") {
-      t->notes.push_back(
-          "runtime.backend = cuda: GPU batch search (real allocations, out-of-memory caught) needs the CUDA "
-          "compute core (issue 6), which does not exist yet; searching on CPU");
-      sets.push_back("runtime.backend=cpu");
-    }
-    t->config = std::make_unique<Config>(Config::load_file(o.config, sets));
+    t->config = std::make_unique<Config>(Config::load_file(o.config, o.sets));
     t->tc = read_train_config(*t->config, std::filesystem::path(o.config).stem().string());
     if (t->tc.accumulation_steps > 1)
       t->notes.push_back(fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
                                      "micro-batch, so the batch tuned is train.batch_size",
                                      t->tc.accumulation_steps));
-    ctx.bind("cpu", static_cast<int>(t->tc.threads));
+    ctx.bind(t->tc.backend, static_cast<int>(t->tc.threads));  // cuda without a GPU: the CPU, with a warning
+    t->gpu = ctx.binding().backend == "cuda";
+    t->compute = compute_options(t->tc, ctx);
     RunComms comms = make_run_comms(ctx, t->tc);
     t->watchdog = std::move(comms.watchdog);
     t->comm = std::move(comms.main);
     t->grad_comm = std::move(comms.gradient);
+    if (t->gpu) t->self_comm = make_mpi_self_communicator(AllreduceAlgo::ring);
   });
   run_collectively(ctx, [&] {
     DatasetSpec spec = t->tc.data.spec(t->tc.data.train);
@@ -136,10 +155,12 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
       throw DataError(fmt::format("data.train: {}", e.what()));
     }
   });
+  double device_total = 0.0;
   run_collectively(ctx, [&] {
     t->model_config = t->config->section("model");
     t->optim_config = t->config->section("optim");
-    const std::unique_ptr<Model> model = build_model(*t->model_config, t->sample_shape);
+    if (t->gpu) device_total = static_cast<double>(make_cuda_memory()->info().total);
+    const std::unique_ptr<Model> model = build_model(*t->model_config, t->sample_shape, t->compute);
     const Shape& out = model->output_shape();
     RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
                o.config, out.str());
@@ -148,7 +169,10 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
     build_optimizer(*t->optim_config, t->num_params, 1);
     t->config->finish();
   });
-  if (t->memory_limit == 0) {
+  if (t->memory_limit == 0 && t->gpu) {
+    t->memory_limit = static_cast<std::int64_t>(min_of(from_all_ranks(*t->comm, ctx, device_total)));
+    t->memory_limit_source = "the GPU's total memory, smallest over ranks";
+  } else if (t->memory_limit == 0) {
     const double available = min_of(from_all_ranks(
         *t->comm, ctx, static_cast<double>(proc_kib_field_bytes(read_text("/proc/meminfo"), "MemAvailable"))));
     if (available <= 0.0)
@@ -167,7 +191,17 @@ double median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// The ranks where `flag` is set, on every rank.
+std::vector<int> ranks_where(Communicator& comm, const Context& ctx, bool flag) {
+  const std::vector<double> all = from_all_ranks(comm, ctx, flag ? 1.0 : 0.0);
+  std::vector<int> ranks;
+  for (std::size_t rank = 0; rank < all.size(); ++rank)
+    if (all[rank] > 0.0) ranks.push_back(static_cast<int>(rank));
+  return ranks;
+}
+
 struct SizeRun {
+  std::vector<int> out_of_memory_ranks;  // GPU: where the size ran out of device memory (then nothing below is set)
   double fixed_bytes = 0.0;  // held before any batch buffer: arenas, optimizer state, step
   double total_bytes = 0.0;  // after the steps: everything the batch size needs
   double median_step_s = 0.0;
@@ -175,33 +209,73 @@ struct SizeRun {
 
 // A fresh model, optimizer and step at `batch` (the previous size's are freed first, so sizes
 // never overlap in memory), warm-up, then timed steps in lockstep with the real allreduce.
+// Everything the size allocates is allocated before the first collective of its steps: on a
+// GPU by a rehearsal step on this rank alone (one-rank communicator), whose buffers the real
+// step then takes from the pool's cache. An OutOfMemory there is agreed on by every rank, so
+// a rank that runs out never leaves the others waiting in an allreduce (one in the timed steps,
+// not expected since they reuse the rehearsal's blocks, ends the job through main's abort).
 SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, int steps) {
   constexpr std::uint64_t kSyntheticStream = 0x7e5e'0000'0000'0000ull;
-  const double heap_before = heap_in_use_bytes();
-  const std::unique_ptr<Model> model = build_model(*t.model_config, t.sample_shape);
-  model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
-  const OptimSetup optim = build_optimizer(*t.optim_config, t.num_params, warmup + steps);
-  DataParallelStep step(*model, *optim.optimizer, *t.comm, *t.grad_comm, batch, t.num_classes, t.step_options, nullptr);
+  const MemoryMeter meter(t.gpu);
   SizeRun r;
-  r.fixed_bytes = heap_in_use_bytes() - heap_before;
-  Tensor x = Tensor::empty(t.sample_shape.with_batch(batch));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
-  Rng rng(stream_key(t.tc.seed, kSyntheticStream, static_cast<std::uint64_t>(batch),
-                     static_cast<std::uint64_t>(ctx.world_rank())));
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  for (auto& label : labels) label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(t.num_classes)));
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;  // its schedule is not needed: every step runs at learning rate 0
+  std::unique_ptr<DataParallelStep> step;
+  Tensor x;
+  std::vector<std::int32_t> labels;
+  const auto make_step = [&](Communicator& stats_comm, Communicator& grad_comm) {
+    return std::make_unique<DataParallelStep>(*model, *optimizer, stats_comm, grad_comm, batch, t.num_classes,
+                                              t.step_options, nullptr);
+  };
+  bool out_of_memory = false;
+  run_collectively(ctx, [&] {
+    try {
+      model = build_model(*t.model_config, t.sample_shape, t.compute);
+      model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
+      optimizer = build_optimizer(*t.optim_config, t.num_params, warmup + steps, model->device()).optimizer;
+      step = t.gpu ? make_step(*t.self_comm, *t.self_comm) : make_step(*t.comm, *t.grad_comm);
+      r.fixed_bytes = meter.used();
+      x = Tensor::empty(t.sample_shape.with_batch(batch));
+      labels.resize(static_cast<std::size_t>(batch));
+      Rng rng(stream_key(t.tc.seed, kSyntheticStream, static_cast<std::uint64_t>(batch),
+                         static_cast<std::uint64_t>(ctx.world_rank())));
+      for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+      for (auto& label : labels)
+        label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(t.num_classes)));
+      if (t.gpu) {
+        try {
+          step->run(x, labels.data(), StepInfo{true, t.tc.seed, 0, ctx.world_rank()}, 0.0f);
+        } catch (const CollectiveError& e) {  // from the one-rank step: this rank's alone, agreed on below
+          throw Error(e.what());
+        }
+        step.reset();
+        step = make_step(*t.comm, *t.grad_comm);
+      }
+    } catch (const OutOfMemory& e) {
+      log::warn("batch {} does not fit: {}", batch, e.what());
+      out_of_memory = true;
+    }
+  });
+  r.out_of_memory_ranks = ranks_where(*t.comm, ctx, out_of_memory);
+  if (!r.out_of_memory_ranks.empty()) return r;
   std::vector<double> times;
   t.comm->barrier();
   for (int i = 0; i < warmup + steps; ++i) {
     const auto start = Clock::now();
     // Learning rate 0: random data must not drive the parameters anywhere non-finite; the
     // update costs the same.
-    step.run(x, labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
+    step->run(x, labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
     if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  r.total_bytes = heap_in_use_bytes() - heap_before;
+  r.total_bytes = meter.used();
   r.median_step_s = median(times);
   return r;
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank" : "ranks";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += fmt::format("{}{}", i == 0 ? " " : ", ", ranks[i]);
+  return text;
 }
 
 struct Row {
@@ -224,8 +298,8 @@ std::string row_line(const Row& r, const Row* previous, int world) {
                      format_bytes(r.measured_bytes), 1e3 * r.step_s, samples_per_s(r), samples_per_s(r) * world, gain);
 }
 
-std::string stop_message(SearchStop stop, std::int64_t batch, double estimate, const Tuner& t, const TuneOptions& o,
-                         int world) {
+std::string stop_message(SearchStop stop, std::int64_t batch, double estimate,
+                         const std::vector<int>& out_of_memory_ranks, const Tuner& t, const TuneOptions& o, int world) {
   switch (stop) {
     case SearchStop::max_batch: return fmt::format("batch {} is over --max-batch {}", batch, o.max_batch);
     case SearchStop::dataset:
@@ -233,6 +307,9 @@ std::string stop_message(SearchStop stop, std::int64_t batch, double estimate, c
     case SearchStop::memory_limit:
       return fmt::format("batch {} would need an estimated {}, over the memory limit {}: not allocated", batch,
                          format_bytes(estimate), format_bytes(static_cast<double>(t.memory_limit)));
+    case SearchStop::out_of_memory:
+      return fmt::format("batch {} ran out of GPU memory on {} (estimated {}): it fits on no rank",
+                         batch, ranks_text(out_of_memory_ranks), format_bytes(estimate));
     case SearchStop::none: break;
   }
   return "";
@@ -243,6 +320,7 @@ std::string_view stop_name(SearchStop stop) {
     case SearchStop::max_batch: return "max_batch";
     case SearchStop::dataset: return "dataset";
     case SearchStop::memory_limit: return "memory_limit";
+    case SearchStop::out_of_memory: return "out_of_memory";
     case SearchStop::none: break;
   }
   return "none";
@@ -256,28 +334,42 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
   for (const auto& note : t.notes)
     if (table) log::info("note: {}", note);
   if (table) {
-    log::info("tune batch: {}, ranks {}, BLAS threads per rank {} (cpu), allreduce {}, overlap {}", o.config, world,
-              ctx.binding().threads, t.grad_comm->name(), t.step_options.overlap ? "on" : "off");
+    const std::string device = t.gpu ? std::string("one GPU per rank (cuda)")
+                                     : fmt::format("BLAS threads per rank {} (cpu)", ctx.binding().threads);
+    log::info("tune batch: {}, ranks {}, {}, allreduce {}, overlap {}", o.config, world, device, t.grad_comm->name(),
+              t.step_options.overlap ? "on" : "off");
     log::info("model: {} parameters, input {}, {} classes; synthetic inputs (data.train read for its shape and size)",
               t.num_params, t.sample_shape.str(), t.num_classes);
     log::info("memory limit per rank: {} ({}), on parameters, gradients, optimizer state, activations, workspaces and "
               "the batch", format_bytes(static_cast<double>(t.memory_limit)), t.memory_limit_source);
+    if (t.gpu)
+      log::info("GPU memory: measured as the device pool's peak in use (a fresh model per size, the cache emptied "
+                "between sizes); a size that runs out of GPU memory on any rank fits on none and ends the search");
     log::info("timing: {} rounds of {} warm-up + {} timed steps per batch size; step ms = the median over rounds of "
               "the slowest rank's median", o.rounds, o.warmup, o.steps);
   }
 
   // Batch 1 sizes the memory per sample before any larger batch is allocated.
   const SizeRun probe = run_size(t, ctx, 1, 0, 1);
+  if (!probe.out_of_memory_ranks.empty())
+    throw CollectiveError(fmt::format("no batch size to time: batch 1 ran out of GPU memory on {}",
+                                      ranks_text(probe.out_of_memory_ranks)));
   MemoryModel memory = MemoryModel::fit(max_of(from_all_ranks(*t.comm, ctx, probe.fixed_bytes)),
                                         max_of(from_all_ranks(*t.comm, ctx, probe.total_bytes)), 1);
   std::vector<Row> rows;
   SearchStop stop = SearchStop::none;
+  std::vector<int> out_of_memory_ranks;
   std::int64_t batch = o.min_batch;
   for (;; batch *= 2) {
     const double estimate = memory.at(batch);
     stop = search_stop(batch, o.max_batch, t.usable_samples / world, estimate, t.memory_limit);
     if (stop != SearchStop::none) break;
     const SizeRun r = run_size(t, ctx, batch, o.warmup, o.steps);
+    if (!r.out_of_memory_ranks.empty()) {
+      stop = SearchStop::out_of_memory;
+      out_of_memory_ranks = r.out_of_memory_ranks;
+      break;
+    }
     const double fixed = max_of(from_all_ranks(*t.comm, ctx, r.fixed_bytes));
     const double total = max_of(from_all_ranks(*t.comm, ctx, r.total_bytes));
     rows.push_back(Row{batch, estimate, total, {max_of(from_all_ranks(*t.comm, ctx, r.median_step_s))}});
@@ -286,7 +378,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
       log::info("round 1: batch {} fits (estimated {}, used {}): {:.2f} ms per step", batch, format_bytes(estimate),
                 format_bytes(total), 1e3 * rows.back().round_step_s.back());
   }
-  const std::string stopped = stop_message(stop, batch, memory.at(batch), t, o, world);
+  const std::string stopped = stop_message(stop, batch, memory.at(batch), out_of_memory_ranks, t, o, world);
   if (rows.empty())
     throw CollectiveError(fmt::format("no batch size to time: {} (model {}, {} per sample)", stopped,
                                       format_bytes(memory.fixed_bytes), format_bytes(memory.per_sample_bytes)));
@@ -296,13 +388,20 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
     for (std::size_t k = 0; k < rows.size(); ++k) {
       Row& row = rows[round % 2 == 0 ? rows.size() - 1 - k : k];
       const SizeRun r = run_size(t, ctx, row.batch, o.warmup, o.steps);
+      if (!r.out_of_memory_ranks.empty())
+        throw CollectiveError(fmt::format("batch {} fitted in round 1 but ran out of GPU memory in round {} on {}; "
+                                          "run again with --max-batch {}",
+                                          row.batch, round, ranks_text(r.out_of_memory_ranks), row.batch / 2));
       row.round_step_s.push_back(max_of(from_all_ranks(*t.comm, ctx, r.median_step_s)));
     }
     if (table) log::info("round {} of {} done", round, o.rounds);
   }
   for (Row& row : rows) row.step_s = median(row.round_step_s);
-  const auto within_limit = static_cast<std::int64_t>(
+  const auto estimated_within_limit = static_cast<std::int64_t>(
       (static_cast<double>(t.memory_limit) - memory.fixed_bytes) / std::max(1.0, memory.per_sample_bytes));
+  // A size that ran out of GPU memory bounds the estimate (the device also holds what the pool does not count).
+  const std::int64_t within_limit =
+      stop == SearchStop::out_of_memory ? std::min(estimated_within_limit, batch - 1) : estimated_within_limit;
 
   std::vector<BatchPoint> points;
   for (const Row& r : rows) points.push_back({r.batch, samples_per_s(r)});
@@ -382,7 +481,9 @@ Command add_tune_command(CLI::App& app) {
       "batch",
       "The per-rank batch sizes (powers of two) that fit --memory-limit, their training throughput with the "
       "config's model, optimizer and allreduce on synthetic inputs, and the knee: the smallest batch that no "
-      "larger one beats by 5% or more (run under mpirun or srun like train)");
+      "larger one beats by 5% or more (run under mpirun or srun like train). With runtime.backend = cuda and a "
+      "GPU bound, sizes are allocated on it, measured by the device pool's peak, and the first size that runs "
+      "out of GPU memory on any rank ends the search");
   auto o = std::make_shared<TuneOptions>();
   const CLI::Validator power_of_two(
       [](std::string& value) {
@@ -406,7 +507,7 @@ Command add_tune_command(CLI::App& app) {
   batch->add_option("--memory-limit", o->memory_limit,
                     fmt::format("per-rank bound on parameters, gradients, optimizer state, activations, workspaces "
                                 "and the batch, e.g. 2GiB, 512MiB (default: {:.0f}% of MemAvailable / ranks on the "
-                                "node)",
+                                "node; on a GPU its total memory)",
                                 100 * kDefaultMemoryShare))
       ->type_name("SIZE");
   batch->add_flag("--json", o->json, "print one JSON object instead of the table");

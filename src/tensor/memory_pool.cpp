@@ -204,4 +204,9 @@ PoolStats MemoryPool::stats() const {
   return state_->stats;
 }
 
+void MemoryPool::reset_peak() {
+  std::lock_guard lock(state_->mutex);
+  state_->stats.peak_in_use = state_->stats.in_use;
+}
+
 }  // namespace ringtrain

@@ -1,6 +1,7 @@
 // `ringtrain tune batch` end to end on the MLP example: table and JSON on 1 and 2 ranks (every
-// rank agreeing on the choice), a memory limit that stops the search before the first size
-// over it, one too small for any size, and a malformed limit (one-line errors).
+// rank agreeing on the choice), runtime.backend = cuda (the GPU search, or the CPU without a
+// GPU), a memory limit that stops the search before the first size over it, one too small for
+// any size, and a malformed limit (one-line errors).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -102,6 +103,30 @@ TEST_F(TuneBatch, MemoryLimitStopsBeforeTheFirstSizeOverIt) {
   for (const auto& row : j["rows"]) {
     EXPECT_LE(row["estimated_bytes"].get<double>(), limit);
     EXPECT_LE(row["measured_bytes"].get<double>(), limit);
+  }
+}
+
+// runtime.backend = cuda: on a GPU the sizes are allocated there (limit: the GPU's total);
+// without one every rank warns, binds the CPU and runs the CPU search. The MLP's sizes up to 256
+// fit either way, so the rows and the stop are the same.
+TEST_F(TuneBatch, CudaBackendSearchesOnTheGpuOrFallsBackToTheCpu) {
+  const auto r = run_ringtrain(2, tune_args({"--json", "--set", "runtime.backend=cuda"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = json_of(r);
+  const std::string backend = j["backend"].get<std::string>();
+  if (backend == "cpu") {
+    EXPECT_NE(r.output.find("falling back to the CPU backend"), std::string::npos) << r.output;
+    EXPECT_NE(j["memory_limit_source"].get<std::string>().find("MemAvailable"), std::string::npos);
+  } else {
+    EXPECT_EQ(backend, "cuda");
+    EXPECT_EQ(j["memory_limit_source"], "the GPU's total memory, smallest over ranks");
+  }
+  EXPECT_EQ(batches_of(j), (std::vector<std::int64_t>{8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(j["stopped"]["reason"], "max_batch");
+  EXPECT_TRUE(j["notes"].empty()) << j["notes"].dump();  // no "searching on CPU instead" note
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["measured_bytes"].get<double>(), 0.0);
+    EXPECT_LE(row["measured_bytes"].get<double>(), j["memory_limit_bytes"].get<double>());
   }
 }
 

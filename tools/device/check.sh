@@ -170,6 +170,8 @@ train_cnn() {
   python3 - "$run/summary.json" "$precision" "$logs/train_summary.json" <<'PY'
 import json, os, sys
 s = json.load(open(sys.argv[1]))
+if s.get("backend") != "cuda":  # a fallback to the CPU is a failure of this check
+    sys.exit(f"ran on the {s.get('backend')} backend, not the GPU")
 path = sys.argv[3]
 all_ = json.load(open(path)) if os.path.exists(path) else {}
 keep = {k: s[k] for k in ("final_test_accuracy", "test_accuracy_per_epoch", "wall_seconds", "steps",
@@ -234,7 +236,9 @@ step nccl 60 15 "grep -E 'tests passed|tests failed|no nccl backend' $logs/nccl.
 two_ranks() {
   $launch -np 2 "$exe" train "$root/examples/fashion_mnist/cnn.toml" --set runtime.backend=cuda \
     --set comm.allreduce=mpi --set train.max_steps=300 --set "data.train=$data/train.h5" \
-    --set "data.test=$data/test.h5" --set "run.dir=$work/run-2ranks" --set checkpoint.enabled=false
+    --set "data.test=$data/test.h5" --set "run.dir=$work/run-2ranks" --set checkpoint.enabled=false || return
+  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
+    "$work/run-2ranks/summary.json"
 }
 export -f two_ranks
 step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- two_ranks

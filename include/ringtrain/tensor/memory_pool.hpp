@@ -90,6 +90,9 @@ class MemoryPool {
   void free(void* ptr);                                              // nullptr: nothing
   void empty_cache();  // returns the wholly free segments to the source
   PoolStats stats() const;
+  // Restarts peak_in_use from the current in_use, so that it measures what comes next (one
+  // candidate batch size of `tune batch`).
+  void reset_peak();
 
  private:
   struct State;

@@ -37,8 +37,10 @@ struct MemoryModel {
   static MemoryModel fit(double fixed, double total, std::int64_t batch);
 };
 
-// Why a batch size is not tried; `none`: try it. Checked before anything is allocated for it.
-enum class SearchStop { none, max_batch, dataset, memory_limit };
+// Why the search stops at a batch size; `none`: try it. search_stop checks the first three
+// before anything is allocated for it; out_of_memory is found by trying (on a GPU: the size
+// ran out of device memory on some rank, so it fits on none).
+enum class SearchStop { none, max_batch, dataset, memory_limit, out_of_memory };
 // max_by_dataset: the largest per-rank batch whose global batch the training set still fills.
 SearchStop search_stop(std::int64_t batch, std::int64_t max_batch, std::int64_t max_by_dataset,
                        double estimated_bytes, std::int64_t memory_limit);

@@ -33,13 +33,11 @@ Shape CudaBatchNorm2d::configure(const Shape& input) {
 }
 
 BatchNormOp& CudaBatchNorm2d::op_for(std::int64_t batch) {
-  if (op_ == nullptr || op_batch_ != batch) {
-    // Spatial batch norm depends on H*W only, so the plane is described as [H*W, 1].
-    op_ = std::make_unique<BatchNormOp>(compute_->dnn, batch, c_, hw_, 1, staged_ ? DType::f32 : compute_->act,
-                                        eps_, momentum_);
-    op_batch_ = batch;
-  }
-  return *op_;
+  // Spatial batch norm depends on H*W only, so the plane is described as [H*W, 1].
+  return op_.get(batch, [this](std::int64_t n) {
+    return std::make_unique<BatchNormOp>(compute_->dnn, n, c_, hw_, 1, staged_ ? DType::f32 : compute_->act, eps_,
+                                         momentum_);
+  });
 }
 
 const void* CudaBatchNorm2d::to_op_dtype(const Tensor& t, Tensor& buffer) {

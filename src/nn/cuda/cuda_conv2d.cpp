@@ -17,13 +17,11 @@ void CudaConv2d::bind(const std::vector<Tensor>& params, const std::vector<Tenso
 }
 
 ConvOp& CudaConv2d::op_for(std::int64_t batch) {
-  if (op_ == nullptr || op_batch_ != batch) {
-    op_ = std::make_unique<ConvOp>(compute_->dnn, ConvGeometry{batch, c_, h_, w_in_, o_.out_channels, o_.kernel,
-                                                               o_.stride, o_.padding},
-                                   compute_->act, compute_->math);
-    op_batch_ = batch;
-  }
-  return *op_;
+  return op_.get(batch, [this](std::int64_t n) {
+    return std::make_unique<ConvOp>(compute_->dnn,
+                                    ConvGeometry{n, c_, h_, w_in_, o_.out_channels, o_.kernel, o_.stride, o_.padding},
+                                    compute_->act, compute_->math);
+  });
 }
 
 void CudaConv2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {

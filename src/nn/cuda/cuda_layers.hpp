@@ -14,6 +14,25 @@ namespace ringtrain::cuda {
 
 using ComputePtr = std::shared_ptr<CudaCompute>;
 
+// A layer's cuDNN op (descriptors, chosen algorithms) for the batch size of the current call;
+// rebuilt only when the batch size changes (the last batch of an epoch, evaluation).
+template <typename Op>
+class PerBatchOp {
+ public:
+  template <typename Make>
+  Op& get(std::int64_t batch, Make&& make) {
+    if (op_ == nullptr || batch_ != batch) {
+      op_ = make(batch);
+      batch_ = batch;
+    }
+    return *op_;
+  }
+
+ private:
+  std::unique_ptr<Op> op_;
+  std::int64_t batch_ = -1;
+};
+
 class CudaLinear final : public Linear {
  public:
   CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias);
@@ -38,8 +57,7 @@ class CudaConv2d final : public Conv2d {
   ComputePtr compute_;
   ComputeCopy weight_;
   Tensor dw_low_;  // the filter gradient in the compute dtype, before its cast to f32
-  std::unique_ptr<ConvOp> op_;
-  std::int64_t op_batch_ = -1;
+  PerBatchOp<ConvOp> op_;
 };
 
 class CudaReLU final : public ReLU {
@@ -61,8 +79,7 @@ class CudaMaxPool2d final : public MaxPool2d {
  private:
   MaxPoolOp& op_for(std::int64_t batch);
   ComputePtr compute_;
-  std::unique_ptr<MaxPoolOp> op_;
-  std::int64_t op_batch_ = -1;
+  PerBatchOp<MaxPoolOp> op_;
 };
 
 class CudaFlatten final : public Flatten {
@@ -103,8 +120,7 @@ class CudaBatchNorm2d final : public BatchNorm2d {
   Tensor save_mean_, save_inv_std_;  // batch statistics of the last training forward (f32 [C])
   Tensor x_f32_, y_f32_;             // bf16 only: f32 copies of x, and of y (forward) or dy (backward)
   Tensor dx_scratch_;                // dx when the caller needs none or it is cast back
-  std::unique_ptr<BatchNormOp> op_;
-  std::int64_t op_batch_ = -1;
+  PerBatchOp<BatchNormOp> op_;
 };
 
 // Copies `bytes` between device buffers on the stream.

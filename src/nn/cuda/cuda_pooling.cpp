@@ -7,11 +7,9 @@ CudaMaxPool2d::CudaMaxPool2d(ComputePtr compute, std::int64_t kernel, std::int64
     : MaxPool2d(kernel, stride), compute_(std::move(compute)) {}
 
 MaxPoolOp& CudaMaxPool2d::op_for(std::int64_t batch) {
-  if (op_ == nullptr || op_batch_ != batch) {
-    op_ = std::make_unique<MaxPoolOp>(compute_->dnn, batch, c_, h_, w_, k_, s_, compute_->act);
-    op_batch_ = batch;
-  }
-  return *op_;
+  return op_.get(batch, [this](std::int64_t n) {
+    return std::make_unique<MaxPoolOp>(compute_->dnn, n, c_, h_, w_, k_, s_, compute_->act);
+  });
 }
 
 void CudaMaxPool2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {

@@ -1,5 +1,6 @@
 // MemoryPool over HostMemory: reuse, per-stream caches, best fit, splitting and merging, exact
-// statistics, out of memory (retry after emptying the cache, then OutOfMemory), threads, leaks.
+// statistics and their peak reset, out of memory (retry after emptying the cache, then
+// OutOfMemory), threads, leaks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -150,6 +151,39 @@ TEST(MemoryPool, StatisticsAreExactAfterAScriptedSequence) {
   EXPECT_EQ(s.segments, 0u);
   EXPECT_EQ(s.peak_in_use, 512 + 3 * kMiB + 1024);
   EXPECT_EQ(memory.outstanding(), 0u);
+}
+
+TEST(MemoryPool, ResetPeakMeasuresOnlyWhatComesAfter) {
+  // The sequence of `tune batch` on a GPU: a candidate, everything freed, the cache emptied and
+  // the peak reset, then a smaller candidate; then one that runs out of memory.
+  HostMemory memory(8 * kMiB);
+  MemoryPool pool(memory);
+  void* kept = pool.allocate(kKiB);  // held across candidates (reset starts from in_use)
+  void* big = pool.allocate(5 * kMiB);
+  pool.free(big);
+  EXPECT_EQ(pool.stats().peak_in_use, kKiB + 5 * kMiB);
+  pool.empty_cache();
+  pool.reset_peak();
+  PoolStats s = pool.stats();
+  EXPECT_EQ(s.peak_in_use, kKiB);
+  EXPECT_EQ(s.in_use, kKiB);
+
+  void* a = pool.allocate(kMiB);
+  void* b = pool.allocate(512 * kKiB);
+  pool.free(a);
+  EXPECT_EQ(pool.stats().peak_in_use, kKiB + kMiB + 512 * kKiB);  // not the earlier 5 MiB
+  pool.free(b);
+
+  pool.empty_cache();
+  pool.reset_peak();
+  EXPECT_THROW(pool.allocate(7 * kMiB), OutOfMemory);  // 8 MiB segment on top of kept's 2 MiB
+  s = pool.stats();
+  EXPECT_EQ(s.peak_in_use, kKiB);  // a failed request counts nothing
+  EXPECT_EQ(s.in_use, kKiB);
+  void* fits = pool.allocate(4 * kMiB);  // the pool is still usable after OutOfMemory
+  EXPECT_EQ(pool.stats().peak_in_use, kKiB + 4 * kMiB);
+  pool.free(fits);
+  pool.free(kept);
 }
 
 TEST(MemoryPool, OutOfMemoryReleasesTheCacheAndRetries) {
