@@ -6,15 +6,6 @@
 #include "nn/cuda/cuda_layers.hpp"
 
 namespace ringtrain::cuda {
-namespace {
-
-// A device scratch buffer of at least `n` elements of `dtype` (grown, never shrunk).
-const Tensor& scratch(Tensor& t, std::int64_t n, DType dtype) {
-  if (t.numel() < n) t = Tensor::empty(Shape{n}, dtype, Device::cuda);
-  return t;
-}
-
-}  // namespace
 
 CudaBatchNorm2d::CudaBatchNorm2d(ComputePtr compute, double momentum, double eps)
     : BatchNorm2d(momentum, eps), compute_(std::move(compute)), staged_(compute_->act == DType::bf16) {}
@@ -40,16 +31,9 @@ BatchNormOp& CudaBatchNorm2d::op_for(std::int64_t batch) {
   });
 }
 
-const void* CudaBatchNorm2d::to_op_dtype(const Tensor& t, Tensor& buffer) {
-  if (!staged_) return t.raw();
-  const Tensor& f = scratch(buffer, t.numel(), DType::f32);
-  kernels::launch_cast(t.raw(), t.dtype(), f.raw(), DType::f32, t.numel(), compute_->stream);
-  return f.raw();
-}
-
 void CudaBatchNorm2d::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   BatchNormOp& op = op_for(x.shape()[0]);
-  const void* in = to_op_dtype(x, x_f32_);
+  const void* in = staged_ ? as_f32(x, x_f32_, compute_->stream) : x.raw();
   void* out = staged_ ? scratch(y_f32_, y.numel(), DType::f32).raw() : y.raw();
   if (info.training) {
     op.forward_training(in, out, gamma_.f32(), beta_.f32(), running_mean_.f32(), running_var_.f32(), save_mean_.f32(),
@@ -63,8 +47,8 @@ void CudaBatchNorm2d::forward(const Tensor& x, Tensor& y, const StepInfo& info) 
 
 void CudaBatchNorm2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   const std::int64_t n = x.numel();
-  const void* in = to_op_dtype(x, x_f32_);
-  const void* grad_in = to_op_dtype(dy, y_f32_);
+  const void* in = staged_ ? as_f32(x, x_f32_, compute_->stream) : x.raw();
+  const void* grad_in = staged_ ? as_f32(dy, y_f32_, compute_->stream) : dy.raw();
   // cuDNN always writes dx: into scratch when the caller needs none or it must be cast back.
   void* out = (dx != nullptr && !staged_) ? dx->raw() : scratch(dx_scratch_, n, staged_ ? DType::f32 : x.dtype()).raw();
   op_for(x.shape()[0]).backward(in, grad_in, out, gamma_.f32(), dgamma_.f32(), dbeta_.f32(), save_mean_.f32(),

@@ -18,6 +18,18 @@ const void* ComputeCopy::refresh(void* stream) {
   return get();
 }
 
+const Tensor& scratch(Tensor& buffer, std::int64_t n, DType dtype) {
+  if (buffer.numel() < n || buffer.dtype() != dtype) buffer = Tensor::empty(Shape{n}, dtype, Device::cuda);
+  return buffer;
+}
+
+const void* as_f32(const Tensor& t, Tensor& buffer, void* stream) {
+  if (t.dtype() == DType::f32) return t.raw();
+  const Tensor& f = scratch(buffer, t.numel(), DType::f32);
+  kernels::launch_cast(t.raw(), t.dtype(), f.raw(), DType::f32, t.numel(), stream);
+  return f.raw();
+}
+
 void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream) {
   if (bytes == 0 || dst == src) return;
   RT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));

@@ -34,4 +34,11 @@ class ComputeCopy {
   Tensor master_, copy_;
 };
 
+// A device scratch buffer of at least `n` elements of `dtype` (grown, never shrunk).
+const Tensor& scratch(Tensor& buffer, std::int64_t n, DType dtype);
+
+// cuDNN takes no bf16 for pooling and batch norm here, so those layers run in f32 on cast
+// copies: t itself when it is f32, else t cast to f32 in `buffer` (on the stream).
+const void* as_f32(const Tensor& t, Tensor& buffer, void* stream);
+
 }  // namespace ringtrain::cuda

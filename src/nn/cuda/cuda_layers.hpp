@@ -79,6 +79,8 @@ class CudaMaxPool2d final : public MaxPool2d {
  private:
   MaxPoolOp& op_for(std::int64_t batch);
   ComputePtr compute_;
+  bool staged_;                   // bf16: the op runs in f32 on cast copies (max pooling is exact either way)
+  Tensor x_f32_, y_f32_, dy_f32_, dx_f32_;
   PerBatchOp<MaxPoolOp> op_;
 };
 
@@ -113,8 +115,6 @@ class CudaBatchNorm2d final : public BatchNorm2d {
 
  private:
   BatchNormOp& op_for(std::int64_t batch);
-  // x or dy as the op takes it: itself, or (bf16) cast to f32 in `buffer`.
-  const void* to_op_dtype(const Tensor& t, Tensor& buffer);
   ComputePtr compute_;
   bool staged_;                      // bf16: the op runs in f32 on cast copies
   Tensor save_mean_, save_inv_std_;  // batch statistics of the last training forward (f32 [C])
