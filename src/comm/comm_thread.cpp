@@ -1,5 +1,8 @@
 // CommThread (see header). After a failed job the remaining jobs are dropped: the error is
-// rethrown by wait_all on the compute thread, which ends the run on every rank.
+// rethrown by wait_all on the compute thread, which ends the run on every rank. Destruction
+// drops the jobs not yet started too: it only finds any when the compute thread is unwinding
+// from an error, and starting collectives then would only delay this rank's abort until the
+// peers' watchdog fires.
 #include "ringtrain/comm/comm_thread.hpp"
 
 #include <utility>
@@ -14,6 +17,8 @@ CommThread::~CommThread() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    in_flight_ -= queue_.size();
+    queue_.clear();
   }
   work_ready_.notify_all();
   thread_.join();
