@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "ringtrain/comm/comm_thread.hpp"
@@ -93,6 +94,36 @@ TEST(CommThread, SurfacesTheFirstErrorAndDropsTheRest) {
   EXPECT_EQ(comm.calls_.size(), 2u);
   thread.allreduce_sum(data.data(), 4, DType::f32);  // usable again afterwards
   EXPECT_NO_THROW(thread.wait_all());
+}
+
+// The first call blocks until `release` is set: jobs queued behind it are still waiting.
+class GatedComm : public RecordingComm {
+ public:
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
+    started = true;
+    while (!release) std::this_thread::yield();
+    RecordingComm::allreduce_sum(data, count, dtype);
+  }
+  std::atomic<bool> started{false}, release{false};
+};
+
+TEST(CommThread, DestructionDropsJobsNotYetStarted) {
+  GatedComm comm;
+  std::vector<float> data(4, 0.0f);
+  std::thread releaser;
+  {
+    CommThread thread(comm);
+    for (int i = 0; i < 4; ++i) thread.allreduce_sum(data.data(), 4, DType::f32);
+    while (!comm.started) std::this_thread::yield();
+    // Release the running job only once destruction is under way (as when an exception
+    // unwinds the compute thread): the three queued jobs must never start.
+    releaser = std::thread([&comm] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      comm.release = true;
+    });
+  }
+  releaser.join();
+  EXPECT_EQ(comm.calls_.size(), 1u);
 }
 
 TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReady) {
