@@ -5,8 +5,10 @@ For each config (default: examples/fashion_mnist/mlp.toml and cnn.toml) and prec
 (fp32, bf16), interleaved over --repeats rounds: ringtrain's `bench train --synthetic`
 (runtime.backend = --device, train.batch_size = --batch, train.precision) and the same model
 in PyTorch, built from the config's [[model.layers]] with the config's [optim], trained on
-random inputs of the same shape (bf16: torch.autocast). Both report samples/s from the median
-step time; the table gives the median over repeats and the ratio ringtrain / torch.
+random inputs of the same shape (bf16: torch.autocast). Both copy each step's batch from host
+memory (pinned for torch on cuda; ringtrain stages it in pinned memory). Both report samples/s
+from the median step time; the table gives the median over repeats and the ratio
+ringtrain / torch. A ringtrain run that fell back to another backend is an error.
 
     python3 tools/bench_gpu_vs_pytorch.py --device cuda --train data/fashion-mnist/train.h5 \\
         --json out.json --markdown out.md
@@ -115,11 +117,17 @@ def measure_torch(torch, args, config, precision):
     model.train()
     opt = torch_optimizer(torch, model.parameters(), config.get("optim", {}))
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.rand((args.batch,) + SAMPLE_SHAPE, device=device) * 2 - 1
-    y = torch.randint(0, CLASSES, (args.batch,), device=device)
+    # Each step copies its batch from (pinned) host memory, as a DataLoader with pin_memory
+    # feeds a training loop, and as ringtrain's bench train uploads its host batch.
+    x_host = torch.rand((args.batch,) + SAMPLE_SHAPE) * 2 - 1
+    y_host = torch.randint(0, CLASSES, (args.batch,))
+    if args.device == "cuda":
+        x_host, y_host = x_host.pin_memory(), y_host.pin_memory()
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
 
     def step():
+        x = x_host.to(device, non_blocking=True)
+        y = y_host.to(device, non_blocking=True)
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=args.device, dtype=torch.bfloat16, enabled=precision == "bf16"):
             loss = loss_fn(model(x), y)
@@ -150,7 +158,10 @@ def measure_ringtrain(args, config_path, precision):
         raise RuntimeError(f"{shlex.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
     for line in r.stdout.splitlines():
         if line.startswith("{") and '"bench":"train"' in line.replace(" ", ""):
-            return json.loads(line)
+            j = json.loads(line)
+            if j.get("backend") != args.device:  # a fallback to the CPU would be a meaningless ratio
+                raise RuntimeError(f"ringtrain ran on the {j.get('backend')} backend, not {args.device}")
+            return j
     raise RuntimeError(f"no bench train JSON line from {shlex.join(cmd)}:\n{r.stdout}{r.stderr}")
 
 
