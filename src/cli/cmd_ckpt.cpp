@@ -54,6 +54,10 @@ void inspect(const InspectOptions& o) {
                                    {"optimizer", m.optimizer},
                                    {"optimizer_steps", m.optimizer_steps},
                                    {"data_strategy", m.data_strategy},
+                                   {"precision", m.precision},
+                                   {"loss_scale", m.loss_scale},
+                                   {"loss_scale_good_steps", m.loss_scale_good_steps},
+                                   {"skipped_steps", m.skipped_steps},
                                    {"wall_time", m.wall_time},
                                    {"datasets", d}}
                         .dump());
@@ -66,6 +70,10 @@ void inspect(const InspectOptions& o) {
             m.step_in_epoch + 1, m.global_batch, m.seed);
   log::info("state:      optimizer {} ({} steps taken), data strategy {}", m.optimizer, m.optimizer_steps,
             m.data_strategy);
+  log::info("precision:  {}{}", m.precision,
+            m.precision == "fp16" ? fmt::format(", loss scale {:g} ({} clean steps since it last changed), {} steps skipped",
+                                                m.loss_scale, m.loss_scale_good_steps, m.skipped_steps)
+                                  : std::string());
   for (const auto& d : datasets)
     log::info("  /{:<24} [{}]  checksum {:016x}{}", d.name, fmt::join(d.dims, ", "), d.stored_checksum,
               d.verified ? "  ok" : "");

@@ -143,6 +143,13 @@ TEST(Fp16Resume, StoppedAndResumedEqualsStraight) {
 
   const std::string mid = (dir / "split" / "checkpoints" / "ckpt-000000030.h5").string();
   EXPECT_GT(double_attr(mid, "loss_scale_good_steps"), 0.0) << "the stop should fall inside a growth interval";
+  // `ckpt inspect` shows the scaler state it holds.
+  const CommandResult inspected = run_command(shell_quote(RINGTRAIN_EXE) + " ckpt inspect --json " + shell_quote(mid));
+  ASSERT_EQ(inspected.exit_code, 0) << inspected.output;
+  const auto info = nlohmann::json::parse(inspected.output);
+  EXPECT_EQ(info["precision"], "fp16");
+  EXPECT_EQ(info["loss_scale"].get<double>(), double_attr(mid, "loss_scale"));
+  EXPECT_EQ(info["loss_scale_good_steps"].get<double>(), double_attr(mid, "loss_scale_good_steps"));
   const std::string a = (dir / "straight" / "checkpoints" / "ckpt-000000060.h5").string();
   const std::string b = (dir / "split" / "checkpoints" / "ckpt-000000060.h5").string();
   for (const std::string d : {"/params", "/optimizer/velocity"}) {
