@@ -17,7 +17,8 @@ void Sgd::step(float* params, const float* grads, std::int64_t n, float lr, floa
   h.lr = lr;
   float* v = velocity_.f32();
   if (velocity_.device() == Device::cuda) return device_sgd_update(params, grads, v, n, grad_scale, h);
-  for (std::int64_t i = 0; i < n; ++i) sgd_update(params[i], grads[i] * grad_scale, v[i], h);
+  const SgdHyper rule = h;  // as in AdamW::step
+  for (std::int64_t i = 0; i < n; ++i) sgd_update(params[i], grads[i] * grad_scale, v[i], rule);
 }
 
 AdamW::AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device)
@@ -34,7 +35,8 @@ void AdamW::step(float* params, const float* grads, std::int64_t n, float lr, fl
   float* m = m_.f32();
   float* v = v_.f32();
   if (m_.device() == Device::cuda) return device_adamw_update(params, grads, m, v, n, grad_scale, h);
-  for (std::int64_t i = 0; i < n; ++i) adamw_update(params[i], grads[i] * grad_scale, m[i], v[i], h);
+  const AdamWHyper rule = h;  // h's address escaped above: a fresh copy lets the loop vectorise
+  for (std::int64_t i = 0; i < n; ++i) adamw_update(params[i], grads[i] * grad_scale, m[i], v[i], rule);
 }
 
 }  // namespace ringtrain
