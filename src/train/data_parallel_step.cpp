@@ -41,7 +41,6 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
       micro_batch_(micro_batch),
       tracer_(tracer),
       scaler_(scaler != nullptr && scaler->enabled() ? scaler : nullptr),
-      device_(model.device()),
       dlogits_(Tensor::empty(Shape{micro_batch, num_classes}, model.activation_dtype(), model.device())) {
   RT_REQUIRE(options.accumulation_steps >= 1, ConfigError, "train.accumulation_steps: must be >= 1, got {}",
              options.accumulation_steps);
@@ -49,11 +48,11 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
   const std::int64_t k = options.accumulation_steps;
-  if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, device_);
+  if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, model.device());
   float* bucket_arena = model.grads().f32();
   bool overlap = options.overlap;
-  if (device_ == Device::cuda) {
-    loss_ = make_cuda_step_loss(micro_batch);
+  loss_ = make_step_loss(model.device(), micro_batch);
+  if (model.device() == Device::cuda) {
     device_batch_ = make_device_batch(micro_batch * k, model.input_shape(), model.activation_dtype());
     // Accumulated gradients are added on the device after the last backward, before any bucket.
     if (k > 1) overlap = false;
@@ -62,8 +61,6 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
       bucket_arena = host_grads_.f32();
       overlap = false;
     }
-  } else {
-    loss_ = make_cpu_step_loss();
   }
   bucketer_ = std::make_unique<GradBucketer>(
       bucket_arena, model.num_params(),
@@ -90,7 +87,7 @@ void DataParallelStep::backward_and_reduce(bool last) {
     }
     return;
   }
-  if (device_ == Device::cpu) {  // the bucketer adds the carry to each bucket just before it is reduced
+  if (model_.device() == Device::cpu) {  // the bucketer adds the carry to each bucket just before it is reduced
     bucketer_->begin_step(k > 1 ? carry_.f32() : nullptr);
     model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
     return;
@@ -116,7 +113,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
   };
   const auto start = Clock::now();
-  const Tensor& input = device_ == Device::cuda ? device_batch_->upload(x) : x;
+  const Tensor& input = device_batch_ ? device_batch_->upload(x) : x;
   Clock::time_point backward_end = start;
   for (micro_index_ = 0; micro_index_ < k; ++micro_index_) {
     const std::int64_t m = micro_index_;
@@ -127,12 +124,12 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     loss_sum += sums.loss / static_cast<double>(micro_batch_);
     correct += sums.correct;
     // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
-    if (device_ == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
+    if (model_.device() == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
     const auto t1 = Clock::now();
     trace("forward", t0, t1);
     r.forward_s += between(t0, t1);
     backward_and_reduce(m + 1 == k);
-    synchronize(device_);
+    synchronize(model_.device());
     backward_end = Clock::now();
     trace("backward", t1, backward_end);
     r.backward_s += between(t1, backward_end);
@@ -162,7 +159,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
   if (apply)
     optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr,
                     1.0f / static_cast<float>(world * static_cast<double>(k) * r.scale_before));
-  synchronize(device_);
+  synchronize(model_.device());
   const auto end = Clock::now();
   trace("optimizer", reduced, end);
   r.optimizer_s = between(reduced, end);

@@ -27,6 +27,9 @@ class CpuStepLoss final : public StepLoss {
 
 }  // namespace
 
-std::unique_ptr<StepLoss> make_cpu_step_loss() { return std::make_unique<CpuStepLoss>(); }
+std::unique_ptr<StepLoss> make_step_loss(Device device, std::int64_t max_rows) {
+  if (device == Device::cuda) return make_cuda_step_loss(max_rows);
+  return std::make_unique<CpuStepLoss>();
+}
 
 }  // namespace ringtrain

@@ -24,8 +24,9 @@ class StepLoss {
   virtual LossSums sums() = 0;
 };
 
-std::unique_ptr<StepLoss> make_cpu_step_loss();
-// max_rows: the largest batch compute() will see (device buffers are sized once).
-std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows);
+// The StepLoss for a model on `device`; max_rows: the largest batch compute() will see (device
+// buffers are sized once).
+std::unique_ptr<StepLoss> make_step_loss(Device device, std::int64_t max_rows);
+std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows);  // step_loss_{cuda,stub}.cpp
 
 }  // namespace ringtrain

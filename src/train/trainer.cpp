@@ -175,12 +175,9 @@ class Evaluator {
  public:
   Evaluator(const Model& model, std::int64_t max_rows, std::int64_t classes)
       : dlogits_(Tensor::empty(Shape{max_rows, classes}, model.activation_dtype(), model.device())) {
-    if (model.device() == Device::cuda) {
-      loss_ = make_cuda_step_loss(max_rows);
+    loss_ = make_step_loss(model.device(), max_rows);
+    if (model.device() == Device::cuda)
       upload_ = make_device_batch(max_rows, model.input_shape(), model.activation_dtype());
-    } else {
-      loss_ = make_cpu_step_loss();
-    }
   }
   LossSums run(Model& model, const Batch& batch) {
     const StepInfo info{false, 0, 0, 0};

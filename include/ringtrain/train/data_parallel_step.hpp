@@ -73,7 +73,6 @@ class DataParallelStep {
   std::int64_t micro_batch_;
   Tracer* tracer_;
   GradScaler* scaler_;
-  Device device_;                        // the model's
   std::unique_ptr<StepLoss> loss_;
   std::unique_ptr<DeviceBatch> device_batch_;  // GPU: uploads the host batch
   Tensor dlogits_;
