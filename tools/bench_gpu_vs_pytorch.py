@@ -8,7 +8,9 @@ in PyTorch, built from the config's [[model.layers]] with the config's [optim], 
 random inputs of the same shape (bf16: torch.autocast). Both copy each step's batch from host
 memory (pinned for torch on cuda; ringtrain stages it in pinned memory). Both report samples/s
 from the median step time; the table gives the median over repeats and the ratio
-ringtrain / torch. A ringtrain run that fell back to another backend is an error.
+ringtrain / torch. With --cuda-graph ringtrain also runs with train.cuda_graph = true (forward,
+loss and backward replayed as one CUDA graph), reported in its own columns. A ringtrain run
+that fell back to another backend is an error.
 
     python3 tools/bench_gpu_vs_pytorch.py --device cuda --train data/fashion-mnist/train.h5 \\
         --json out.json --markdown out.md
@@ -47,6 +49,7 @@ def parse_args(argv=None):
     p.add_argument("--ringtrain", default=str(ROOT / "build/src/cli/ringtrain"))
     p.add_argument("--launch", default="", help="prefix for ringtrain, e.g. 'mpirun -np 1 --allow-run-as-root'")
     p.add_argument("--threads", type=int, default=0, help="CPU threads for both sides (0: their defaults)")
+    p.add_argument("--cuda-graph", action="store_true", help="also run ringtrain with train.cuda_graph = true")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per ringtrain run")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--markdown", help="write the table here")
@@ -145,7 +148,7 @@ def measure_torch(torch, args, config, precision):
     return args.batch / statistics.median(times), sum(p.numel() for p in model.parameters())
 
 
-def measure_ringtrain(args, config_path, precision):
+def measure_ringtrain(args, config_path, precision, graph=False):
     cmd = shlex.split(args.launch) + [
         args.ringtrain, "bench", "train", config_path, "--synthetic", "--json",
         "--warmup", str(args.warmup), "--steps", str(args.steps),
@@ -153,6 +156,8 @@ def measure_ringtrain(args, config_path, precision):
         "--set", f"train.precision={precision}", "--set", f"data.train={args.train}", "--set", "data.test="]
     if args.threads:
         cmd += ["--set", f"runtime.threads={args.threads}"]
+    if graph:
+        cmd += ["--set", "train.cuda_graph=true"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     if r.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -161,6 +166,8 @@ def measure_ringtrain(args, config_path, precision):
             j = json.loads(line)
             if j.get("backend") != args.device:  # a fallback to the CPU would be a meaningless ratio
                 raise RuntimeError(f"ringtrain ran on the {j.get('backend')} backend, not {args.device}")
+            if graph and args.device == "cuda" and not j.get("cuda_graph"):
+                raise RuntimeError(f"train.cuda_graph did not take effect:\n{r.stderr[-2000:]}")
             return j
     raise RuntimeError(f"no bench train JSON line from {shlex.join(cmd)}:\n{r.stdout}{r.stderr}")
 
@@ -168,12 +175,21 @@ def measure_ringtrain(args, config_path, precision):
 def markdown(rows, args, torch_version):
     out = [f"ringtrain vs PyTorch {torch_version} eager on {args.device}, batch {args.batch}, "
            f"median of {args.repeats} interleaved repeats of {args.steps} steps\n",
-           "| config | precision | ringtrain samples/s | torch samples/s | ringtrain / torch |",
-           "| --- | --- | ---: | ---: | ---: |"]
+           "| config | precision | ringtrain samples/s | torch samples/s | ringtrain / torch |"
+           + (" ringtrain + graph samples/s | graph / torch |" if args.cuda_graph else ""),
+           "| --- | --- | ---: | ---: | ---: |" + (" ---: | ---: |" if args.cuda_graph else "")]
+
+    def rate(v):
+        return f"{v:.0f}" if v else "failed"
+
+    def ratio(v):
+        return f"{v:.2f}" if v else "-"
     for r in rows:
-        rt = f"{r['ringtrain_samples_per_s']:.0f}" if r["ringtrain_samples_per_s"] else "failed"
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
-        out.append(f"| {Path(r['config']).stem} | {r['precision']} | {rt} | {r['torch_samples_per_s']:.0f} | {ratio} |")
+        line = (f"| {Path(r['config']).stem} | {r['precision']} | {rate(r['ringtrain_samples_per_s'])} | "
+                f"{r['torch_samples_per_s']:.0f} | {ratio(r['ratio'])} |")
+        if args.cuda_graph:
+            line += f" {rate(r['graph_samples_per_s'])} | {ratio(r['graph_ratio'])} |"
+        out.append(line)
     return "\n".join(out) + "\n"
 
 
@@ -186,31 +202,38 @@ def main():
         raise SystemExit("--device cuda: torch sees no GPU")
     configs = {c: load_config(c) for c in args.configs}
     cases = [(c, p) for c in args.configs for p in args.precisions]
-    runs = {case: {"ringtrain": [], "torch": [], "errors": [], "params": {}} for case in cases}
+    variants = {"ringtrain": False} | ({"graph": True} if args.cuda_graph else {})
+    runs = {case: {"torch": [], "errors": [], "params": {}} | {v: [] for v in variants} for case in cases}
     for rep in range(args.repeats):
         for case in cases:
             config_path, precision = case
-            rt = "failed"
-            try:
-                j = measure_ringtrain(args, config_path, precision)
-                runs[case]["ringtrain"].append(j["samples_per_s"])
-                runs[case]["params"]["ringtrain"] = j["params"]
-                rt = f"{j['samples_per_s']:.0f}"
-            except (RuntimeError, subprocess.TimeoutExpired) as e:
-                runs[case]["errors"].append(str(e)[-2000:])
-                print(f"bench_gpu_vs_pytorch: ringtrain {Path(config_path).stem} {precision}: {e}", file=sys.stderr)
+            said = []
+            for variant, graph in variants.items():
+                try:
+                    j = measure_ringtrain(args, config_path, precision, graph)
+                    runs[case][variant].append(j["samples_per_s"])
+                    runs[case]["params"][variant] = j["params"]
+                    said.append(f"{variant} {j['samples_per_s']:.0f}")
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    runs[case]["errors"].append(str(e)[-2000:])
+                    said.append(f"{variant} failed")
+                    print(f"bench_gpu_vs_pytorch: {variant} {Path(config_path).stem} {precision}: {e}", file=sys.stderr)
             rate, runs[case]["params"]["torch"] = measure_torch(torch, args, configs[config_path], precision)
             runs[case]["torch"].append(rate)
-            print(f"repeat {rep + 1}/{args.repeats} {Path(config_path).stem} {precision}: ringtrain {rt}, "
+            print(f"repeat {rep + 1}/{args.repeats} {Path(config_path).stem} {precision}: {', '.join(said)}, "
                   f"torch {runs[case]['torch'][-1]:.0f} samples/s", flush=True)
     rows = []
     for (config_path, precision), r in runs.items():
-        rt = statistics.median(r["ringtrain"]) if r["ringtrain"] else None
         tt = statistics.median(r["torch"])
-        rows.append({"config": config_path, "precision": precision, "ringtrain_samples_per_s": rt,
-                     "torch_samples_per_s": tt, "ratio": rt / tt if rt else None,
-                     "params": r["params"], "ringtrain_runs": r["ringtrain"], "torch_runs": r["torch"],
-                     "ringtrain_errors": r["errors"]})
+        median = {v: statistics.median(r[v]) if r[v] else None for v in variants}
+        row = {"config": config_path, "precision": precision, "ringtrain_samples_per_s": median["ringtrain"],
+               "torch_samples_per_s": tt, "ratio": median["ringtrain"] / tt if median["ringtrain"] else None,
+               "params": r["params"], "ringtrain_runs": r["ringtrain"], "torch_runs": r["torch"],
+               "ringtrain_errors": r["errors"]}
+        if args.cuda_graph:
+            row |= {"graph_samples_per_s": median["graph"], "graph_ratio": median["graph"] / tt if median["graph"] else None,
+                    "graph_runs": r["graph"]}
+        rows.append(row)
         if len(set(r["params"].values())) > 1:
             print(f"bench_gpu_vs_pytorch: {config_path}: the models differ: {r['params']} parameters", file=sys.stderr)
     result = {"bench": "gpu_vs_pytorch", "device": args.device, "batch": args.batch, "warmup": args.warmup,
@@ -223,7 +246,8 @@ def main():
     if args.markdown:
         Path(args.markdown).write_text(table)
     same = all(len(set(r["params"].values())) == 1 for r in rows)
-    return 0 if same and all(r["ringtrain_samples_per_s"] for r in rows) else 1
+    ran = all(r["ringtrain_samples_per_s"] and (not args.cuda_graph or r["graph_samples_per_s"]) for r in rows)
+    return 0 if same and ran else 1
 
 
 if __name__ == "__main__":

@@ -154,6 +154,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
       {"allreduce_ms", 1e3 * allreduce_s},
       {"overlap", step.overlapped()},
+      {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
       {"buckets", step.num_buckets()},
       {"bucket_mb", tc.bucket_mb},
       {"grad_bytes", grad_bytes},

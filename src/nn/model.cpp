@@ -166,6 +166,12 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
   }
 }
 
+const Layer* Model::first_step_varying_layer() const {
+  for (const auto& layer : layers_)
+    if (layer->varies_per_step()) return layer.get();
+  return nullptr;
+}
+
 std::vector<std::int64_t> Model::param_layer_offsets() const {
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < layers_.size(); ++i)

@@ -1,6 +1,7 @@
-// tensor_ops on the GPU: the accumulate and overflow-check kernels on the default stream.
+// tensor_ops on the GPU: the accumulate and overflow-check kernels on the compute stream.
 #include <cuda_runtime.h>
 
+#include "cuda/compute_stream.hpp"
 #include "cuda/cuda_check.hpp"
 #include "kernels/scaler_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"
@@ -8,17 +9,17 @@
 
 namespace ringtrain {
 
-void device_add_into(float* dst, const float* src, std::int64_t n) { kernels::launch_accumulate(dst, src, n, nullptr); }
+void device_add_into(float* dst, const float* src, std::int64_t n) { kernels::launch_accumulate(dst, src, n, cuda::compute_stream()); }
 
 bool device_has_nonfinite(const float* x, std::int64_t n) {
-  // One flag word per process, reused: the check runs once per step on the default stream.
+  // One flag word per process, reused: the check runs once per step on the compute stream.
   static std::int32_t* flag = [] {
     std::int32_t* p = nullptr;
     RT_CUDA_CHECK(cudaMalloc(&p, sizeof(std::int32_t)));
     return p;
   }();
-  RT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(std::int32_t), nullptr));
-  kernels::launch_find_nonfinite(x, n, flag, nullptr);
+  RT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(std::int32_t), cuda::compute_stream()));
+  kernels::launch_find_nonfinite(x, n, flag, cuda::compute_stream());
   std::int32_t found = 0;
   RT_CUDA_CHECK(cudaMemcpy(&found, flag, sizeof(found), cudaMemcpyDeviceToHost));
   return found != 0;

@@ -4,7 +4,9 @@
 // every rank, so all ranks skip (or apply) a step alike without another collective.
 // On the GPU the batch is uploaded once per step, the loss runs on the device, and the
 // gradient buckets go straight to a communicator taking device memory (NCCL, overlapped with
-// backward) or through a host copy of the arena to the MPI ring after backward.
+// backward) or through a host copy of the arena to the MPI ring after backward. With
+// train.cuda_graph the forward, loss and backward replay as one CUDA graph and the buckets are
+// reduced after it (NCCL calls stay outside the graph).
 #include "ringtrain/train/data_parallel_step.hpp"
 
 #include <chrono>
@@ -19,9 +21,11 @@
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/tensor/device_memory.hpp"
 #include "ringtrain/tensor/rounding.hpp"
 #include "ringtrain/tensor/tensor_ops.hpp"
 #include "train/device_batch.hpp"
+#include "train/step_graph.hpp"
 #include "train/step_loss.hpp"
 
 namespace ringtrain {
@@ -29,6 +33,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 std::int64_t elements_of_mb(double mb) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(mb * (1 << 20) / 4)); }
+
+// Why the step cannot run as a CUDA graph, or "" when it can.
+std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_steps) {
+  if (model.device() != Device::cuda) return "the model is not on a GPU";
+  if (accumulation_steps > 1) return "train.accumulation_steps > 1";
+  if (const Layer* layer = model.first_step_varying_layer())
+    return fmt::format("the model's {} layer changes its work every step", layer->kind());
+  return "";
+}
 }  // namespace
 
 DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm,
@@ -52,14 +65,21 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   float* bucket_arena = model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch);
+  placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype());
   if (model.device() == Device::cuda) {
-    device_batch_ = make_device_batch(micro_batch * k, model.input_shape(), model.activation_dtype());
     // Accumulated gradients are added on the device after the last backward, before any bucket.
     if (k > 1) overlap = false;
     if (!grad_comm.device_memory()) {  // MPI takes host memory: reduce a host copy after backward
       host_grads_ = Tensor::empty(Shape{model.num_params()});
       bucket_arena = host_grads_.f32();
       overlap = false;
+    }
+  }
+  if (options.cuda_graph) {
+    graph_refused_ = cuda_graph_obstacle(model, k);
+    if (graph_refused_.empty()) {
+      graph_ = make_step_graph();
+      overlap = false;  // the buckets are reduced after the graph's backward
     }
   }
   bucketer_ = std::make_unique<GradBucketer>(
@@ -92,16 +112,31 @@ void DataParallelStep::backward_and_reduce(bool last) {
     model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
     return;
   }
-  bucketer_->begin_step(nullptr);
   if (bucketer_->overlap()) {  // NCCL, one micro-batch: buckets launch as their layers finish
+    bucketer_->begin_step(nullptr);
     model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
     return;
   }
   model_.backward(dlogits_);
-  if (k > 1) add_into(grads, carry_);
+  reduce_after_backward();
+}
+
+void DataParallelStep::reduce_after_backward() {
+  Tensor& grads = model_.grads();
+  if (options_.accumulation_steps > 1) add_into(grads, carry_);
   if (host_grads_.raw() != nullptr) copy_into(host_grads_, grads);
+  bucketer_->begin_step(nullptr);
   bucketer_->on_ready(0);
 }
+
+void DataParallelStep::forward_and_loss(const Tensor& x, const std::int32_t* labels, const StepInfo& info,
+                                        float loss_scale) {
+  loss_->compute(model_.forward(x, info), labels, dlogits_, loss_scale);
+  // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
+  if (model_.device() == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
+}
+
+bool DataParallelStep::graphed() const { return graph_ != nullptr && graph_->active(); }
 
 StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr) {
   const std::int64_t k = options_.accumulation_steps;
@@ -113,23 +148,35 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
   };
   const auto start = Clock::now();
-  const Tensor& input = device_batch_ ? device_batch_->upload(x) : x;
+  const PlacedBatch batch = placer_->upload(x, labels);
+  const float scale = static_cast<float>(r.scale_before);
   Clock::time_point backward_end = start;
   for (micro_index_ = 0; micro_index_ < k; ++micro_index_) {
     const std::int64_t m = micro_index_;
+    const Tensor input = batch.x.rows(m * micro_batch_, micro_batch_);
+    const std::int32_t* micro_labels = batch.labels + m * micro_batch_;
     const auto t0 = Clock::now();
-    loss_->compute(model_.forward(input.rows(m * micro_batch_, micro_batch_), info), labels + m * micro_batch_,
-                   dlogits_, static_cast<float>(r.scale_before));
-    const LossSums sums = loss_->sums();  // on the GPU: waits for the forward (honest timings)
+    if (graph_) {  // one micro-batch: forward, loss and backward as one graph launch
+      const StepGraphKey key{micro_batch_, scale, cuda_pool().stats().allocations};
+      graph_->run(key, [&] {
+        forward_and_loss(input, micro_labels, info, scale);
+        model_.backward(dlogits_);
+      });
+    } else {
+      forward_and_loss(input, micro_labels, info, scale);
+    }
+    const LossSums sums = loss_->sums();  // on the GPU: waits for the queued work (honest timings)
     loss_sum += sums.loss / static_cast<double>(micro_batch_);
     correct += sums.correct;
-    // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
-    if (model_.device() == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
     const auto t1 = Clock::now();
-    trace("forward", t0, t1);
+    trace(graph_ ? "forward+backward" : "forward", t0, t1);
     r.forward_s += between(t0, t1);
-    backward_and_reduce(m + 1 == k);
-    synchronize(model_.device());
+    if (graph_) {
+      reduce_after_backward();
+    } else {
+      backward_and_reduce(m + 1 == k);
+      synchronize(model_.device());
+    }
     backward_end = Clock::now();
     trace("backward", t1, backward_end);
     r.backward_s += between(t1, backward_end);

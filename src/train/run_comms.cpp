@@ -40,6 +40,7 @@ StepOptions step_options(const TrainConfig& tc, const Context& ctx) {
   o.bucket_mb = tc.bucket_mb;
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;
+  o.cuda_graph = tc.cuda_graph;
   return o;
 }
 

@@ -145,8 +145,15 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
 void RunReport::comm_plan(std::size_t buckets, bool overlap) {
   overlap_ = overlap;
   log::info("comm:   {} gradient bucket{}, {}, watchdog {:g} s", buckets, buckets == 1 ? "" : "s",
-            overlap ? "allreduce overlapped with backward" : "allreduce after backward (comm.overlap = false)",
-            tc_.timeout_s);
+            overlap ? "allreduce overlapped with backward" : "allreduce after backward", tc_.timeout_s);
+}
+
+void RunReport::cuda_graph(bool graphed, const std::string& refused) {
+  if (graphed) {
+    log::info("graph:  forward, loss and backward replay as one CUDA graph from the second step (train.cuda_graph)");
+  } else if (log::rank() == 0) {  // the same reason on every rank
+    log::warn("train.cuda_graph: {}; running without a graph", refused);
+  }
 }
 
 void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_t global_step, double loss,

@@ -46,6 +46,8 @@ class RunReport {
               const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
               double setup_seconds);
   void comm_plan(std::size_t buckets, bool overlap);
+  // train.cuda_graph: whether the step runs as a CUDA graph, or why not.
+  void cuda_graph(bool graphed, const std::string& refused);
   // Collective, at the end of training: every rank's resource summary and median step times
   // go to rank 0, which prints one line per rank, warns about a slow rank and keeps them for
   // summary.json. (metrics.jsonl gets rank 0's own samples at each log point.)

@@ -18,7 +18,7 @@ struct LossSums {
 class StepLoss {
  public:
   virtual ~StepLoss() = default;
-  // logits, dlogits: [n, k] on the device; labels: n host entries. dlogits = (softmax -
+  // logits, dlogits: [n, k] and labels (n entries) on the model's device. dlogits = (softmax -
   // onehot) / n * loss_scale.
   virtual void compute(const Tensor& logits, const std::int32_t* labels, Tensor& dlogits, float loss_scale) = 0;
   virtual LossSums sums() = 0;

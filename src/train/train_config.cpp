@@ -44,6 +44,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   RT_REQUIRE(!t.resume.empty(), ConfigError, "config: {}: key 'train.resume': must be \"auto\", \"none\" or a path",
              config.source());
   t.exit_at_step = train.get_int("exit_at_step", t.exit_at_step);
+  t.cuda_graph = train.get_bool("cuda_graph", t.cuda_graph);
   require_positive(train, "exit_at_step", t.exit_at_step, 0);
   const std::string precision = train.get_string("precision", "fp32");
   if (precision == "bf16") {

@@ -174,23 +174,21 @@ struct EvalResult {
 class Evaluator {
  public:
   Evaluator(const Model& model, std::int64_t max_rows, std::int64_t classes)
-      : dlogits_(Tensor::empty(Shape{max_rows, classes}, model.activation_dtype(), model.device())) {
-    loss_ = make_step_loss(model.device(), max_rows);
-    if (model.device() == Device::cuda)
-      upload_ = make_device_batch(max_rows, model.input_shape(), model.activation_dtype());
-  }
+      : dlogits_(Tensor::empty(Shape{max_rows, classes}, model.activation_dtype(), model.device())),
+        loss_(make_step_loss(model.device(), max_rows)),
+        placer_(make_device_batch(model.device(), max_rows, model.input_shape(), model.activation_dtype())) {}
   LossSums run(Model& model, const Batch& batch) {
     const StepInfo info{false, 0, 0, 0};
-    const Tensor& x = upload_ ? upload_->upload(batch.x) : batch.x;
+    const PlacedBatch placed = placer_->upload(batch.x, batch.labels.data());
     Tensor dlogits = dlogits_.rows(0, batch.size());
-    loss_->compute(model.forward(x, info), batch.labels.data(), dlogits, 1.0f);
+    loss_->compute(model.forward(placed.x, info), placed.labels, dlogits, 1.0f);
     return loss_->sums();
   }
 
  private:
   Tensor dlogits_;
   std::unique_ptr<StepLoss> loss_;
-  std::unique_ptr<DeviceBatch> upload_;
+  std::unique_ptr<DeviceBatch> placer_;
 };
 
 EvalResult evaluate(Setup& s, const Context& ctx, Evaluator& evaluator) {
@@ -329,6 +327,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
                            &tracer, &s.scaler);
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
+  if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
   BoundaryPolicy policy(tc, *s.comm, ctx);
   Evaluator evaluator(model, tc.eval_batch_size, s.num_classes);

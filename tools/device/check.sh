@@ -245,11 +245,11 @@ step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- 
 
 gpu_vs_pytorch() {
   python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
-    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 \
+    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 --cuda-graph \
     --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
 }
 export -f gpu_vs_pytorch
-step gpu-vs-pytorch 180 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s; \", \$2, \$3, \$6}'" \
+step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s graph %s; \", \$2, \$3, \$6, \$8}'" \
   -- gpu_vs_pytorch
 
 # compute-sanitizer memcheck on the GPU test executables (not the MPI ones), fastest first, while time lasts.

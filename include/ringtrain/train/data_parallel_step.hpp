@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/tensor.hpp"
@@ -19,6 +20,7 @@ class GradBucketer;
 class GradScaler;
 class Model;
 class Optimizer;
+class StepGraph;
 class StepLoss;
 class Tracer;
 
@@ -27,14 +29,19 @@ struct StepOptions {
   double bucket_mb = 1.0;               // target bucket size
   double first_bucket_mb = 0.25;        // the first (last layers') bucket, smaller to start early
   std::int64_t accumulation_steps = 1;  // micro-batches per optimizer step
+  // GPU: replay forward, loss and backward as one CUDA graph (then reduce the buckets after
+  // backward, without overlap) when the model allows; see DataParallelStep::graph_refused().
+  bool cuda_graph = false;
 };
 
 struct StepResult {
   double loss = 0.0;         // mean over the global batch (all ranks, all micro-batches)
   double correct = 0.0;      // correct predictions in the global batch
   double compute_s = 0.0;    // forward, backward, optimizer
-  double forward_s = 0.0;    // of which: forward and loss (all micro-batches)
-  double backward_s = 0.0;   //           backward (all micro-batches)
+  double forward_s = 0.0;    // of which: forward and loss (all micro-batches); as a CUDA
+                             //           graph, forward, loss and backward
+  double backward_s = 0.0;   //           backward (all micro-batches); as a graph, the
+                             //           bucket launch
   double optimizer_s = 0.0;  //           the optimizer update
   double allreduce_s = 0.0;  // gradient buckets' allreduce time (overlapped or not)
   double exposed_s = 0.0;    // end of backward until all buckets are reduced, + statistics
@@ -61,10 +68,19 @@ class DataParallelStep {
   StepResult run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr);
   std::size_t num_buckets() const;
   bool overlapped() const;  // whether buckets are reduced during backward
+  // With StepOptions::cuda_graph: whether the step runs as a CUDA graph (false once a capture
+  // failed), and why it cannot ("" when it can: the model is on a GPU, one micro-batch, and no
+  // layer changes its work every step, as Dropout does).
+  bool graphed() const;
+  const std::string& graph_refused() const { return graph_refused_; }
 
  private:
   // Backward of micro-batch micro_index_; after the last one, every bucket is launched.
   void backward_and_reduce(bool last);
+  // GPU, without overlap: adds the carry, stages the host copy (MPI) and launches every bucket.
+  void reduce_after_backward();
+  // The model's forward and the loss (and its gradient, times loss_scale) of one micro-batch.
+  void forward_and_loss(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float loss_scale);
 
   Model& model_;
   Optimizer& optimizer_;
@@ -74,7 +90,9 @@ class DataParallelStep {
   Tracer* tracer_;
   GradScaler* scaler_;
   std::unique_ptr<StepLoss> loss_;
-  std::unique_ptr<DeviceBatch> device_batch_;  // GPU: uploads the host batch
+  std::unique_ptr<DeviceBatch> placer_;  // puts the host batch where the model computes
+  std::unique_ptr<StepGraph> graph_;    // null unless the step runs as a CUDA graph
+  std::string graph_refused_;
   Tensor dlogits_;
   Tensor carry_;       // gradients summed over the earlier micro-batches (accumulation only)
   Tensor host_grads_;  // GPU with an MPI communicator: the host copy the buckets reduce

@@ -38,6 +38,7 @@ struct TrainConfig {
   std::string resume = "none";     // "auto" (newest intact checkpoint), "none", or a checkpoint path
   std::int64_t exit_at_step = 0;   // end the run after this step with a checkpoint (0: never)
   DType precision = DType::f32;    // train.precision "fp32" | "bf16" | "fp16": the compute dtype
+  bool cuda_graph = false;         // cuda: replay forward, loss and backward as one CUDA graph
   // [loss_scale] (fp16 only; read and validated whenever present)
   LossScaleOptions loss_scale;
   CheckpointConfig checkpoint;

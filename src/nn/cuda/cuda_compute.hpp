@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 
+#include "cuda/compute_stream.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
 #include "nn/cuda/cudnn_ops.hpp"
 #include "ringtrain/tensor/dtype.hpp"
@@ -17,9 +18,9 @@ struct CudaCompute {
   MathMode math;
   BlasLt blas;
   Cudnn dnn;
-  // The legacy default stream: the NCCL communicator orders its bucket allreduces after the
-  // work queued there (an event recorded on cudaStreamLegacy), and host copies sync with it.
-  void* stream = nullptr;
+  // The rank's compute stream (cuda/compute_stream.hpp): capturable into a CUDA graph, and
+  // blocking, so host copies and the NCCL communicator's input event still order after it.
+  void* stream = compute_stream();
 };
 
 // A compute-dtype copy of an f32 master parameter (weights feed GEMMs and convolutions in the

@@ -5,6 +5,7 @@
 // gradients and batch-norm statistics stay f32.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 
 #include "nn/cuda/cuda_compute.hpp"
@@ -14,23 +15,21 @@ namespace ringtrain::cuda {
 
 using ComputePtr = std::shared_ptr<CudaCompute>;
 
-// A layer's cuDNN op (descriptors, chosen algorithms) for the batch size of the current call;
-// rebuilt only when the batch size changes (the last batch of an epoch, evaluation).
+// A layer's cuDNN ops (descriptors, chosen algorithms, workspace), one per batch size seen
+// (the training batch, the last batch of an epoch, evaluation's). Kept for the model's life:
+// algorithms are chosen once, and a CUDA graph of the step never sees its workspace freed.
 template <typename Op>
 class PerBatchOp {
  public:
   template <typename Make>
   Op& get(std::int64_t batch, Make&& make) {
-    if (op_ == nullptr || batch_ != batch) {
-      op_ = make(batch);
-      batch_ = batch;
-    }
-    return *op_;
+    auto it = ops_.find(batch);
+    if (it == ops_.end()) it = ops_.emplace(batch, make(batch)).first;
+    return *it->second;
   }
 
  private:
-  std::unique_ptr<Op> op_;
-  std::int64_t batch_ = -1;
+  std::map<std::int64_t, std::unique_ptr<Op>> ops_;
 };
 
 class CudaLinear final : public Linear {
