@@ -24,10 +24,10 @@ CommThread::~CommThread() {
   thread_.join();
 }
 
-void CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done) {
+void CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done, std::uint64_t ready) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Job{data, count, dtype, std::move(done)});
+    queue_.push_back(Job{data, count, dtype, std::move(done), ready});
     ++in_flight_;
   }
   work_ready_.notify_one();
@@ -51,7 +51,7 @@ void CommThread::run() {
     if (!skip) {
       try {
         const auto begin = Clock::now();
-        comm_.allreduce_sum(job.data, job.count, job.dtype);
+        comm_.allreduce_sum_after(job.ready, job.data, job.count, job.dtype);
         if (job.done) job.done(begin, Clock::now());
       } catch (...) {
         std::lock_guard error_lock(mutex_);

@@ -61,8 +61,8 @@ void GradBucketer::launch(std::size_t index) {
     allreduce_s_ += std::chrono::duration<double>(end - begin).count();
     if (tracer_ != nullptr) tracer_->span(fmt::format("allreduce bucket {}", index), "comm", begin, end, Tracer::kComm);
   };
-  if (thread_ != nullptr) {
-    thread_->allreduce_sum(data, count, DType::f32, std::move(done));
+  if (thread_ != nullptr) {  // a device communicator's collective waits for this bucket's backward only
+    thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
   } else {
     const auto begin = CommThread::Clock::now();
     comm_.allreduce_sum(data, count, DType::f32);

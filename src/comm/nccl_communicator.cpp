@@ -5,6 +5,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -86,7 +88,8 @@ std::optional<ncclDataType_t> nccl_type(DType dtype) {
   return std::nullopt;
 }
 
-// Not thread-safe: one call at a time (the trainer's single communication thread).
+// Not thread-safe: one collective at a time (the trainer's single communication thread); only
+// mark_inputs_ready() may be called from another thread meanwhile.
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const Context& ctx, const NcclOptions& options)
@@ -117,14 +120,26 @@ class NcclCommunicator final : public Communicator {
   std::string_view name() const override { return "nccl"; }
   bool device_memory() const override { return true; }
 
-  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override { allreduce_sum_after(0, data, count, dtype); }
+
+  std::uint64_t mark_inputs_ready() override {
+    const DeviceGuard on_device(device_);
+    const std::uint64_t token = next_mark_.fetch_add(1) + 1;
+    // An event on the legacy stream covers the work queued there and on every blocking stream
+    // (the compute stream). When the ring wraps before a mark is waited for, the wait covers a
+    // later point of the same work: later, never wrong.
+    RT_CUDA_CHECK(cudaEventRecord(marks_[token % kMarks], cudaStreamLegacy));
+    return token;
+  }
+
+  void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
     const auto type = nccl_type(dtype);  // before any early return: the error must not depend on size
     RT_REQUIRE(type.has_value(), CommError,
                "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", dtype_name(dtype));
     require_usable("allreduce");
     if (count == 0) return;
     require_device_pointer("allreduce", data);
-    run("allreduce", count, dtype_name(dtype), [&] {
+    run("allreduce", count, dtype_name(dtype), ready, [&] {
       return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_);
     });
   }
@@ -135,7 +150,7 @@ class NcclCommunicator final : public Communicator {
     require_usable("broadcast");
     if (bytes == 0) return;
     require_device_pointer("broadcast", data);
-    run("broadcast", bytes, "bytes", [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+    run("broadcast", bytes, "bytes", 0, [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
   }
 
   // An NCCL allreduce of one int rather than MPI_Barrier: after construction this backend
@@ -144,7 +159,7 @@ class NcclCommunicator final : public Communicator {
   // ever covers other ranks than MPI's world.
   void barrier() override {
     require_usable("barrier");
-    run("barrier", 1, "i32",
+    run("barrier", 1, "i32", 0,
         [&] { return ncclAllReduce(barrier_word_, barrier_word_, 1, ncclInt32, ncclSum, comm_, stream_); });
   }
 
@@ -177,6 +192,7 @@ class NcclCommunicator final : public Communicator {
     // code may use; inputs are ordered explicitly through inputs_ready_ instead.
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    for (cudaEvent_t& mark : marks_) RT_CUDA_CHECK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
     RT_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
   }
@@ -210,18 +226,19 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // Enqueues one collective and waits for it. On any failure or the timeout the NCCL
-  // communicator is aborted (peers stuck in the same collective then fail or time out too)
-  // and the error names the operation, its size and the cause.
+  // Enqueues one collective after its inputs (the mark `ready`, or 0: all work queued so far)
+  // and waits for it. On any failure or the timeout the NCCL communicator is aborted (peers
+  // stuck in the same collective then fail or time out too) and the error names the
+  // operation, its size and the cause.
   template <typename Enqueue>
-  void run(const char* op, std::size_t count, std::string_view unit, Enqueue&& enqueue) {
+  void run(const char* op, std::size_t count, std::string_view unit, std::uint64_t ready, Enqueue&& enqueue) {
     const std::string what = fmt::format("nccl {} of {} x {}", op, count, unit);
     try {
       const DeviceGuard on_device(device_);
       // Inputs written by work on the legacy default stream (or a blocking stream) must be
       // complete before NCCL reads them; an event on the legacy stream covers both.
-      RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
-      RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, inputs_ready_, 0));
+      if (ready == 0) RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
+      RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready == 0 ? inputs_ready_ : marks_[ready % kMarks], 0));
       RT_NCCL_CHECK_ASYNC(ncclGroupStart());
       const ncclResult_t enqueued = enqueue();
       const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
@@ -315,6 +332,10 @@ class NcclCommunicator final : public Communicator {
       }
       if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
       if (inputs_ready_ != nullptr) (void)cudaEventDestroy(inputs_ready_);
+      for (cudaEvent_t& mark : marks_) {
+        if (mark != nullptr) (void)cudaEventDestroy(mark);
+        mark = nullptr;
+      }
       if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
       barrier_word_ = nullptr;
       inputs_ready_ = nullptr;
@@ -331,6 +352,9 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr;
+  static constexpr std::size_t kMarks = 64;  // mark_inputs_ready() tokens in flight (a ring)
+  std::array<cudaEvent_t, kMarks> marks_{};
+  std::atomic<std::uint64_t> next_mark_{0};
   int* barrier_word_ = nullptr;  // device scratch for barrier()
   std::string broken_;           // why the communicator was aborted; empty while usable
 };

@@ -71,6 +71,11 @@ class WatchedCommunicator : public Communicator {
     watched(fmt::format("allreduce of {} {} elements ({} bytes)", count, dtype_name(dtype), count * dtype_size(dtype)),
             [&] { inner_->allreduce_sum(data, count, dtype); });
   }
+  std::uint64_t mark_inputs_ready() override { return inner_->mark_inputs_ready(); }
+  void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    watched(fmt::format("allreduce of {} {} elements ({} bytes)", count, dtype_name(dtype), count * dtype_size(dtype)),
+            [&] { inner_->allreduce_sum_after(ready, data, count, dtype); });
+  }
   void broadcast(void* data, std::size_t bytes, int root) override {
     watched(fmt::format("broadcast of {} bytes from rank {}", bytes, root), [&] { inner_->broadcast(data, bytes, root); });
   }

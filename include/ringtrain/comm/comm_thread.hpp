@@ -1,11 +1,13 @@
 // CommThread: runs collectives on a dedicated thread, in submission order, so that gradient
 // allreduces proceed while the compute thread goes on with backward (the CPU counterpart of
-// a CUDA communication stream). Only this thread touches its Communicator between submit
-// and wait_all, so the Communicator needs no locking.
+// a CUDA communication stream). Only this thread runs collectives on its Communicator between
+// submit and wait_all, so the Communicator needs no locking (mark_inputs_ready, which the
+// submitting thread calls, is safe alongside them).
 #pragma once
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -29,7 +31,8 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  void allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {});
+  // ready: the Communicator's mark_inputs_ready() token for the data (0: complete now).
+  void allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   // Blocks until every submitted job has finished; rethrows the first error a job raised.
   void wait_all();
 
@@ -39,6 +42,7 @@ class CommThread {
     std::size_t count;
     DType dtype;
     DoneHook done;
+    std::uint64_t ready;
   };
   void run();
 

@@ -2,6 +2,7 @@
 // that the MPI backend (CPU) and the NCCL backend (GPU) are chosen at run time.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -49,6 +50,18 @@ class Communicator {
   // (f32, f64, bf16, f16, i32). Every rank ends with bitwise identical results. count may
   // be 0. bf16/f16 are summed in f32 and rounded once per reduction step.
   virtual void allreduce_sum(void* data, std::size_t count, DType dtype) = 0;
+  // Device communicators (NCCL): notes how far the device work queued so far reaches and
+  // returns a token for that point (never 0). Called on the thread that queues the work, even
+  // while another thread runs this communicator's collectives. A collective given the token
+  // (allreduce_sum_after) waits for that work only, not for work queued after it: a gradient
+  // bucket need not wait for the backward of the layers before it. Host communicators return
+  // 0: their data is complete when the call is made.
+  virtual std::uint64_t mark_inputs_ready() { return 0; }
+  // allreduce_sum of inputs complete at `ready`, a mark_inputs_ready() token (0: now).
+  virtual void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) {
+    (void)ready;
+    allreduce_sum(data, count, dtype);
+  }
   // Copies `bytes` bytes at `data` from `root` to all ranks.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

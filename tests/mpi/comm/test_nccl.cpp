@@ -1,6 +1,7 @@
 // The NCCL backend under mpirun. Without a GPU: the unique-id exchange over MPI, nccl_version,
 // and a clear creation error on every rank (no crash, no hang). With one GPU per node-local
-// rank: exact allreduce sums on device buffers, broadcast, barrier. Without NCCL: NotCompiled.
+// rank: exact allreduce sums on device buffers, broadcast, barrier, and inputs ordered by a mark
+// (mark_inputs_ready) for a collective run from another thread. Without NCCL: NotCompiled.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <ostream>
 #include <regex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -281,6 +283,34 @@ TEST(NcclOnGpuOps, BroadcastBarrierAndErrors) {
   std::memcpy(&last, sums.data() + sums.size() - 8, 4);
   EXPECT_EQ(first, 0x01010101 * ctx.world_size());
   EXPECT_EQ(last, 0x01010101 * ctx.world_size());
+}
+
+TEST(NcclOnGpuOps, AMarkOrdersInputsOfABlockingStreamForAnotherThread) {
+  if (!every_rank_has_a_gpu()) GTEST_SKIP() << "needs one CUDA device per node-local rank";
+  const Context& ctx = context();
+  auto comm = make_nccl_communicator(ctx, NcclOptions{.timeout_s = 120});
+  // As in the training step: backward writes a bucket on the blocking compute stream, the
+  // compute thread marks it, and the communication thread reduces it after the mark.
+  cudaStream_t compute = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&compute, cudaStreamDefault));
+  const std::size_t count = std::size_t{16} << 20;
+  DeviceBuffer ints(DType::i32, count);
+  CUDA_OK(cudaMemset(ints.data(), 0xff, count * 4));
+  std::uint64_t tokens[2] = {0, 0};
+  for (std::uint64_t& token : tokens) {
+    CUDA_OK(cudaMemsetAsync(ints.data(), 0x02, count * 4, compute));
+    token = comm->mark_inputs_ready();
+    std::thread([&] { comm->allreduce_sum_after(token, ints.data(), count, DType::i32); }).join();
+    const auto sums = ints.read();
+    std::int32_t first = 0, last = 0;
+    std::memcpy(&first, sums.data() + 4, 4);
+    std::memcpy(&last, sums.data() + sums.size() - 8, 4);
+    EXPECT_EQ(first, 0x02020202 * ctx.world_size());
+    EXPECT_EQ(last, 0x02020202 * ctx.world_size());
+  }
+  EXPECT_GT(tokens[0], 0u);
+  EXPECT_GT(tokens[1], tokens[0]);
+  CUDA_OK(cudaStreamDestroy(compute));
 }
 
 #endif  // RINGTRAIN_TEST_WITH_NCCL

@@ -126,6 +126,50 @@ TEST(CommThread, DestructionDropsJobsNotYetStarted) {
   EXPECT_EQ(comm.calls_.size(), 1u);
 }
 
+// A device-style Communicator: mark_inputs_ready mints tokens (noting the calling thread) and
+// allreduce_sum_after records the token each collective was given.
+class MarkingComm : public RecordingComm {
+ public:
+  std::uint64_t mark_inputs_ready() override {
+    mark_threads_.push_back(std::this_thread::get_id());
+    return ++marks_;
+  }
+  void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    tokens_.push_back(ready);
+    allreduce_sum(data, count, dtype);
+  }
+  std::uint64_t marks_ = 0;
+  std::vector<std::thread::id> mark_threads_;
+  std::vector<std::uint64_t> tokens_;
+};
+
+TEST(GradBucketer, EachOverlappedBucketWaitsForTheMarkMadeWhenItWasReady) {
+  MarkingComm comm;
+  std::vector<float> grads(50, 0.0f);
+  GradBucketer bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr);
+  bucketer.begin_step(nullptr);
+  bucketer.on_ready(40);
+  EXPECT_EQ(comm.marks_, 1u) << "the mark is made when the bucket is ready, on the compute thread";
+  bucketer.on_ready(25);
+  bucketer.finish();
+  EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{10, 15, 15, 10}));
+  EXPECT_EQ(comm.tokens_, (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  for (const std::thread::id& id : comm.mark_threads_) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
+TEST(Watchdog, DecoratorPassesMarksThrough) {
+  Watchdog dog(5.0, [](const std::string&) {});
+  auto inner = std::make_unique<MarkingComm>();
+  MarkingComm* marking = inner.get();
+  auto watched = watch_collectives(std::move(inner), dog, "gradient");
+  float x = 0.0f;
+  const std::uint64_t token = watched->mark_inputs_ready();
+  watched->allreduce_sum_after(token, &x, 1, DType::f32);
+  EXPECT_EQ(token, 1u);
+  EXPECT_EQ(marking->tokens_, (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(x, 1.0f);
+}
+
 TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReady) {
   RecordingComm comm;
   std::vector<float> grads(50, 0.0f);
