@@ -10,6 +10,8 @@
 
 #include "cuda/cublas_check.hpp"
 #include "cuda/cuda_check.hpp"
+#include "kernels/activation_kernels.hpp"
+#include "ringtrain/core/log.hpp"
 
 namespace ringtrain::cuda {
 
@@ -17,7 +19,8 @@ struct BlasLt::Plan {
   Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
   // cuBLASLt's operands: first = our B, second = our A; C is also the output D.
   Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, c;
-  cublasLtMatmulAlgo_t algo{};  // the heuristic's first choice, filled in by gemm()
+  Epilogue fused = Epilogue::none;  // cuBLASLt's epilogue; gemm() runs a kernel for the key's when it differs
+  cublasLtMatmulAlgo_t algo{};      // the heuristic's first choice, filled in by plan_for()
 };
 
 namespace {
@@ -38,6 +41,39 @@ std::uint32_t alignment(const void* p) {
   return static_cast<std::uint32_t>(std::min<std::uintptr_t>(256, address & (~address + 1)));
 }
 
+// Read column-major (file header), cuBLASLt's D is C^T with n rows and m columns, its first
+// operand is our B and its second our A. Our bias over C's columns (j < n) is then a vector
+// over D's rows broadcast along its columns: EPILOGUE_BIAS ("length = rows of D"). Our
+// bias_grad, one sum over k per row of op(A) (i < m), is one value per column of D reduced
+// from the second operand (op(A)^T is cuBLASLt's op(B)): EPILOGUE_BGRADB ("length = columns
+// of D, reduced over k"). BGRADA would sum op(B) instead, one value per j < n. For
+// CudaLinear's dW[out, in] = dy^T x (A = dy, trans_a) BGRADB sums dy over the batch.
+cublasLtEpilogue_t lt_epilogue(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::none: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::bias: return " + bias";
+    case Epilogue::bias_grad: return " + bias gradient";
+    case Epilogue::none: break;
+  }
+  return "";
+}
+
+// The epilogue's vector, set on the descriptor before each call: plans are shared by every
+// vector of the same alignment. The heuristic also reads it (for that alignment).
+void set_vector(cublasLtMatmulDesc_t desc, float* vector) {
+  void* pointer = vector;
+  RT_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
+}
+
 cublasLtHandle_t create_blaslt() {
   cublasLtHandle_t handle = nullptr;
   RT_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -56,11 +92,11 @@ Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType typ
 
 std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
-  return fmt::format("gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{} (alignment "
-                     "A/B/C {}/{}/{} bytes)",
+  return fmt::format("gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{}{} (alignment "
+                     "A/B/C/vector {}/{}/{}/{} bytes)",
                      s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, dtype_name(key.ab_type),
                      dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
-                     key.align_a, key.align_b, key.align_c);
+                     epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector);
 }
 
 BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspace_(workspace_bytes) {}
@@ -68,10 +104,11 @@ BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspac
 BlasLt::~BlasLt() = default;
 
 BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type,
-                             DType c_type, MathMode math) const {
+                             DType c_type, MathMode math, Epilogue epilogue, const float* vector) const {
   // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
   const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
-  return Key{s, ab_type, c_type, effective, alignment(a), alignment(b), alignment(c)};
+  const std::uint32_t align_vector = epilogue == Epilogue::none ? 0 : alignment(vector);
+  return Key{s, ab_type, c_type, effective, epilogue, alignment(a), alignment(b), alignment(c), align_vector};
 }
 
 std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
@@ -84,6 +121,13 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   RT_REQUIRE(s.lda >= (s.trans_a ? s.m : s.k) && s.ldb >= (s.trans_b ? s.k : s.n) && s.ldc >= s.n, Error,
              "{}: a leading dimension is shorter than its row", describe(key));
   RT_REQUIRE(key.align_a > 0 && key.align_b > 0 && key.align_c > 0, Error, "{}: null pointer", describe(key));
+  // The unfused path's kernels (gemm) read C and A packed; the fused form is held to the same.
+  RT_REQUIRE(key.epilogue == Epilogue::none || key.align_vector > 0, Error, "{}: null epilogue vector",
+             describe(key));
+  RT_REQUIRE(key.epilogue != Epilogue::bias || s.ldc == s.n, Error, "{}: the bias epilogue needs ldc == n",
+             describe(key));
+  RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
+             "{}: the bias-gradient epilogue needs A packed (lda == {})", describe(key), s.trans_a ? s.m : s.k);
   auto plan = std::make_unique<Plan>();
   const cublasComputeType_t compute = key.ab_type == DType::f32 && key.math == MathMode::tf32
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -100,6 +144,15 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   plan->first = make_layout(key.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb);
   plan->second = make_layout(key.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda);
   plan->c = make_layout(key.c_type, s.n, s.m, s.ldc);
+  if (key.epilogue != Epilogue::none) {
+    const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
+    RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    // Our vectors are f32 whatever C is (cuBLASLt's default is C's type).
+    const std::int32_t vector_type = CUDA_R_32F;
+    RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
+                                                   sizeof(vector_type)));
+    plan->fused = key.epilogue;
+  }
   return plan;
 }
 
@@ -125,34 +178,65 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   const cublasStatus_t rc =
       cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan.desc.get(), plan.first.get(), plan.second.get(),
                                      plan.c.get(), plan.c.get(), pref, count, results.data(), &returned);
-  // NOT_SUPPORTED is the heuristic's answer "nothing fits", not a failure of the call.
-  if (rc != CUBLAS_STATUS_SUCCESS && rc != CUBLAS_STATUS_NOT_SUPPORTED)
+  // NOT_SUPPORTED is the heuristic's answer "nothing fits", not a failure of the call; with an
+  // epilogue INVALID_VALUE can be too (a vector type or alignment it does not take).
+  const bool refused = rc == CUBLAS_STATUS_NOT_SUPPORTED ||
+                       (key.epilogue != Epilogue::none && rc == CUBLAS_STATUS_INVALID_VALUE);
+  if (rc != CUBLAS_STATUS_SUCCESS && !refused)
     throw_cublas_error(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   results.resize(rc == CUBLAS_STATUS_SUCCESS ? static_cast<std::size_t>(returned) : 0);
   std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
-  RT_REQUIRE(!results.empty(), Error, "cuBLASLt has no algorithm for {} within a workspace of {} bytes",
-             describe(key), workspace);
+  RT_REQUIRE(!results.empty() || key.epilogue != Epilogue::none, Error,
+             "cuBLASLt has no algorithm for {} within a workspace of {} bytes", describe(key), workspace);
   return results;
 }
 
+BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
+  if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
+  auto plan = make_plan(key);
+  if (key.epilogue != Epilogue::none) set_vector(plan->desc.get(), vector);
+  auto offered = candidates(key, *plan, 1);
+  if (offered.empty()) {  // only for an epilogue (candidates throws otherwise): plain GEMM, then a kernel
+    if (!warned_unfused_)
+      log::warn("cuBLASLt has no algorithm for {}: running the plain GEMM, then a kernel for the epilogue "
+                "(slower; warned once, other such GEMMs fall back silently)",
+                describe(key));
+    warned_unfused_ = true;
+    Key plain = key;
+    plain.epilogue = Epilogue::none;
+    plain.align_vector = 0;
+    plan = make_plan(plain);
+    offered = candidates(plain, *plan, 1);
+  }
+  plan->algo = offered.front().algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
 void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-                 float beta, void* c, void* stream) const {
+                 float beta, void* c, float* vector, void* stream) const {
+  if (plan.fused != Epilogue::none) set_vector(plan.desc.get(), vector);
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
                                  static_cast<cudaStream_t>(stream)));
 }
 
 void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-                  DType c_type, MathMode math, void* stream) {
+                  DType c_type, MathMode math, void* stream, Epilogue epilogue, float* vector) {
   if (s.m == 0 || s.n == 0) return;  // as blas::sgemm
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math);
-  auto it = plans_.find(key);
-  if (it == plans_.end()) {
-    auto plan = make_plan(key);
-    plan->algo = candidates(key, *plan, 1).front().algo;
-    it = plans_.emplace(key, std::move(plan)).first;
+  RT_REQUIRE(epilogue != Epilogue::none || vector == nullptr, Error, "gemm: a vector without an epilogue");
+  // Whether cuBLASLt scales its bias gradient by alpha is not documented: only alpha == 1 is taken.
+  RT_REQUIRE(epilogue != Epilogue::bias_grad || alpha == 1.0f, Error,
+             "gemm: the bias-gradient epilogue needs alpha == 1 (got {})", alpha);
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector);
+  const Plan& plan = plan_for(key, vector);
+  run(plan, plan.algo, alpha, a, b, beta, c, vector, stream);
+  if (plan.fused == epilogue) return;
+  // Unfused: the kernels the epilogue replaces, on packed C and A (make_plan checked).
+  if (epilogue == Epilogue::bias) {
+    kernels::launch_bias_act_forward(c, vector, s.m, s.n, 1, kernels::Activation::none, c_type, stream);
+  } else {  // op(A)[i][k] is A[k][i] of A [k, m] when trans_a, else A[i][k] of A [m, k]
+    kernels::launch_bias_grad(vector, a, s.trans_a ? s.k : 1, s.m, s.trans_a ? 1 : s.k, ab_type, stream);
   }
-  run(*it->second, it->second->algo, alpha, a, b, beta, c, stream);
 }
 
 std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, const void* b, void* c,
@@ -160,7 +244,7 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
                                             int max_candidates) {
   RT_REQUIRE(repeats > 0 && max_candidates > 0, Error, "time_candidates: repeats ({}) and max_candidates ({}) must be > 0",
              repeats, max_candidates);
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math);
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr);
   const auto plan = make_plan(key);
   const auto offered = candidates(key, *plan, max_candidates);
   const auto st = static_cast<cudaStream_t>(stream);
@@ -171,9 +255,9 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
   const Owned<cudaEvent_t, cudaEventDestroy> own_stop(stop);
   std::vector<double> ms;
   for (const cublasLtMatmulHeuristicResult_t& r : offered) {
-    run(*plan, r.algo, 1.0f, a, b, 0.0f, c, stream);  // warm-up: first-call setup is not timed
+    run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, stream);  // warm-up: first-call setup is not timed
     RT_CUDA_CHECK(cudaEventRecord(start, st));
-    for (int i = 0; i < repeats; ++i) run(*plan, r.algo, 1.0f, a, b, 0.0f, c, stream);
+    for (int i = 0; i < repeats; ++i) run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, stream);
     RT_CUDA_CHECK(cudaEventRecord(stop, st));
     RT_CUDA_CHECK(cudaEventSynchronize(stop));
     float elapsed = 0.0f;

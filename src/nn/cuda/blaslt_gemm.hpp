@@ -1,5 +1,6 @@
 // BlasLt: row-major GEMM on cuBLASLt with f32 accumulation, the CUDA counterpart of
-// tensor/blas.hpp's sgemm. Descriptors and the heuristic's algorithm are cached per shape.
+// tensor/blas.hpp's sgemm, with an optional bias or bias-gradient epilogue fused into it.
+// Descriptors and the heuristic's algorithm are cached per shape, types and epilogue.
 #pragma once
 #include <cublasLt.h>
 
@@ -25,6 +26,14 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
+// What the GEMM also does, with an f32 device vector. bias: C[i][j] += vector[j] (length n),
+// after alpha and beta (the bias is not scaled); C must be packed (ldc == n). bias_grad:
+// vector[i] = sum over k of op(A)[i][k] (length m, overwritten): with op(A) = dy^T this is the
+// bias gradient of the weight-gradient GEMM; needs alpha == 1 and A packed (lda == its row).
+// Fused by cuBLASLt where it has an algorithm; otherwise a kernel runs after the plain GEMM
+// (same results, warned once per BlasLt).
+enum class Epilogue { none, bias, bias_grad };
+
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
 class BlasLt {
  public:
@@ -37,9 +46,10 @@ class BlasLt {
 
   // A, B of ab_type (f32, bf16 or f16), C of c_type (f32, or equal to ab_type); f32
   // accumulation (TF32 tensor cores for f32 inputs when math == tf32). With beta == 0, C is
-  // not read (it may hold NaN). Throws Error when no algorithm fits.
+  // not read (it may hold NaN). `vector` is the epilogue's (see Epilogue), null with none.
+  // Throws Error when no algorithm fits the plain GEMM.
   void gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-            DType c_type, MathMode math, void* stream);
+            DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, float* vector = nullptr);
 
   // For benchmarks: runs every algorithm the heuristic offers for this problem (up to
   // max_candidates) `repeats` times on `stream` with alpha = 1, beta = 0 (C is overwritten)
@@ -51,27 +61,34 @@ class BlasLt {
 
  private:
   // Everything that selects descriptors and algorithm: cuBLASLt's heuristic also depends on
-  // the pointers' alignment, so that is part of the key.
+  // the pointers' alignment (the epilogue vector's too), so that is part of the key.
   struct Key {
     GemmShape shape;
     DType ab_type, c_type;
     MathMode math;
-    std::uint32_t align_a, align_b, align_c;
+    Epilogue epilogue;
+    std::uint32_t align_a, align_b, align_c, align_vector;  // align_vector: 0 without epilogue
     auto operator<=>(const Key&) const = default;
   };
   struct Plan;
 
   static std::string describe(const Key& key);  // for messages
   Key make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type, DType c_type,
-               MathMode math) const;
+               MathMode math, Epilogue epilogue, const float* vector) const;
   std::unique_ptr<Plan> make_plan(const Key& key) const;
+  // The plan for key, made (and its algorithm chosen) on first use; without a fused algorithm
+  // for key's epilogue, a plain GEMM's plan marked unfused.
+  Plan& plan_for(const Key& key, float* vector);
+  // What the heuristic offers, best first. Throws Error when nothing fits, except with an
+  // epilogue: then empty (plan_for falls back to the plain GEMM).
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
   void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-           float beta, void* c, void* stream) const;
+           float beta, void* c, float* vector, void* stream) const;
 
   Owned<cublasLtHandle_t, cublasLtDestroy> handle_;  // before workspace_: created first
   DeviceBuffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
+  bool warned_unfused_ = false;
 };
 
 }  // namespace ringtrain::cuda

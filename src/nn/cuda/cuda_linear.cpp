@@ -1,6 +1,5 @@
-// CudaLinear: y = x W^T + b as one cuBLASLt GEMM plus the bias kernel; backward is two GEMMs
-// (dW in f32 straight from low-precision inputs, dx) and the bias-gradient reduction.
-#include "kernels/activation_kernels.hpp"
+// CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias in its epilogue; backward is two
+// GEMMs, dW (in f32 straight from low-precision inputs, the bias gradient in its epilogue) and dx.
 #include "nn/cuda/cuda_layers.hpp"
 
 namespace ringtrain::cuda {
@@ -18,17 +17,15 @@ void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   const std::int64_t n = x.shape()[0];
   const void* w = weight_.refresh(c.stream);
   c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(), c.act, c.act,
-              c.math, c.stream);
-  if (has_bias_)
-    kernels::launch_bias_act_forward(y.raw(), b_.f32(), n, out_, 1, kernels::Activation::none, c.act, c.stream);
+              c.math, c.stream, has_bias_ ? Epilogue::bias : Epilogue::none, has_bias_ ? b_.f32() : nullptr);
 }
 
 void CudaLinear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   CudaCompute& c = *compute_;
   const std::int64_t n = x.shape()[0];
   c.blas.gemm(GemmShape{true, false, out_, in_, n, out_, in_, in_}, 1.0f, dy.raw(), x.raw(), 0.0f, dw_.raw(), c.act,
-              DType::f32, c.math, c.stream);
-  if (has_bias_) kernels::launch_bias_grad(db_.f32(), dy.raw(), n, out_, 1, c.act, c.stream);
+              DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
+              has_bias_ ? db_.f32() : nullptr);
   if (dx != nullptr)
     c.blas.gemm(GemmShape{false, false, n, in_, out_, out_, in_, in_}, 1.0f, dy.raw(), weight_.get(), 0.0f,
                 dx->raw(), c.act, c.act, c.math, c.stream);

@@ -1,0 +1,260 @@
+// BlasLt's epilogues against blas::sgemm plus loops: the bias added to C and the bias gradient
+// written beside a weight-gradient GEMM (onto a NaN-poisoned vector), at CudaLinear's shapes and
+// odd ones, every transpose combination, each input type. Skips without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cuda/nn/cuda_nn_testing.hpp"
+#include "nn/cuda/blaslt_gemm.hpp"
+#include "tensor/blas.hpp"
+
+namespace ringtrain {
+namespace {
+
+using cuda::BlasLt;
+using cuda::Epilogue;
+using cuda::GemmShape;
+using cuda::MathMode;
+using test::DeviceBuffer;
+
+// A Linear layer's batch, out and in features (10 x 784 is Fashion-MNIST's classifier).
+struct LinearCase {
+  std::int64_t batch, out, in;
+};
+
+constexpr LinearCase kLinearCases[] = {{256, 10, 784}, {7, 10, 784}, {33, 256, 128}, {53, 37, 61}};
+
+GemmShape packed(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k) {
+  return GemmShape{trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n};
+}
+
+// op(X)[i][j] of X stored row-major with `cols` columns (X^T when trans).
+float op_at(const std::vector<float>& x, bool trans, std::int64_t cols, std::int64_t i, std::int64_t j) {
+  return x[static_cast<std::size_t>(trans ? j * cols + i : i * cols + j)];
+}
+
+struct TypeCase {
+  DType ab, c;
+  MathMode math;
+};
+
+std::string type_name(const ::testing::TestParamInfo<TypeCase>& info) {
+  return std::string(dtype_name(info.param.ab)) + "_" + std::string(dtype_name(info.param.c)) +
+         (info.param.math == MathMode::tf32 ? "_tf32" : "");
+}
+
+// Runs body and returns whether BlasLt warned that it fell back to the unfused path (a kernel
+// after the plain GEMM): results must be right either way; the test output says which ran.
+template <typename Body>
+bool fell_back(Body&& body) {
+  ::testing::internal::CaptureStderr();
+  body();
+  return ::testing::internal::GetCapturedStderr().find("cuBLASLt has no algorithm") != std::string::npos;
+}
+
+// Forward, y = x W^T + b in CudaLinear (trans_b): C[batch, out] = alpha op(A) op(B) + beta C + bias.
+// Returns the error of C; the bias must be left as it was.
+double bias_error(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, float beta, const TypeCase& t,
+                  std::uint64_t seed) {
+  const GemmShape s = packed(trans_a, trans_b, g.batch, g.out, g.in);
+  const float alpha = 0.75f;  // the bias is not scaled
+  const auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), seed, t.ab);
+  const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), seed + 1, t.ab);
+  const auto bias = test::random_values(static_cast<std::size_t>(s.n), seed + 2);
+  auto c_ref = test::random_values(static_cast<std::size_t>(s.m * s.n), seed + 3, t.c);
+  const auto da = DeviceBuffer::of_values(a, t.ab), db = DeviceBuffer::of_values(b, t.ab);
+  const auto dbias = DeviceBuffer::of_values(bias, DType::f32);
+  auto dc = DeviceBuffer::of_values(c_ref, t.c);
+  if (beta == 0.0f) dc.poison();
+
+  lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, Epilogue::bias,
+          dbias.as<float>());
+  blas::sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), s.lda, b.data(), s.ldb, beta, c_ref.data(), s.ldc);
+  for (std::int64_t i = 0; i < s.m; ++i)
+    for (std::int64_t j = 0; j < s.n; ++j) {
+      float& v = c_ref[static_cast<std::size_t>(i * s.n + j)];
+      v = test::round_to(t.c, v + bias[static_cast<std::size_t>(j)]);
+    }
+  EXPECT_EQ(dbias.read_values(DType::f32), bias) << "the bias was written";
+  return test::max_rel_error(dc.read_values(t.c), c_ref);
+}
+
+struct GradErrors {
+  double c, vector;
+};
+
+// Backward, dW = dy^T x in CudaLinear (trans_a): C[out, in] = op(A) op(B) + beta C and
+// vector[i] = sum over the batch of op(A)[i][k], written onto NaN.
+GradErrors bias_grad_errors(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, float beta,
+                            const TypeCase& t, std::uint64_t seed) {
+  const GemmShape s = packed(trans_a, trans_b, g.out, g.in, g.batch);
+  const auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), seed, t.ab);
+  const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), seed + 1, t.ab);
+  auto c_ref = test::random_values(static_cast<std::size_t>(s.m * s.n), seed + 2, t.c);
+  const auto da = DeviceBuffer::of_values(a, t.ab), db = DeviceBuffer::of_values(b, t.ab);
+  auto dc = DeviceBuffer::of_values(c_ref, t.c);
+  if (beta == 0.0f) dc.poison();
+  const DeviceBuffer dvector(static_cast<std::size_t>(s.m) * sizeof(float));  // NaN until written
+
+  lt.gemm(s, 1.0f, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, Epilogue::bias_grad,
+          dvector.as<float>());
+  blas::sgemm(trans_a, trans_b, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, beta, c_ref.data(), s.ldc);
+  std::vector<float> vector_ref(static_cast<std::size_t>(s.m));
+  for (std::int64_t i = 0; i < s.m; ++i) {
+    double sum = 0.0;
+    for (std::int64_t k = 0; k < s.k; ++k) sum += op_at(a, trans_a, trans_a ? s.m : s.k, i, k);
+    vector_ref[static_cast<std::size_t>(i)] = static_cast<float>(sum);
+  }
+  return GradErrors{test::max_rel_error(dc.read_values(t.c), test::round_to(t.c, c_ref)),
+                    test::max_rel_error(dvector.read_values(DType::f32), vector_ref)};
+}
+
+// Low-precision inputs are compared with the tolerance of their type even when C is f32.
+const auto kTypes = ::testing::Values(TypeCase{DType::f32, DType::f32, MathMode::strict_f32},
+                                      TypeCase{DType::f32, DType::f32, MathMode::tf32},
+                                      TypeCase{DType::bf16, DType::f32, MathMode::strict_f32},
+                                      TypeCase{DType::bf16, DType::bf16, MathMode::strict_f32},
+                                      TypeCase{DType::f16, DType::f32, MathMode::strict_f32},
+                                      TypeCase{DType::f16, DType::f16, MathMode::strict_f32});
+
+class BlasLtBiasEpilogue : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(BlasLtBiasEpilogue, MatchesCpuGemmPlusBias) {
+  RT_SKIP_WITHOUT_GPU();
+  const TypeCase t = GetParam();
+  const double tol = test::tolerance(t.c == DType::f32 ? t.ab : t.c, t.math);
+  BlasLt lt;  // one per test: its fallback warning comes once
+  std::uint64_t seed = 500;
+  const bool unfused = fell_back([&] {
+    for (const LinearCase& g : kLinearCases)
+      for (int trans = 0; trans < 4; ++trans)
+        for (float beta : {0.0f, 1.0f}) {
+          const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
+          EXPECT_LT(bias_error(lt, g, ta, tb, beta, t, seed += 4), tol)
+              << "batch=" << g.batch << " out=" << g.out << " in=" << g.in << " trans_a=" << ta << " trans_b=" << tb
+              << " beta=" << beta;
+        }
+  });
+  std::cout << "[ info ] bias epilogue: " << (unfused ? "unfused for some shapes (kernel after the GEMM)" : "fused")
+            << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BlasLtBiasEpilogue, kTypes, type_name);
+
+class BlasLtBiasGradEpilogue : public ::testing::TestWithParam<TypeCase> {};
+
+TEST_P(BlasLtBiasGradEpilogue, MatchesCpuGemmPlusColumnSums) {
+  RT_SKIP_WITHOUT_GPU();
+  const TypeCase t = GetParam();
+  const double tol_c = test::tolerance(t.c == DType::f32 ? t.ab : t.c, t.math);
+  const double tol_vector = test::tolerance(t.ab, t.math);
+  BlasLt lt;
+  std::uint64_t seed = 900;
+  const bool unfused = fell_back([&] {
+    for (const LinearCase& g : kLinearCases)
+      for (int trans = 0; trans < 4; ++trans)
+        for (float beta : {0.0f, 1.0f}) {
+          const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
+          const GradErrors err = bias_grad_errors(lt, g, ta, tb, beta, t, seed += 3);
+          const auto where = ::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
+                                                  << " trans_a=" << ta << " trans_b=" << tb << " beta=" << beta;
+          EXPECT_LT(err.c, tol_c) << where;
+          EXPECT_LT(err.vector, tol_vector) << where;
+        }
+  });
+  std::cout << "[ info ] bias-gradient epilogue: "
+            << (unfused ? "unfused for some shapes (kernel after the GEMM)" : "fused") << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BlasLtBiasGradEpilogue, kTypes, type_name);
+
+// A plan is per epilogue: the same shape and pointers without one must not add the bias, nor
+// touch the vector.
+TEST(BlasLtEpiloguePlans, EpilogueIsPartOfThePlan) {
+  RT_SKIP_WITHOUT_GPU();
+  BlasLt lt;
+  const GemmShape s = packed(false, true, 7, 10, 784);
+  const auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), 1, DType::bf16);
+  const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), 2, DType::bf16);
+  const std::vector<float> bias(static_cast<std::size_t>(s.n), 4.0f);
+  const auto da = DeviceBuffer::of_values(a, DType::bf16), db = DeviceBuffer::of_values(b, DType::bf16);
+  const auto dbias = DeviceBuffer::of_values(bias, DType::f32);
+  const DeviceBuffer dc(static_cast<std::size_t>(s.m * s.n) * sizeof(float));
+  std::vector<float> ref(static_cast<std::size_t>(s.m * s.n), 0.0f);
+  blas::sgemm(false, true, s.m, s.n, s.k, 1.0f, a.data(), s.lda, b.data(), s.ldb, 0.0f, ref.data(), s.ldc);
+
+  lt.gemm(s, 1.0f, da.get(), db.get(), 0.0f, dc.get(), DType::bf16, DType::f32, MathMode::strict_f32, nullptr,
+          Epilogue::bias, dbias.as<float>());
+  std::vector<float> with_bias = ref;
+  for (std::size_t i = 0; i < with_bias.size(); ++i) with_bias[i] += bias[i % static_cast<std::size_t>(s.n)];
+  EXPECT_LT(test::max_rel_error(dc.read_values(DType::f32), with_bias), test::kTolHalf);
+
+  lt.gemm(s, 1.0f, da.get(), db.get(), 0.0f, dc.get(), DType::bf16, DType::f32, MathMode::strict_f32, nullptr);
+  EXPECT_LT(test::max_rel_error(dc.read_values(DType::f32), ref), test::kTolHalf);
+  EXPECT_EQ(dbias.read_values(DType::f32), bias);
+}
+
+// Vectors at any offset into an arena (4-byte aligned) are right, fused or not.
+TEST(BlasLtEpiloguePlans, MisalignedVectors) {
+  RT_SKIP_WITHOUT_GPU();
+  BlasLt lt;
+  const LinearCase g{9, 10, 33};
+  const GemmShape fwd = packed(false, true, g.batch, g.out, g.in), bwd = packed(true, false, g.out, g.in, g.batch);
+  const auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), 3, DType::f16);
+  const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), 4, DType::f16);
+  const auto dy = test::random_values(static_cast<std::size_t>(g.batch * g.out), 5, DType::f16);
+  const auto bias = test::random_values(static_cast<std::size_t>(g.out + 1), 6);
+  const auto dx = DeviceBuffer::of_values(x, DType::f16), dw = DeviceBuffer::of_values(w, DType::f16);
+  const auto ddy = DeviceBuffer::of_values(dy, DType::f16), dbias = DeviceBuffer::of_values(bias, DType::f32);
+  const DeviceBuffer y(static_cast<std::size_t>(g.batch * g.out) * sizeof(std::uint16_t));
+  const DeviceBuffer grad_w(static_cast<std::size_t>(g.out * g.in) * sizeof(float));
+  const DeviceBuffer grad_b(static_cast<std::size_t>(g.out + 1) * sizeof(float));
+
+  lt.gemm(fwd, 1.0f, dx.get(), dw.get(), 0.0f, y.get(), DType::f16, DType::f16, MathMode::strict_f32, nullptr,
+          Epilogue::bias, dbias.as<float>() + 1);
+  lt.gemm(bwd, 1.0f, ddy.get(), dx.get(), 0.0f, grad_w.get(), DType::f16, DType::f32, MathMode::strict_f32, nullptr,
+          Epilogue::bias_grad, grad_b.as<float>() + 1);
+
+  std::vector<float> y_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
+  blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, y_ref.data(),
+              fwd.ldc);
+  std::vector<float> gb_ref(static_cast<std::size_t>(g.out), 0.0f);
+  for (std::int64_t i = 0; i < g.batch; ++i)
+    for (std::int64_t o = 0; o < g.out; ++o) {
+      const auto at = static_cast<std::size_t>(i * g.out + o);
+      y_ref[at] = test::round_to(DType::f16, y_ref[at] + bias[static_cast<std::size_t>(o) + 1]);
+      gb_ref[static_cast<std::size_t>(o)] += dy[at];
+    }
+  EXPECT_LT(test::max_rel_error(y.read_values(DType::f16), y_ref), test::kTolHalf);
+  const auto gb = grad_b.read_values(DType::f32);
+  EXPECT_TRUE(std::isnan(gb[0])) << "written before the vector";
+  EXPECT_LT(test::max_rel_error(std::vector<float>(gb.begin() + 1, gb.end()), gb_ref), test::kTolHalf);
+}
+
+TEST(BlasLtEpilogueErrors, RejectsBadArguments) {
+  RT_SKIP_WITHOUT_GPU();
+  BlasLt lt;
+  const DeviceBuffer d(96 * sizeof(float));  // A, B, C (each up to 4 x 5) and the vector, apart
+  float* base = d.as<float>();
+  float* v = base + 72;
+  const auto gemm = [&](const GemmShape& s, float alpha, Epilogue e, float* vector) {
+    lt.gemm(s, alpha, base, base + 24, 0.0f, base + 48, DType::f32, DType::f32, MathMode::strict_f32, nullptr, e,
+            vector);
+  };
+  const GemmShape ok{false, false, 4, 4, 4, 4, 4, 4};
+  EXPECT_NO_THROW(gemm(ok, 1.0f, Epilogue::bias_grad, v));
+  EXPECT_NO_THROW(gemm(ok, 0.5f, Epilogue::bias, v));
+  EXPECT_THROW(gemm(ok, 0.5f, Epilogue::bias_grad, v), Error);  // the gradient takes alpha == 1 only
+  EXPECT_THROW(gemm(ok, 1.0f, Epilogue::bias, nullptr), Error);
+  EXPECT_THROW(gemm(ok, 1.0f, Epilogue::none, v), Error);
+  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::bias, v), Error);       // ldc > n
+  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 5, 4, 4}, 1.0f, Epilogue::bias_grad, v), Error);  // lda > k
+}
+
+}  // namespace
+}  // namespace ringtrain
