@@ -13,61 +13,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/cuda_test_models.hpp"
 #include "cuda/cuda_test_support.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
-#include "ringtrain/runtime/context.hpp"
 #include "support/test_context.hpp"
 
 namespace ringtrain {
 namespace {
 
-constexpr const char* kMlp = R"(
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = 64
-[[layers]]
-type = "relu"
-[[layers]]
-type = "dropout"
-p = 0.0
-[[layers]]
-type = "linear"
-out = 10
-)";
-
-constexpr const char* kCnn = R"(
-[[layers]]
-type = "conv2d"
-out_channels = 8
-kernel = 3
-padding = 1
-bias = false  # batch norm follows: a bias gradient would be zero up to rounding noise
-[[layers]]
-type = "batchnorm2d"
-[[layers]]
-type = "relu"
-[[layers]]
-type = "maxpool2d"
-kernel = 2
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = 10
-)";
-
-const Shape kInput{1, 12, 12};
-
-bool bind_gpu() {
-  Context& ctx = test::context();
-  ctx.bind("cuda", 1);
-  return ctx.binding().backend == "cuda";
-}
+using test::bind_gpu;
+using test::kCnn;
+using test::kInput;
+using test::kMlp;
 
 std::unique_ptr<Model> make(const char* text, const ComputeOptions& compute) {
   Config c = Config::parse(text, "test.toml");

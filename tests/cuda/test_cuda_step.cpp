@@ -1,8 +1,9 @@
 // The training step on the GPU (DataParallelStep, one rank): with train.cuda_graph the forward,
 // loss and backward replayed from a CUDA graph give bitwise the parameters of the eager step
-// (same kernels, same order), in f32 and bf16, for an MLP and a CNN with batch norm; the
-// eager GPU step stays within 1e-4 (L2, relative) of the CPU step after 12 SGD steps; and a
-// model with dropout is refused a graph with its reason. Skips without a GPU.
+// (same kernels, same order), in f32 and bf16, for the MLP (dropout p = 0) and the CNN with
+// batch norm of cuda_test_models.hpp; the eager GPU step stays within 1e-4 (L2, relative) of
+// the CPU step after 12 SGD steps; and a model with dropout p > 0 is refused a graph with its
+// reason. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,72 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_test_models.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
-#include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
-#include "support/test_context.hpp"
 
 namespace ringtrain {
 namespace {
 
-constexpr const char* kMlp = R"(
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = 64
-[[layers]]
-type = "relu"
-[[layers]]
-type = "linear"
-out = 10
-)";
+using test::bind_gpu;
+using test::kCnn;
+using test::kInput;
+using test::kMlp;
 
-constexpr const char* kCnn = R"(
-[[layers]]
-type = "conv2d"
-out_channels = 8
-kernel = 3
-padding = 1
-[[layers]]
-type = "batchnorm2d"
-[[layers]]
-type = "relu"
-[[layers]]
-type = "maxpool2d"
-kernel = 2
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = 10
-)";
-
-constexpr const char* kWithDropout = R"(
-[[layers]]
-type = "flatten"
-[[layers]]
-type = "linear"
-out = 32
-[[layers]]
-type = "dropout"
-p = 0.25
-[[layers]]
-type = "linear"
-out = 10
-)";
-
-const Shape kInput{1, 12, 12};
 constexpr std::int64_t kBatch = 32, kSteps = 12;
-
-bool bind_gpu() {
-  Context& ctx = test::context();
-  ctx.bind("cuda", 1);
-  return ctx.binding().backend == "cuda";
-}
 
 struct Trained {
   std::vector<float> params;
@@ -147,7 +98,9 @@ TEST(CudaStep, EagerGpuStepMatchesCpuStep) {
 
 TEST(CudaStep, DropoutIsRefusedAGraphWithTheReason) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  const Trained t = train(kWithDropout, Device::cuda, DType::f32, true);
+  std::string with_dropout = kMlp;  // its dropout layer, now with p > 0
+  with_dropout.replace(with_dropout.find("p = 0.0"), 7, "p = 0.25");
+  const Trained t = train(with_dropout.c_str(), Device::cuda, DType::f32, true);
   EXPECT_FALSE(t.graphed);
   EXPECT_EQ(t.refused, "the model's dropout layer changes its work every step");
 }
