@@ -22,8 +22,10 @@ __global__ void scale_kernel(float* x, float factor, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] *= factor;
 }
 
+// A select, not a product: a masked element becomes +0 even when it was negative or NaN.
 __global__ void apply_mask_kernel(float* __restrict__ x, const float* __restrict__ mask, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) x[i] *= mask[i];
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride())
+    if (mask[i] == 0.0f) x[i] = 0.0f;
 }
 
 }  // namespace

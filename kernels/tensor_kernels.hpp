@@ -12,6 +12,6 @@ namespace ringtrain::kernels {
 void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t n, void* stream);
 void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream);  // dst += src
 void launch_scale(float* x, float factor, std::int64_t n, void* stream);             // x *= factor
-void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream);   // x *= mask (pruning)
+void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream);   // x = 0 where mask == 0 (pruning)
 
 }  // namespace ringtrain::kernels

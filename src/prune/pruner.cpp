@@ -1,8 +1,10 @@
 // Pruner (see header): which weights are pruned, the mask updates on schedule with their
-// cross-rank check, and the mask applied after every optimizer step.
+// cross-rank check, and the mask applied after every optimizer step where the data lives
+// (host loop, or the device mask kernel through prune/device_mask.hpp).
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
@@ -11,6 +13,7 @@
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "prune/device_mask.hpp"
 
 namespace ringtrain {
 namespace {
@@ -23,6 +26,15 @@ std::uint64_t hash_floats(const float* data, std::int64_t n) {
     h = (h ^ word) * 0x100000001b3ull;
   }
   return h;
+}
+
+// Zeroes the elements of x in r where mask is 0; x and mask are on the same device.
+void zero_masked(const Tensor& x, const Tensor& mask, const ArenaRange& r) {
+  if (x.device() == Device::cuda) return device_apply_mask(x.f32() + r.offset, mask.f32() + r.offset, r.count);
+  float* p = x.f32();
+  const float* m = mask.f32();
+  for (std::int64_t i = r.offset; i < r.offset + r.count; ++i)
+    if (m[i] == 0.0f) p[i] = 0.0f;
 }
 
 }  // namespace
@@ -75,6 +87,12 @@ Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Co
       }
     }
     targets_.push_back(t);
+    ranges_.push_back(t.weight);
+    if (config.structured && t.neurons.bias_offset >= 0) ranges_.push_back({t.neurons.bias_offset, t.neurons.rows});
+  }
+  if (model.device() == Device::cuda) {
+    device_mask_ = Tensor::empty(mask_.shape(), DType::f32, Device::cuda);
+    mask_written();
   }
   if (config.end_step > total_steps)
     log::info("prune: end_step {} is after the last step ({}): the run ends at sparsity {:.2f}", config.end_step,
@@ -88,7 +106,8 @@ void Pruner::after_step(std::int64_t step) {
 
 void Pruner::update_mask(std::int64_t step) {
   const double target = scheduled_sparsity(config_, step);
-  const float* p = model_.params().f32();
+  const Tensor params = to_host(std::as_const(model_).params());
+  const float* p = params.f32();
   float* m = mask_.f32();
   if (config_.structured) {
     for (const Target& t : targets_) mask_smallest_neurons(p, m, t.neurons, target);
@@ -109,26 +128,21 @@ void Pruner::update_mask(std::int64_t step) {
     throw CollectiveError(fmt::format("prune: the masks of step {} differ across ranks: {} of {} ranks differ from "
                                       "rank 0 ({:016x})",
                                       step, differs, comm_.size(), root));
+  mask_written();
   log::info("prune: step {}: sparsity {:.2f} (target {:.2f} at step {})", step, masked_fraction(), config_.sparsity,
             config_.end_step);
 }
 
+void Pruner::mask_written() {
+  if (model_.device() == Device::cuda) copy_into(device_mask_, mask_);
+}
+
 void Pruner::apply_mask() {
-  float* p = model_.params().f32();
-  const float* m = mask_.f32();
-  std::vector<Optimizer::StateBuffer> state = optimizer_.state();
-  auto zero_masked = [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) {
-      if (m[i] != 0.0f) continue;
-      p[i] = 0.0f;
-      for (auto& s : state) s.tensor.f32()[i] = 0.0f;
-    }
-  };
-  for (const Target& t : targets_) {
-    zero_masked(t.weight.offset, t.weight.offset + t.weight.count);
-    if (config_.structured && t.neurons.bias_offset >= 0)
-      zero_masked(t.neurons.bias_offset, t.neurons.bias_offset + t.neurons.rows);
-  }
+  const Tensor& mask = model_.device() == Device::cuda ? device_mask_ : mask_;
+  std::vector<Tensor> tensors{model_.params()};  // non-const: the compute copy is refreshed
+  for (const Optimizer::StateBuffer& s : optimizer_.state()) tensors.push_back(s.tensor);
+  for (const Tensor& x : tensors)
+    for (const ArenaRange& r : ranges_) zero_masked(x, mask, r);
 }
 
 double Pruner::masked_fraction() const {
@@ -143,7 +157,8 @@ double Pruner::masked_fraction() const {
 
 std::vector<LayerSparsity> Pruner::report() const {
   std::vector<LayerSparsity> out;
-  const float* p = model_.params().f32();
+  const Tensor params = to_host(std::as_const(model_).params());
+  const float* p = params.f32();
   const float* m = mask_.f32();
   for (const Target& t : targets_) {
     LayerSparsity s;

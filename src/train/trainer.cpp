@@ -131,9 +131,6 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     if (config->has("prune")) {  // read only when present: unpruned runs' resolved configs stay as they were
       Config prune_config = config->section("prune");
       const PruneConfig pc = read_prune_config(prune_config);
-      RT_REQUIRE(!pc.enabled || s->model->device() == Device::cpu, ConfigError,
-                 "config: {}: [prune] runs on the CPU backend only so far (runtime.backend = \"cuda\" here)",
-                 config_path);
       if (pc.enabled) s->pruner = std::make_unique<Pruner>(pc, *s->model, *s->optimizer, *s->comm, s->total_steps);
     }
     config->finish();
@@ -151,6 +148,7 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
                                                       s->resolved_config, global_batch, *s->watchdog);
   if (s->pruner) s->checkpoints->add_replicated("prune/mask", s->pruner->mask().f32(), s->pruner->mask().numel());
   s->resumed = s->checkpoints->resume(s->steps_per_epoch);
+  if (s->pruner && s->resumed) s->pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
     LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
     if (s->resumed) {

@@ -3,6 +3,7 @@
 // scale and mask against plain loops. Skips without a GPU (dtype checks aside).
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -101,11 +102,20 @@ TEST(CudaTensorKernels, AccumulateScaleAndMaskMatchLoops) {
     std::vector<float> mask(n);
     Rng rng(stream_key(33));
     for (float& m : mask) m = rng.uniform() < 0.5f ? 0.0f : 1.0f;
+    // Masked elements become exactly +0, as the CPU pruner writes them: also a negative one and
+    // a NaN (a product with the mask would give -0 and NaN).
+    std::vector<float> masked_input = a;
+    masked_input[0] = std::numeric_limits<float>::quiet_NaN();
+    mask[0] = 0.0f;
+    if (n > 1) {
+      masked_input[n - 1] = -2.5f;
+      mask[n - 1] = 0.0f;
+    }
     std::vector<float> sum(n), scaled(n), masked(n);
     for (std::size_t i = 0; i < n; ++i) {
       sum[i] = a[i] + b[i];
       scaled[i] = a[i] * -0.375f;
-      masked[i] = a[i] * mask[i];
+      masked[i] = mask[i] == 0.0f ? 0.0f : masked_input[i];
     }
     const auto len = static_cast<std::int64_t>(n);
     auto da = DeviceBuffer::of(a), db = DeviceBuffer::of(b), dm = DeviceBuffer::of(mask);
@@ -114,7 +124,7 @@ TEST(CudaTensorKernels, AccumulateScaleAndMaskMatchLoops) {
     da = DeviceBuffer::of(a);
     kernels::launch_scale(da.as<float>(), -0.375f, len, nullptr);
     test::expect_same_bits(da.read<float>(), scaled);
-    da = DeviceBuffer::of(a);
+    da = DeviceBuffer::of(masked_input);
     kernels::launch_apply_mask(da.as<float>(), dm.as<float>(), len, nullptr);
     test::expect_same_bits(da.read<float>(), masked);
   }

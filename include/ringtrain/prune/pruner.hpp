@@ -2,6 +2,8 @@
 // from |w| (or, structured, from each output neuron's L2 norm) on a cubic schedule and applied
 // after every optimizer step to the parameters and the optimizer state, so pruned weights stay
 // exactly 0. Masks depend only on the replicated parameters, so all ranks compute the same one.
+// On the GPU the (rare) mask updates run on a host copy of the parameters; the mask is applied
+// where the data lives, with a device copy of it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -82,12 +84,21 @@ class Pruner {
 
   // After optimizer step `step` (steps completed): at scheduled steps recomputes the mask
   // (collective: checks it is identical on all ranks, CollectiveError if not) and logs it;
-  // always zeroes the masked parameters and their optimizer state.
+  // always zeroes the masked parameters and their optimizer state (on the GPU by x *= mask on
+  // the legacy default stream, which orders after the optimizer's update; a masked negative
+  // value becomes -0.0, which compares equal to 0).
   void after_step(std::int64_t step);
 
   const PruneConfig& config() const { return config_; }
-  // 0/1 per arena element (1 outside the pruned weights): checkpointed as "prune/mask".
+  // 0/1 per arena element (1 outside the pruned weights), on the host whatever the model's
+  // device: checkpointed as "prune/mask".
   Tensor& mask() { return mask_; }
+  // Call after writing mask() from outside (a checkpoint resume): the mask applied from then on
+  // is the one written (on the GPU: uploads it to the device copy).
+  void mask_written();
+  // The arena ranges the mask is applied to: each pruned weight tensor, and when structured
+  // its layer's bias (the mask is 1 everywhere else).
+  const std::vector<ArenaRange>& masked_ranges() const { return ranges_; }
   // Per pruned layer, counting the parameters as they are now.
   std::vector<LayerSparsity> report() const;
 
@@ -107,7 +118,9 @@ class Pruner {
   Optimizer& optimizer_;
   Communicator& comm_;
   std::vector<Target> targets_;
+  std::vector<ArenaRange> ranges_;
   Tensor mask_;
+  Tensor device_mask_;  // the mask on the GPU for a model there; undefined on the CPU
 };
 
 // Structured pruning made real: copies the kept neurons' parameters (rows of each linear

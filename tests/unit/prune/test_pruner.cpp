@@ -1,10 +1,13 @@
 // Magnitude pruning: schedule values, exactly round(s * n) weights pruned, per-layer vs global
 // thresholds, deterministic ties, masks that keep pruned weights and their momentum at exactly
-// 0 through optimizer steps, shrunk MLPs that compute the same logits, config errors by key.
+// 0 through optimizer steps, the ranges the mask is applied to, a mask written from outside (a
+// resume) applied from then on, shrunk MLPs that compute the same logits, config errors by key.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
@@ -158,6 +161,53 @@ TEST(Pruner, PrunedWeightsAndMomentumStayExactlyZeroThroughSteps) {
       EXPECT_EQ(v[i], 0.0f);
     }
   for (const LayerSparsity& s : pruner.report()) EXPECT_EQ(s.zeros, std::llround(0.5 * static_cast<double>(s.weights)));
+}
+
+TEST(Pruner, MaskedRangesAreTheWeightsAndStructuredBiases) {
+  auto model = mlp(kMlp);
+  Sgd sgd(model->num_params(), SgdHyper{});
+  auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
+  std::vector<std::pair<std::int64_t, std::int64_t>> weights, structured;
+  for (const auto& t : model->param_tensors()) {
+    if (t.name == "weight") weights.emplace_back(t.offset, t.shape.numel());
+    if (t.layer != 4) structured.emplace_back(t.offset, t.shape.numel());  // not the output layer
+  }
+  auto as_pairs = [](const std::vector<ArenaRange>& ranges) {
+    std::vector<std::pair<std::int64_t, std::int64_t>> out;
+    for (const ArenaRange& r : ranges) out.emplace_back(r.offset, r.count);
+    return out;
+  };
+  Pruner unstructured(gradual(0.5, 1, 1, 1), *model, sgd, *comm, 1);
+  EXPECT_EQ(as_pairs(unstructured.masked_ranges()), weights);
+  PruneConfig c = gradual(0.5, 1, 1, 1);
+  c.structured = true;
+  Pruner neurons(c, *model, sgd, *comm, 1);
+  EXPECT_EQ(as_pairs(neurons.masked_ranges()), structured);
+}
+
+TEST(Pruner, AppliesAMaskWrittenFromOutsideWithinItsRanges) {
+  // As on resume: the checkpoint writes mask() before any update of this run's schedule.
+  auto model = mlp(kMlp);
+  model->init_params(9);
+  SgdHyper h;
+  h.momentum = 0.9f;
+  Sgd sgd(model->num_params(), h);
+  auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
+  Pruner pruner(gradual(0.5, 100, 200, 10), *model, sgd, *comm, 300);
+  const auto tensors = model->param_tensors();
+  const std::int64_t weight = tensors[0].offset + 3, bias = tensors[1].offset + 2;
+  ASSERT_EQ(tensors[1].name, "bias");
+  pruner.mask().f32()[weight] = 0.0f;
+  pruner.mask().f32()[bias] = 0.0f;  // outside the masked ranges (unstructured): never applied
+  pruner.mask_written();
+  std::fill_n(model->grads().f32(), model->num_params(), 0.25f);
+  sgd.step(model->params().f32(), model->grads().f32(), model->num_params(), 0.1f);
+  pruner.after_step(1);
+  EXPECT_EQ(model->params().f32()[weight], 0.0f);
+  EXPECT_EQ(sgd.state()[0].tensor.f32()[weight], 0.0f);
+  EXPECT_NE(model->params().f32()[bias], 0.0f);
+  EXPECT_NE(sgd.state()[0].tensor.f32()[bias], 0.0f);
+  EXPECT_NE(model->params().f32()[weight + 1], 0.0f);
 }
 
 TEST(Pruner, StructuredSkipsTheOutputLayerAndShrinksToTheSameFunction) {
