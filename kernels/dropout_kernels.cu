@@ -9,9 +9,12 @@ namespace {
 
 using namespace detail;
 
+__global__ void store_key_kernel(std::uint64_t* slot, std::uint64_t key) { *slot = key; }
+
 template <typename T>
 __global__ void dropout_forward_kernel(const T* x, T* y, std::uint8_t* mask, std::int64_t n, float p, float keep_scale,
-                                       std::uint64_t key) {
+                                       const std::uint64_t* key_slot) {
+  const std::uint64_t key = *key_slot;
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const bool keep = dropout_keep(dropout_uniform(key, i), p);
     mask[i] = keep ? 1 : 0;
@@ -32,8 +35,13 @@ void require_probability(float p) {
 
 }  // namespace
 
-void launch_dropout_forward(const void* x, void* y, std::uint8_t* mask, std::int64_t n, float p, std::uint64_t key,
-                            DType dtype, void* stream) {
+void launch_store_key(std::uint64_t* slot, std::uint64_t key, void* stream) {
+  store_key_kernel<<<1, 1, 0, as_stream(stream)>>>(slot, key);
+  check_launch("store_key_kernel");
+}
+
+void launch_dropout_forward(const void* x, void* y, std::uint8_t* mask, std::int64_t n, float p,
+                            const std::uint64_t* key, DType dtype, void* stream) {
   require_probability(p);
   dispatch_float(dtype, "dropout_forward", [&](auto tag) {
     using T = decltype(tag);

@@ -1,6 +1,6 @@
-// draw_augment and SampleDecoder. The decoder walks output rows: rows and column spans that
-// fall in the padding are filled with the channel's padding value, the rest read the source
-// row forwards (or backwards when flipped) through the per-type conversion.
+// draw_augment, SampleDecoder and u8_table. The decoder walks output rows: rows and column
+// spans that fall in the padding are filled with the channel's padding value, the rest read the
+// source row forwards (or backwards when flipped) through the per-type conversion.
 #include <algorithm>
 
 #include "data/sample_decoder.hpp"
@@ -134,6 +134,16 @@ void SampleDecoder::decode(const std::byte* src, const AugmentDraw& draw, float*
     case SampleType::f64:
       return decode_as(reinterpret_cast<const double*>(src), draw, dst);
   }
+}
+
+std::vector<float> u8_table(const Normalization& norm, std::int64_t channels) {
+  // A [channels, 1, 256] ramp 0..255 decoded without crop: the decoder's own conversion.
+  std::vector<std::uint8_t> ramp(static_cast<std::size_t>(channels * 256));
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::uint8_t>(i % 256);
+  std::vector<float> table(ramp.size());
+  SampleDecoder(SampleType::u8, Shape{channels, 1, 256}, norm, 0)
+      .decode(reinterpret_cast<const std::byte*>(ramp.data()), AugmentDraw{0, 0, false}, table.data());
+  return table;
 }
 
 }  // namespace data

@@ -69,6 +69,12 @@ DataConfig read_data_config(Config& data) {
     RT_REQUIRE(s > 0.0, ConfigError, "config: {}: key '{}': must be > 0, got {}", data.source(), data.path_of("std"),
                s);
 
+  const std::string augment_on = data.get_string("augment_on", "auto");
+  RT_REQUIRE(augment_on == "auto" || augment_on == "cpu" || augment_on == "gpu", ConfigError,
+             "config: {}: key '{}': '{}' is not one of \"auto\", \"cpu\", \"gpu\"", data.source(),
+             data.path_of("augment_on"), augment_on);
+  d.augment_on = augment_on == "gpu" ? AugmentOn::gpu : augment_on == "cpu" ? AugmentOn::cpu : AugmentOn::automatic;
+
   Config augment = data.section("augment");
   d.augment.crop_padding = augment.get_int("crop_padding", d.augment.crop_padding);
   require_at_least(augment, "crop_padding", d.augment.crop_padding, 0);

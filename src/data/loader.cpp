@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <optional>
 #include <thread>
@@ -185,14 +186,18 @@ struct Loader::Impl {
     RT_REQUIRE(o.read_ahead > 0, DataError, "data.read_ahead: must be > 0, got {}", o.read_ahead);
     RT_REQUIRE(o.augment.crop_padding >= 0, DataError, "data.augment.crop_padding: must be >= 0, got {}",
                o.augment.crop_padding);
+    RT_REQUIRE(!o.raw || data->sample_type() == SampleType::u8, DataError,
+               "loader: raw batches (augmentation on the GPU) need uint8 samples, these are {}",
+               sample_type_name(data->sample_type()));
     RT_REQUIRE(o.epochs > 0, DataError, "loader: epochs must be > 0, got {}", o.epochs);
     RT_REQUIRE(o.start_epoch >= 0 && o.start_step >= 0 && (o.start_step == 0 || o.start_step < planner.steps_per_epoch()), DataError,
                "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch, o.start_step,
                planner.steps_per_epoch());
     slots.resize(static_cast<std::size_t>(o.prefetch) + 1);
     for (auto& s : slots) {
-      buffers.push_back(Tensor::empty(data->sample_shape().with_batch(o.batch_size)));
+      buffers.push_back(Tensor::empty(data->sample_shape().with_batch(o.batch_size), o.raw ? DType::u8 : DType::f32));
       s.labels.reserve(static_cast<std::size_t>(o.batch_size));
+      if (o.raw) s.draws.reserve(static_cast<std::size_t>(o.batch_size));
       s.indices.reserve(static_cast<std::size_t>(o.batch_size));
     }
     if (data->spec().strategy == ReadStrategy::stream)
@@ -240,7 +245,8 @@ struct Loader::Impl {
     Batch& b = slots[k];
     b.epoch = epoch;
     b.step = step;
-    b.x = buffers[k].rows(0, n);
+    (o.raw ? b.raw : b.x) = buffers[k].rows(0, n);
+    if (o.raw) b.draws.resize(static_cast<std::size_t>(n));
     b.labels.resize(static_cast<std::size_t>(n));
     b.indices.resize(static_cast<std::size_t>(n));
     const std::int64_t numel = data->sample_numel();
@@ -264,7 +270,12 @@ struct Loader::Impl {
       const std::int64_t g = plan->order[static_cast<std::size_t>(begin + i)];
       const std::byte* src = locate(begin + i, here);
       const AugmentDraw draw = o.training ? draw_augment(o.augment, o.seed, epoch, g) : AugmentDraw{};
-      decoder.decode(src, draw, b.x.f32() + i * numel);
+      if (o.raw) {  // uint8: a sample's bytes are its elements
+        std::memcpy(b.raw.data<std::byte>() + i * sb, src, static_cast<std::size_t>(sb));
+        b.draws[static_cast<std::size_t>(i)] = draw;
+      } else {
+        decoder.decode(src, draw, b.x.f32() + i * numel);
+      }
       b.labels[static_cast<std::size_t>(i)] = data->label(g);
       b.indices[static_cast<std::size_t>(i)] = g;
     }
@@ -291,7 +302,7 @@ struct Loader::Impl {
   data::EpochPlanner planner;
   data::SampleDecoder decoder;
   std::vector<Batch> slots;
-  std::vector<Tensor> buffers;  // each slot's full-size batch; the slot's x views its rows
+  std::vector<Tensor> buffers;  // each slot's full-size batch; the slot's x (or raw) views its rows
   // The builder's position: the next batch is (epoch, step) of `plan`.
   std::int64_t epoch = o.start_epoch;
   std::int64_t step = o.start_step;

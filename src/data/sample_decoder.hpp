@@ -34,4 +34,9 @@ class SampleDecoder {
   std::vector<std::array<float, 256>> lut_;  // uint8 only: every value, per channel
 };
 
+// [channels][256]: entry [c][v] is what a uint8 SampleDecoder with `norm` makes of value v in
+// channel c (so [c][0] is also the padding value): the table kernels::launch_augment_u8 reads.
+// DataError as the decoder's.
+std::vector<float> u8_table(const Normalization& norm, std::int64_t channels);
+
 }  // namespace ringtrain::data

@@ -166,10 +166,8 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
   }
 }
 
-const Layer* Model::first_step_varying_layer() const {
-  for (const auto& layer : layers_)
-    if (layer->varies_per_step()) return layer.get();
-  return nullptr;
+void Model::begin_step(const StepInfo& info) {
+  for (const auto& layer : layers_) layer->begin_step(info);
 }
 
 std::vector<std::int64_t> Model::param_layer_offsets() const {

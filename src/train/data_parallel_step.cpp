@@ -2,11 +2,11 @@
 // the buckets, so every rank sees the same global loss and can stop together on a
 // non-finite one. The overflow check runs on the reduced gradients, which are identical on
 // every rank, so all ranks skip (or apply) a step alike without another collective.
-// On the GPU the batch is uploaded once per step, the loss runs on the device, and the
-// gradient buckets go straight to a communicator taking device memory (NCCL, overlapped with
-// backward) or through a host copy of the arena to the MPI ring after backward. With
-// train.cuda_graph the forward, loss and backward replay as one CUDA graph and the buckets are
-// reduced after it (NCCL calls stay outside the graph).
+// On the GPU the batch is uploaded once per step (a raw uint8 one is augmented there), the
+// loss runs on the device, and the gradient buckets go straight to a communicator taking device
+// memory (NCCL, overlapped with backward) or through a host copy of the arena to the MPI ring
+// after backward. With train.cuda_graph the forward, loss and backward replay as one CUDA
+// graph and the buckets are reduced after it (NCCL calls stay outside the graph).
 #include "ringtrain/train/data_parallel_step.hpp"
 
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/grad_bucketer.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/data/loader.hpp"
 #include "ringtrain/monitor/tracer.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
@@ -38,8 +39,6 @@ std::int64_t elements_of_mb(double mb) { return std::max<std::int64_t>(1, static
 std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_steps) {
   if (model.device() != Device::cuda) return "the model is not on a GPU";
   if (accumulation_steps > 1) return "train.accumulation_steps > 1";
-  if (const Layer* layer = model.first_step_varying_layer())
-    return fmt::format("the model's {} layer changes its work every step", layer->kind());
   return "";
 }
 }  // namespace
@@ -65,7 +64,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   float* bucket_arena = model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch);
-  placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype());
+  placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype(),
+                              options.gpu_augment ? &*options.gpu_augment : nullptr);
   if (model.device() == Device::cuda) {
     // Accumulated gradients are added on the device after the last backward, before any bucket.
     if (k > 1) overlap = false;
@@ -139,6 +139,16 @@ void DataParallelStep::forward_and_loss(const Tensor& x, const std::int32_t* lab
 bool DataParallelStep::graphed() const { return graph_ != nullptr && graph_->active(); }
 
 StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr) {
+  return run_placed([&] { return placer_->upload(x, labels); }, info, lr);
+}
+
+StepResult DataParallelStep::run(const Batch& batch, const StepInfo& info, float lr) {
+  if (batch.raw.raw() == nullptr) return run(batch.x, batch.labels.data(), info, lr);
+  return run_placed([&] { return placer_->upload_raw(batch.raw, batch.draws.data(), batch.labels.data()); }, info,
+                    lr);
+}
+
+StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr) {
   const std::int64_t k = options_.accumulation_steps;
   const std::int64_t n = model_.num_params();
   StepResult r;
@@ -148,7 +158,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
   };
   const auto start = Clock::now();
-  const PlacedBatch batch = placer_->upload(x, labels);
+  const PlacedBatch batch = place();
   const float scale = static_cast<float>(r.scale_before);
   Clock::time_point backward_end = start;
   for (micro_index_ = 0; micro_index_ < k; ++micro_index_) {
@@ -156,6 +166,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
     const Tensor input = batch.x.rows(m * micro_batch_, micro_batch_);
     const std::int32_t* micro_labels = batch.labels + m * micro_batch_;
     const auto t0 = Clock::now();
+    model_.begin_step(info);  // per-step device state (dropout keys), outside the graph
     if (graph_) {  // one micro-batch: forward, loss and backward as one graph launch
       const StepGraphKey key{micro_batch_, scale, cuda_pool().stats().allocations};
       graph_->run(key, [&] {

@@ -1,5 +1,8 @@
-// DeviceBatch for a model on the CPU: the loader's batch is already where the model computes.
+// DeviceBatch for a model on the CPU: the loader's batch is already where the model computes
+// (and decoded: raw batches exist for the GPU only).
 #include "train/device_batch.hpp"
+
+#include "ringtrain/core/error.hpp"
 
 namespace ringtrain {
 namespace {
@@ -7,12 +10,16 @@ namespace {
 class HostBatch final : public DeviceBatch {
  public:
   PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override { return PlacedBatch{x, labels}; }
+  PlacedBatch upload_raw(const Tensor&, const AugmentDraw*, const std::int32_t*) override {
+    throw Error("DeviceBatch: raw uint8 batches are augmented on a GPU only; this model is on the CPU");
+  }
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act) {
-  if (device == Device::cuda) return make_cuda_device_batch(max_rows, sample, act);
+std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
+                                               const GpuAugment* augment) {
+  if (device == Device::cuda) return make_cuda_device_batch(max_rows, sample, act, augment);
   return std::make_unique<HostBatch>();
 }
 

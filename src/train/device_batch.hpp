@@ -1,12 +1,15 @@
 // Private: DeviceBatch, how a host batch from the loader reaches the model's device for
 // DataParallelStep and evaluation. On the GPU: staged in pinned host memory, copied on its own
-// stream, and cast on the device to the activation dtype; the compute stream waits for the copy
-// with an event, so the host never waits for the device here. On the CPU it passes through.
+// stream, then cast (f32 batches) or augmented and normalized (raw uint8 batches) on the compute
+// stream into the activation dtype; the compute stream waits for the copy with an event, so the
+// host never waits for the device here. On the CPU it passes through.
 #pragma once
 #include <cstdint>
 #include <memory>
 
+#include "ringtrain/data/augment.hpp"
 #include "ringtrain/tensor/tensor.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
 
 namespace ringtrain {
 
@@ -22,11 +25,17 @@ class DeviceBatch {
   // x: [n, ...] f32 on the host, n <= max_rows; labels: n host entries. The result is valid
   // until the next upload.
   virtual PlacedBatch upload(const Tensor& x, const std::int32_t* labels) = 0;
+  // A raw loader batch (LoaderOptions::raw): raw [n, C, H, W] uint8 on the host, draws and
+  // labels n host entries. The same values upload() gives for the host-decoded batch. Only on
+  // a DeviceBatch made with a GpuAugment; otherwise an Error.
+  virtual PlacedBatch upload_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) = 0;
 };
 
-// sample: the per-sample shape; act: the activation dtype (f32, bf16, f16).
-std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act);
-std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample,
-                                                    DType act);  // device_batch_{cuda,stub}.cpp
+// sample: the per-sample shape; act: the activation dtype (f32, bf16, f16); augment: null, or
+// what raw batches are decoded with (a GPU only: its table is uploaded here, once).
+std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
+                                               const GpuAugment* augment = nullptr);
+std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
+                                                    const GpuAugment* augment);  // device_batch_{cuda,stub}.cpp
 
 }  // namespace ringtrain

@@ -1,36 +1,64 @@
-// DeviceBatch on CUDA: inputs and labels staged in pinned memory, copied on a copy stream, and
-// the compute stream ordered after the copy with an event; then the cast kernel on the compute
-// stream when activations are not f32.
+// DeviceBatch on CUDA: the batch's parts staged in pinned memory, copied on a copy stream, and
+// the compute stream ordered after the copy with an event; then, on the compute stream, the
+// cast kernel (f32 batches, activations not f32) or the augmentation kernel (raw uint8 batches).
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <initializer_list>
+#include <utility>
+#include <vector>
 
 #include "cuda/compute_stream.hpp"
 #include "cuda/cuda_check.hpp"
+#include "data/sample_decoder.hpp"
+#include "kernels/augment_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "train/device_batch.hpp"
 
 namespace ringtrain {
 namespace {
 
+// Pinned host memory, freed with the owner.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t bytes) { RT_CUDA_CHECK(cudaMallocHost(&p_, bytes)); }
+  ~PinnedBuffer() { cudaFreeHost(p_); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// What raw batches need on the device beyond the f32 path's buffers.
+struct RawStage {
+  std::int64_t crop_padding = 0;
+  Tensor bytes, draws, table;  // device: [max_rows, C, H, W] u8, max_rows AugmentDraw, [C][256] f32
+  PinnedBuffer pinned_bytes, pinned_draws;
+};
+
 class CudaDeviceBatch final : public DeviceBatch {
  public:
-  CudaDeviceBatch(std::int64_t max_rows, const Shape& sample, DType act)
+  CudaDeviceBatch(std::int64_t max_rows, const Shape& sample, DType act, const GpuAugment* augment)
       : staged_(Tensor::empty(sample.with_batch(max_rows), DType::f32, Device::cuda)),
         act_(act == DType::f32 ? staged_ : Tensor::empty(sample.with_batch(max_rows), act, Device::cuda)),
-        labels_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)) {
-    RT_CUDA_CHECK(cudaMallocHost(&pinned_x_, staged_.nbytes()));
-    RT_CUDA_CHECK(cudaMallocHost(&pinned_labels_, labels_.nbytes()));
+        labels_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)),
+        pinned_x_(staged_.nbytes()),
+        pinned_labels_(labels_.nbytes()) {
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
+    if (augment != nullptr) set_up_raw(max_rows, sample, *augment);
   }
   ~CudaDeviceBatch() override {
     cudaEventDestroy(consumed_);
     cudaEventDestroy(copied_);
     cudaStreamDestroy(copy_stream_);
-    cudaFreeHost(pinned_labels_);
-    cudaFreeHost(pinned_x_);
   }
   CudaDeviceBatch(const CudaDeviceBatch&) = delete;
   CudaDeviceBatch& operator=(const CudaDeviceBatch&) = delete;
@@ -40,28 +68,82 @@ class CudaDeviceBatch final : public DeviceBatch {
     RT_REQUIRE(x.device() == Device::cpu && x.dtype() == DType::f32 && n <= staged_.shape()[0], Error,
                "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", staged_.shape()[0],
                dtype_name(x.dtype()), n);
-    const std::size_t label_bytes = static_cast<std::size_t>(n) * sizeof(std::int32_t);
-    // The previous batch's copy must be done before the staging buffers are overwritten.
-    RT_CUDA_CHECK(cudaEventSynchronize(copied_));
-    std::memcpy(pinned_x_, x.raw(), x.nbytes());
-    std::memcpy(pinned_labels_, labels, label_bytes);
-    // ... and the device work queued so far (which may still read the previous batch) first.
-    const cudaStream_t compute = cuda::compute_stream();
-    RT_CUDA_CHECK(cudaEventRecord(consumed_, compute));
-    RT_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, consumed_, 0));
-    RT_CUDA_CHECK(cudaMemcpyAsync(staged_.raw(), pinned_x_, x.nbytes(), cudaMemcpyHostToDevice, copy_stream_));
-    RT_CUDA_CHECK(cudaMemcpyAsync(labels_.raw(), pinned_labels_, label_bytes, cudaMemcpyHostToDevice, copy_stream_));
-    RT_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
-    RT_CUDA_CHECK(cudaStreamWaitEvent(compute, copied_, 0));
+    const cudaStream_t compute = copy_in(
+        {Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
     if (act_.raw() != staged_.raw())
       kernels::launch_cast(staged_.raw(), DType::f32, act_.raw(), act_.dtype(), x.numel(), compute);
     return PlacedBatch{act_.rows(0, n), labels_.data<std::int32_t>()};
   }
 
+  PlacedBatch upload_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) override {
+    RT_REQUIRE(raw_ != nullptr, Error, "DeviceBatch: a raw batch, but this one was made without GPU augmentation");
+    const std::int64_t n = raw.shape()[0];
+    const Shape& shape = staged_.shape();
+    RT_REQUIRE(raw.device() == Device::cpu && raw.dtype() == DType::u8 && n <= shape[0] &&
+                   raw.numel() == n * shape[1] * shape[2] * shape[3],
+               Error, "DeviceBatch: expected at most {} host u8 rows of {}, got {} {} rows of {} elements", shape[0],
+               shape.str(), dtype_name(raw.dtype()), n, n > 0 ? raw.numel() / n : 0);
+    const std::size_t draw_bytes = static_cast<std::size_t>(n) * sizeof(AugmentDraw);
+    const cudaStream_t compute = copy_in({Part{raw_->bytes.raw(), raw_->pinned_bytes.get(), raw.raw(), raw.nbytes()},
+                                          Part{raw_->draws.raw(), raw_->pinned_draws.get(), draws, draw_bytes},
+                                          labels_part(labels, n)});
+    kernels::launch_augment_u8(raw_->bytes.data<std::uint8_t>(), raw_->draws.data<AugmentDraw>(),
+                               raw_->table.data<float>(), n, shape[1], shape[2], shape[3], raw_->crop_padding,
+                               act_.raw(), act_.dtype(), compute);
+    return PlacedBatch{act_.rows(0, n), labels_.data<std::int32_t>()};
+  }
+
  private:
+  // One host array to copy: host -> pinned -> device.
+  struct Part {
+    void* device;
+    void* pinned;
+    const void* host;
+    std::size_t bytes;
+  };
+
+  Part labels_part(const std::int32_t* labels, std::int64_t n) const {
+    return Part{labels_.raw(), pinned_labels_.get(), labels, static_cast<std::size_t>(n) * sizeof(std::int32_t)};
+  }
+
+  // Copies the parts to the device on the copy stream and orders the compute stream (returned)
+  // after them, without waiting on the host for anything but the previous batch's copy.
+  cudaStream_t copy_in(std::initializer_list<Part> parts) {
+    // The previous batch's copy must be done before the staging buffers are overwritten.
+    RT_CUDA_CHECK(cudaEventSynchronize(copied_));
+    for (const Part& p : parts) std::memcpy(p.pinned, p.host, p.bytes);
+    // ... and the device work queued so far (which may still read the previous batch) first.
+    const cudaStream_t compute = cuda::compute_stream();
+    RT_CUDA_CHECK(cudaEventRecord(consumed_, compute));
+    RT_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, consumed_, 0));
+    for (const Part& p : parts)
+      RT_CUDA_CHECK(cudaMemcpyAsync(p.device, p.pinned, p.bytes, cudaMemcpyHostToDevice, copy_stream_));
+    RT_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
+    RT_CUDA_CHECK(cudaStreamWaitEvent(compute, copied_, 0));
+    return compute;
+  }
+
+  void set_up_raw(std::int64_t max_rows, const Shape& sample, const GpuAugment& augment) {
+    RT_REQUIRE(sample.rank() == 3, Error, "DeviceBatch: GPU augmentation needs [C, H, W] samples, got {}",
+               sample.str());
+    raw_ = std::make_unique<RawStage>();
+    raw_->crop_padding = augment.crop_padding;
+    raw_->bytes = Tensor::empty(sample.with_batch(max_rows), DType::u8, Device::cuda);
+    const auto draw_bytes = static_cast<std::int64_t>(static_cast<std::size_t>(max_rows) * sizeof(AugmentDraw));
+    raw_->draws = Tensor::empty(Shape{draw_bytes}, DType::u8, Device::cuda);
+    raw_->pinned_bytes = PinnedBuffer(raw_->bytes.nbytes());
+    raw_->pinned_draws = PinnedBuffer(raw_->draws.nbytes());
+    const std::vector<float> table = data::u8_table(augment.normalize, sample[0]);
+    raw_->table = Tensor::empty(Shape{static_cast<std::int64_t>(table.size())}, DType::f32, Device::cuda);
+    // Once, from pageable memory: the copy stream is synchronized before the vector goes.
+    RT_CUDA_CHECK(cudaMemcpyAsync(raw_->table.raw(), table.data(), table.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice, copy_stream_));
+    RT_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+  }
+
   Tensor staged_, act_, labels_;
-  void* pinned_x_ = nullptr;
-  void* pinned_labels_ = nullptr;
+  PinnedBuffer pinned_x_, pinned_labels_;
+  std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
   cudaStream_t copy_stream_ = nullptr;
   cudaEvent_t copied_ = nullptr;
   cudaEvent_t consumed_ = nullptr;
@@ -69,8 +151,9 @@ class CudaDeviceBatch final : public DeviceBatch {
 
 }  // namespace
 
-std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample, DType act) {
-  return std::make_unique<CudaDeviceBatch>(max_rows, sample, act);
+std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
+                                                    const GpuAugment* augment) {
+  return std::make_unique<CudaDeviceBatch>(max_rows, sample, act, augment);
 }
 
 }  // namespace ringtrain

@@ -4,7 +4,7 @@
 
 namespace ringtrain {
 
-std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t, const Shape&, DType) {
+std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t, const Shape&, DType, const GpuAugment*) {
   throw NotCompiled("runtime.backend=cuda: this ringtrain was built without CUDA (RINGTRAIN_WITH_CUDA=OFF)");
 }
 

@@ -138,4 +138,15 @@ LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bo
   return o;
 }
 
+bool augment_on_gpu(const TrainConfig& tc, bool on_gpu, SampleType train_samples) {
+  const bool u8 = train_samples == SampleType::u8;
+  if (tc.data.augment_on == AugmentOn::gpu) {
+    RT_REQUIRE(on_gpu, ConfigError,
+               "data.augment_on: \"gpu\" needs a run on the cuda backend; this one runs on the CPU");
+    RT_REQUIRE(u8, ConfigError, "data.augment_on: \"gpu\" needs uint8 samples; data.train holds {}",
+               sample_type_name(train_samples));
+  }
+  return tc.data.augment_on != AugmentOn::cpu && on_gpu && u8;
+}
+
 }  // namespace ringtrain

@@ -56,6 +56,7 @@ struct Setup {
   std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
   GradScaler scaler;               // enabled for train.precision = "fp16"; checkpointed
   std::unique_ptr<Loader> train_loader, test_loader;
+  bool gpu_augment = false;  // data.augment_on resolved: raw training batches, augmented on the GPU
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
   std::int64_t num_classes = 0;
@@ -98,6 +99,7 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   const TrainConfig& tc = s->tc;
   run_collectively(ctx, [&] {
     s->train = for_key("data.train", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.train)); });
+    s->gpu_augment = augment_on_gpu(tc, ctx.binding().backend == "cuda", s->train->sample_type());
     if (!tc.data.test.empty())
       s->test = for_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
   });
@@ -151,6 +153,7 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   if (s->pruner && s->resumed) s->pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
     LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+    o.raw = s->gpu_augment;
     if (s->resumed) {
       o.start_epoch = s->resumed->epoch;
       o.start_step = s->resumed->step_in_epoch;
@@ -319,7 +322,10 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
-  const StepOptions options = step_options(tc, ctx);
+  StepOptions options = step_options(tc, ctx);
+  if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
+  log::info("augment: crop, flip and normalization of training batches on the {}",
+            s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
   DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
@@ -339,8 +345,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     const auto t1 = Clock::now();
     tracer.span("data wait", "data", t0, t1);
     const double lr = s.schedule->at(at.step);
-    const StepResult r = dp_step.run(batch.x, batch.labels.data(), StepInfo{true, tc.seed, at.step, ctx.world_rank()},
-                                     static_cast<float>(lr));
+    const StepResult r = dp_step.run(batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));
     if (r.skipped) report.overflow(at.step, r.scale_before, r.scale_after);
     if (s.pruner) s.pruner->after_step(at.step + 1);  // masks are re-applied after every optimizer step
     final_loss = r.loss;

@@ -26,16 +26,6 @@ Normalization norm_for(std::int64_t c) {
   return Normalization{{0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}};
 }
 
-// The table the kernel reads: the CPU decoder's output for a [c, 1, 256] ramp 0..255.
-std::vector<float> u8_table(const Normalization& norm, std::int64_t c) {
-  std::vector<std::uint8_t> ramp(static_cast<std::size_t>(c * 256));
-  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::uint8_t>(i % 256);
-  std::vector<float> table(ramp.size());
-  data::SampleDecoder(SampleType::u8, Shape{c, 1, 256}, norm, 0)
-      .decode(reinterpret_cast<const std::byte*>(ramp.data()), AugmentDraw{0, 0, false}, table.data());
-  return table;
-}
-
 TEST(CudaAugmentKernels, MatchesTheCpuDecoder) {
   RT_SKIP_WITHOUT_GPU();
   const Case cases[] = {{1, 1, 1, 1, 0, false},       {7, 1, 28, 28, 0, false}, {7, 1, 28, 28, 0, true},
@@ -57,7 +47,7 @@ TEST(CudaAugmentKernels, MatchesTheCpuDecoder) {
                      ref.data() + s * sample);
     }
     auto d_images = DeviceBuffer::of(images), d_draws = DeviceBuffer::of(draws);
-    auto d_table = DeviceBuffer::of(u8_table(norm, k.c));
+    auto d_table = DeviceBuffer::of(data::u8_table(norm, k.c));
     for (DType dtype : kFloatDTypes) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " [" + std::to_string(k.n) + ", " + std::to_string(k.c) + ", " +
                    std::to_string(k.h) + ", " + std::to_string(k.w) + "] padding " + std::to_string(k.padding) +

@@ -1,4 +1,5 @@
-// Dropout kernels: the mask against dropout_rule.hpp's counter-based draw evaluated on the host,
+// Dropout kernels: the mask against dropout_rule.hpp's counter-based draw evaluated on the host
+// (the key read from device memory, where launch_store_key puts it),
 // its keep rate and scale against the CPU Dropout layer (which draws the same counter-based
 // mask), and backward, in f32, bf16 and f16 on poisoned
 // outputs. Skips without a GPU (dtype checks aside).
@@ -58,7 +59,9 @@ TEST(CudaDropoutKernels, ForwardAndBackwardMatchTheRule) {
         const auto len = static_cast<std::int64_t>(n);
         auto d_x = DeviceBuffer::of_values(x, dtype), d_dy = DeviceBuffer::of_values(dy, dtype);
         DeviceBuffer d_y(n * dtype_size(dtype)), d_mask(n), d_dx(n * dtype_size(dtype));
-        kernels::launch_dropout_forward(d_x.get(), d_y.get(), d_mask.as<std::uint8_t>(), len, p, key, dtype, nullptr);
+        const auto d_key = DeviceBuffer::of(std::vector<std::uint64_t>{key});
+        kernels::launch_dropout_forward(d_x.get(), d_y.get(), d_mask.as<std::uint8_t>(), len, p,
+                                        d_key.as<std::uint64_t>(), dtype, nullptr);
         kernels::launch_dropout_backward(d_dy.get(), d_mask.as<std::uint8_t>(), d_dx.get(), len, p, dtype, nullptr);
         const auto gpu_mask = d_mask.read<std::uint8_t>();
         test::expect_same_bits(gpu_mask, mask);
@@ -83,15 +86,17 @@ TEST(CudaDropoutKernels, InPlaceAndAcrossKeys) {
   const std::size_t n = 4099;
   const auto x = test::random_values(n, 53);
   auto d_x = DeviceBuffer::of(x);
-  DeviceBuffer mask_a(n), mask_b(n), d_y(n * sizeof(float));
-  const std::uint64_t key = dropout_key(kSeed, kStep, kRank, kLayer);
+  DeviceBuffer mask_a(n), mask_b(n), d_y(n * sizeof(float)), d_key(sizeof(std::uint64_t));
+  auto* key = d_key.as<std::uint64_t>();
+  kernels::launch_store_key(key, dropout_key(kSeed, kStep, kRank, kLayer), nullptr);
+  EXPECT_EQ(d_key.read<std::uint64_t>(), std::vector<std::uint64_t>{dropout_key(kSeed, kStep, kRank, kLayer)});
   kernels::launch_dropout_forward(d_x.get(), d_y.get(), mask_a.as<std::uint8_t>(), n, 0.5f, key, DType::f32, nullptr);
   kernels::launch_dropout_forward(d_x.get(), d_x.get(), mask_b.as<std::uint8_t>(), n, 0.5f, key, DType::f32, nullptr);
   test::expect_same_bits(d_x.read<float>(), d_y.read<float>());
   test::expect_same_bits(mask_b.read<std::uint8_t>(), mask_a.read<std::uint8_t>());
-  // Another step gives another mask.
-  kernels::launch_dropout_forward(d_y.get(), d_y.get(), mask_b.as<std::uint8_t>(), n, 0.5f,
-                                  dropout_key(kSeed, kStep + 1, kRank, kLayer), DType::f32, nullptr);
+  // Another step's key, stored in the same slot, gives another mask.
+  kernels::launch_store_key(key, dropout_key(kSeed, kStep + 1, kRank, kLayer), nullptr);
+  kernels::launch_dropout_forward(d_y.get(), d_y.get(), mask_b.as<std::uint8_t>(), n, 0.5f, key, DType::f32, nullptr);
   EXPECT_NE(mask_b.read<std::uint8_t>(), mask_a.read<std::uint8_t>());
 }
 
@@ -99,8 +104,8 @@ TEST(CudaDropoutKernels, NoElementsLaunchNothing) {
   RT_SKIP_WITHOUT_GPU();
   DeviceBuffer poisoned(16);
   for (DType dtype : kFloatDTypes) {
-    kernels::launch_dropout_forward(poisoned.get(), poisoned.get(), poisoned.as<std::uint8_t>(), 0, 0.5f, 1, dtype,
-                                    nullptr);
+    kernels::launch_dropout_forward(poisoned.get(), poisoned.get(), poisoned.as<std::uint8_t>(), 0, 0.5f,
+                                    poisoned.as<std::uint64_t>(), dtype, nullptr);
     kernels::launch_dropout_backward(poisoned.get(), poisoned.as<std::uint8_t>(), poisoned.get(), 0, 0.5f, dtype,
                                      nullptr);
   }
@@ -110,12 +115,13 @@ TEST(CudaDropoutKernels, NoElementsLaunchNothing) {
 TEST(CudaDropoutKernels, BadDtypeOrProbabilityThrows) {
   float dummy = 0.0f;
   std::uint8_t mask = 0;
+  const std::uint64_t key = 1;
   test::expect_error_naming(
-      [&] { kernels::launch_dropout_forward(&dummy, &dummy, &mask, 1, 0.5f, 1, DType::u8, nullptr); }, "u8");
+      [&] { kernels::launch_dropout_forward(&dummy, &dummy, &mask, 1, 0.5f, &key, DType::u8, nullptr); }, "u8");
   test::expect_error_naming(
       [&] { kernels::launch_dropout_backward(&dummy, &mask, &dummy, 1, 0.5f, DType::i32, nullptr); }, "i32");
   test::expect_error_naming(
-      [&] { kernels::launch_dropout_forward(&dummy, &dummy, &mask, 1, 1.0f, 1, DType::f32, nullptr); }, "p must be");
+      [&] { kernels::launch_dropout_forward(&dummy, &dummy, &mask, 1, 1.0f, &key, DType::f32, nullptr); }, "p must be");
 }
 
 // Host-only: the rule's counter-based draw is uniform (mean 1/2, variance 1/12) and in [0, 1).

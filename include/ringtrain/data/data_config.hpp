@@ -12,6 +12,10 @@ namespace ringtrain {
 
 class Config;
 
+// data.augment_on: where the training batches are augmented and normalized. automatic ("auto")
+// is the GPU for a run on the cuda backend with uint8 data, else the CPU; the trainer resolves it.
+enum class AugmentOn { automatic, cpu, gpu };
+
 struct DataConfig {
   std::vector<std::string> train;  // files or globs (required)
   std::vector<std::string> test;   // empty: no evaluation
@@ -24,6 +28,7 @@ struct DataConfig {
   std::int64_t read_ahead = 2;          // stream
   Normalization normalize;              // data.mean, data.std
   AugmentOptions augment;               // [data.augment]
+  AugmentOn augment_on = AugmentOn::automatic;
 
   // The dataset spec for one of the file lists above.
   DatasetSpec spec(const std::vector<std::string>& sources) const;

@@ -1,7 +1,8 @@
-// Loader: batches of an opened Dataset, decoded, augmented and normalized to float, in
-// (epoch, step) order. With prefetch > 0 a background thread fills a bounded queue of ready
-// batches (and, for the stream strategy, another thread reads blocks ahead) while the caller
-// computes; a loader thread's error is rethrown by next() at the batch it would have made.
+// Loader: batches of an opened Dataset, decoded, augmented and normalized to float (or, with
+// LoaderOptions::raw, uint8 samples as stored plus their augmentation draws), in (epoch, step)
+// order. With prefetch > 0 a background thread fills a bounded queue of ready batches (and,
+// for the stream strategy, another thread reads blocks ahead) while the caller computes; a
+// loader thread's error is rethrown by next() at the batch it would have made.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,12 +31,18 @@ struct LoaderOptions {
   Normalization normalize;
   std::int64_t shuffle_window = 16384;  // stream: samples shuffled together (whole blocks)
   std::int64_t read_ahead = 2;          // stream: windows read ahead of the ones in use
+  // Deliver Batch::raw and Batch::draws instead of Batch::x: no decoding on the host (the GPU
+  // augments, see kernels/augment_kernels.hpp). uint8 samples only: the Loader throws a
+  // DataError naming the dtype otherwise (the trainer refuses data.augment_on = "gpu" first).
+  bool raw = false;
 };
 
 struct Batch {
   std::int64_t epoch = 0;
   std::int64_t step = 0;
-  Tensor x;                           // [n, C, H, W] float
+  Tensor x;                           // [n, C, H, W] float (empty with LoaderOptions::raw)
+  Tensor raw;                         // LoaderOptions::raw: [n, C, H, W] uint8 as stored
+  std::vector<AugmentDraw> draws;     // LoaderOptions::raw: n, what the decoder would have used
   std::vector<std::int32_t> labels;   // n
   std::vector<std::int64_t> indices;  // n global sample indices
   std::int64_t size() const { return static_cast<std::int64_t>(labels.size()); }

@@ -53,9 +53,10 @@ class Layer {
   // needs no gradient).
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
 
-  // Whether a training forward depends on StepInfo::step (a fresh dropout mask every step):
-  // such a step cannot be replayed from a captured CUDA graph.
-  virtual bool varies_per_step() const { return false; }
+  // Called before each training step's forward, outside any captured CUDA graph: a layer whose
+  // work depends on StepInfo::step (a dropout mask) puts that step's state in device memory
+  // here, so a graph replay of its forward uses it.
+  virtual void begin_step(const StepInfo& /*info*/) {}
 
   // Floating-point operations of one forward pass for one sample (2 per multiply-add).
   virtual std::int64_t forward_flops_per_sample() const { return 0; }

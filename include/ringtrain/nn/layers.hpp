@@ -96,7 +96,6 @@ class Dropout : public Layer {
   Dropout(double p, int layer_index);
   std::string_view kind() const override { return "dropout"; }
   Shape configure(const Shape& input) override { return input; }
-  bool varies_per_step() const override { return p_ > 0.0f; }
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 

@@ -77,9 +77,8 @@ class Model {
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).
   std::int64_t train_flops_per_sample() const;
   std::size_t num_layers() const { return layers_.size(); }
-  // The first layer whose training forward changes from step to step (Layer::varies_per_step),
-  // or null: a CUDA graph of the step needs none.
-  const Layer* first_step_varying_layer() const;
+  // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
+  void begin_step(const StepInfo& info);
   std::string describe() const;  // one line per layer: kind, output shape, parameters
 
  private:

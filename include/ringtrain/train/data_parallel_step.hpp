@@ -6,23 +6,36 @@
 // 1/scale is folded into the same update, and a step with Inf/NaN gradients is skipped.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "ringtrain/data/augment.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
+struct Batch;
 class Communicator;
 class DeviceBatch;
 class GradBucketer;
 class GradScaler;
 class Model;
 class Optimizer;
+struct PlacedBatch;
 class StepGraph;
 class StepLoss;
 class Tracer;
+
+// data.augment_on = "gpu": raw uint8 batches are cropped, flipped and normalized on the GPU
+// with the settings the loader's host decoder would have used (data.mean, data.std and
+// data.augment.crop_padding; the flips and offsets come with each batch's draws).
+struct GpuAugment {
+  Normalization normalize;
+  std::int64_t crop_padding = 0;
+};
 
 struct StepOptions {
   bool overlap = true;                  // allreduce buckets during backward on a comm thread
@@ -32,6 +45,7 @@ struct StepOptions {
   // GPU: replay forward, loss and backward as one CUDA graph (then reduce the buckets after
   // backward, without overlap) when the model allows; see DataParallelStep::graph_refused().
   bool cuda_graph = false;
+  std::optional<GpuAugment> gpu_augment;  // set: run(const Batch&) takes raw loader batches too
 };
 
 struct StepResult {
@@ -66,15 +80,20 @@ class DataParallelStep {
   // update is then skipped. With an enabled scaler a non-finite loss or gradient is an
   // overflow instead: the step is skipped (StepResult::skipped) and training goes on.
   StepResult run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr);
+  // The same for a loader batch: decoded (Batch::x), or raw (LoaderOptions::raw) when made
+  // with StepOptions::gpu_augment, augmented and normalized on the GPU as it is placed.
+  StepResult run(const Batch& batch, const StepInfo& info, float lr);
   std::size_t num_buckets() const;
   bool overlapped() const;  // whether buckets are reduced during backward
   // With StepOptions::cuda_graph: whether the step runs as a CUDA graph (false once a capture
-  // failed), and why it cannot ("" when it can: the model is on a GPU, one micro-batch, and no
-  // layer changes its work every step, as Dropout does).
+  // failed), and why it cannot ("" when it can: the model is on a GPU and there is one
+  // micro-batch per step).
   bool graphed() const;
   const std::string& graph_refused() const { return graph_refused_; }
 
  private:
+  // The step on the batch `place` puts where the model computes (its time counts as compute).
+  StepResult run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr);
   // Backward of micro-batch micro_index_; after the last one, every bucket is launched.
   void backward_and_reduce(bool last);
   // GPU, without overlap: adds the carry, stages the host copy (MPI) and launches every bucket.

@@ -70,4 +70,9 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem);
 // shuffled and augmented; evaluation: eval_batch_size, this rank's shard in order.
 LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training);
 
+// data.augment_on resolved: true when the training batches are augmented and normalized on the
+// GPU (raw loader batches). on_gpu: the run is bound to the cuda backend; train_samples: the
+// element type of data.train. ConfigError naming the key when "gpu" cannot be honoured.
+bool augment_on_gpu(const TrainConfig& tc, bool on_gpu, SampleType train_samples);
+
 }  // namespace ringtrain

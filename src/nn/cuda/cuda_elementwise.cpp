@@ -1,5 +1,6 @@
 // CUDA ReLU, Flatten (a device copy) and Dropout (the mask drawn on the device from the same
-// key the CPU layer uses; kept as u8 flags for backward).
+// key the CPU layer uses, read from device memory so a CUDA graph replay picks up the key
+// begin_step stored for its step; kept as u8 flags for backward).
 #include "kernels/activation_kernels.hpp"
 #include "kernels/dropout_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"
@@ -24,7 +25,21 @@ void CudaFlatten::backward(const Tensor&, const Tensor&, const Tensor& dy, Tenso
 }
 
 CudaDropout::CudaDropout(ComputePtr compute, double p, int layer_index)
-    : Dropout(p, layer_index), compute_(std::move(compute)) {}
+    : Dropout(p, layer_index),
+      compute_(std::move(compute)),
+      key_(Tensor::empty(Shape{sizeof(std::uint64_t)}, DType::u8, Device::cuda)) {}
+
+void CudaDropout::begin_step(const StepInfo& info) {
+  if (p_ > 0.0f) store_key(info);
+}
+
+void CudaDropout::store_key(const StepInfo& info) {
+  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_);
+  if (key_stored_ && key == stored_key_) return;
+  kernels::launch_store_key(reinterpret_cast<std::uint64_t*>(key_.raw()), key, compute_->stream);
+  stored_key_ = key;
+  key_stored_ = true;
+}
 
 void CudaDropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   const std::int64_t n = x.numel();
@@ -34,8 +49,9 @@ void CudaDropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
     return;
   }
   if (mask_.numel() < n) mask_ = Tensor::empty(Shape{n}, DType::u8, Device::cuda);
+  store_key(info);
   kernels::launch_dropout_forward(x.raw(), y.raw(), mask_.data<std::uint8_t>(), n, p_,
-                                  dropout_key(info.seed, info.step, info.rank, layer_index_), x.dtype(), compute_->stream);
+                                  reinterpret_cast<const std::uint64_t*>(key_.raw()), x.dtype(), compute_->stream);
 }
 
 void CudaDropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {

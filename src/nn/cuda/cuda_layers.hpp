@@ -96,11 +96,17 @@ class CudaFlatten final : public Flatten {
 class CudaDropout final : public Dropout {
  public:
   CudaDropout(ComputePtr compute, double p, int layer_index);
+  void begin_step(const StepInfo& info) override;  // stores the step's mask key on the device
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
+  // Queues the store of info's mask key into key_ unless it is there already (begin_step did it).
+  void store_key(const StepInfo& info);
   ComputePtr compute_;
+  Tensor key_;                // device u64: the mask key the forward kernel reads
+  std::uint64_t stored_key_ = 0;
+  bool key_stored_ = false;
   Tensor mask_;         // u8 keep flags of the last training forward, at the largest batch seen
   bool masked_ = false; // false after an evaluation forward or with p = 0: backward copies
 };

@@ -1,6 +1,6 @@
 // Augmentation and decoding: SampleDecoder matches the step-by-step reference bit for bit for
 // every sample dtype, crop offset, padding and flip; draw_augment is a pure function of
-// (seed, epoch, index) that covers its whole range.
+// (seed, epoch, index) that covers its whole range; u8_table holds the decoder's values.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -73,6 +73,26 @@ TEST(SampleDecoder, Uint8IsScaledBy255) {
   EXPECT_EQ(out[0], static_cast<float>((0.0 - 0.5) / 0.25));
   EXPECT_EQ(out[1], static_cast<float>((1.0 - 0.5) / 0.25));
   EXPECT_EQ(out[2], static_cast<float>((51 / 255.0 - 0.5) / 0.25));
+}
+
+TEST(SampleDecoder, U8TableIsWhatTheDecoderMakesOfEachValuePerChannel) {
+  const Normalization norm{{0.1, 0.5, 0.9}, {0.3, 0.25, 2.0}};
+  const std::vector<float> table = data::u8_table(norm, 3);
+  ASSERT_EQ(table.size(), 3u * 256u);
+  const SampleDecoder decoder(SampleType::u8, Shape{3, 1, 1}, norm, 1);
+  for (int v = 0; v < 256; ++v) {
+    const std::uint8_t pixel[3] = {static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v),
+                                   static_cast<std::uint8_t>(v)};
+    float out[3];
+    decoder.decode(reinterpret_cast<const std::byte*>(pixel), AugmentDraw{1, 1, false}, out);
+    for (int c = 0; c < 3; ++c) EXPECT_EQ(table[static_cast<std::size_t>(c * 256 + v)], out[c]) << c << " " << v;
+  }
+  // Entry 0 of each channel is also what the padding decodes to.
+  float padded[3];
+  const std::uint8_t any[3] = {200, 100, 50};
+  decoder.decode(reinterpret_cast<const std::byte*>(any), AugmentDraw{0, 0, false}, padded);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(table[static_cast<std::size_t>(c * 256)], padded[c]) << c;
+  EXPECT_THROW(data::u8_table(norm, 2), DataError);
 }
 
 TEST(SampleDecoder, NormalizationMustFitTheChannels) {

@@ -1,5 +1,5 @@
 // read_data_config: defaults, a file or a list of files, strategies, normalization per channel,
-// [data.augment], and one-line errors naming the key and the value.
+// [data.augment], data.augment_on, and one-line errors naming the key and the value.
 #include <gtest/gtest.h>
 
 #include "ringtrain/core/config.hpp"
@@ -36,6 +36,7 @@ TEST(DataConfig, Defaults) {
   EXPECT_EQ(d.normalize.mean, (std::vector<double>{0.0}));
   EXPECT_EQ(d.normalize.std, (std::vector<double>{1.0}));
   EXPECT_FALSE(d.augment.enabled());
+  EXPECT_EQ(d.augment_on, AugmentOn::automatic);
   EXPECT_EQ(d.spec(d.train).images_key, "images");
 }
 
@@ -55,6 +56,10 @@ TEST(DataConfig, ListsStrategiesAndAugmentation) {
   EXPECT_EQ(d.read_ahead, 3);
   EXPECT_EQ(d.augment.crop_padding, 4);
   EXPECT_TRUE(d.augment.flip);
+  EXPECT_EQ(d.augment_on, AugmentOn::automatic);
+  EXPECT_EQ(parse("[data]\ntrain = \"a.h5\"\naugment_on = \"gpu\"\n").augment_on, AugmentOn::gpu);
+  EXPECT_EQ(parse("[data]\ntrain = \"a.h5\"\naugment_on = \"cpu\"\n").augment_on, AugmentOn::cpu);
+  EXPECT_EQ(parse("[data]\ntrain = \"a.h5\"\naugment_on = \"auto\"\n").augment_on, AugmentOn::automatic);
   const DatasetSpec spec = d.spec(d.train);
   EXPECT_EQ(spec.images_key, "x");
   EXPECT_EQ(spec.strategy, ReadStrategy::stream);
@@ -77,6 +82,10 @@ TEST(DataConfig, Errors) {
             "config: run.toml: key 'data.mean': expected a number or an array of numbers, got string 'zero'");
   EXPECT_EQ(error_of(train + "[data.augment]\ncrop_padding = -2\n"),
             "config: run.toml: key 'data.augment.crop_padding': must be >= 0, got -2");
+  EXPECT_EQ(error_of(train + "augment_on = \"host\"\n"),
+            "config: run.toml: key 'data.augment_on': 'host' is not one of \"auto\", \"cpu\", \"gpu\"");
+  EXPECT_EQ(error_of(train + "augment_on = true\n"),
+            "config: run.toml: key 'data.augment_on': expected a string, got boolean true");
   EXPECT_EQ(error_of(train + "[data.augment]\nrotate = true\n"), "config: run.toml: unknown key data.augment.rotate");
 }
 

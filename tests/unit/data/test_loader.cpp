@@ -1,7 +1,8 @@
 // Loader and EpochPlanner in one process (ranks of larger worlds are simulated by loaders with
 // their own world_size/rank over the same Dataset): each strategy gives each sample at most
 // once per epoch, the same batches for the same seed, with prefetch on or off, and from
-// several files as from one; evaluation order; dtypes; NaN/Inf; errors of loader threads.
+// several files as from one; evaluation order; dtypes; NaN/Inf; errors of loader threads; raw
+// uint8 batches (augmentation on the GPU) that decode to the same batches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <set>
 
 #include "data/epoch_plan.hpp"
+#include "data/sample_decoder.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/tensor/dtype.hpp"
@@ -377,6 +379,73 @@ TEST_F(LoaderTest, StopsCleanlyWhileItsThreadsWait) {
     partial.next();
     partial.next();
   }  // destroyed with full queues and threads blocked on them: must not hang
+}
+
+// Raw batches carry the stored bytes and the draws the decoder would have used: decoded on the
+// host they are the loader's float batches bit for bit, from a fresh and from a resumed start.
+TEST_F(LoaderTest, RawBatchesDecodeToTheSameBatches) {
+  test::write_u8_file(path("d.h5"), 0, 120, 3, 5, 6, 10);  // 15 batches of 8 per epoch
+  for (const ReadStrategy st : kStrategies)
+    for (const int prefetch : {0, 2})
+      for (const auto& [start_epoch, start_step] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {1, 3}}) {
+        SCOPED_TRACE(fmt::format("{} prefetch {} start {}/{}", read_strategy_name(st), prefetch, start_epoch,
+                                 start_step));
+        const auto data = open({path("d.h5")}, st);
+        LoaderOptions o = options(8, 3, prefetch);
+        o.start_epoch = start_epoch;
+        o.start_step = start_step;
+        Loader decoded(data, o);
+        o.raw = true;
+        Loader raw(data, o);
+        const data::SampleDecoder decoder(SampleType::u8, data->sample_shape(), o.normalize, o.augment.crop_padding);
+        const std::int64_t numel = data->sample_numel();
+        std::int64_t batches = 0, flips = 0, offsets = 0;
+        for (std::int64_t e = start_epoch; e < 3; ++e)
+          for (std::int64_t s = e == start_epoch ? start_step : 0; s < decoded.steps_per_epoch(); ++s) {
+            const Batch& want = decoded.next();
+            const Batch& got = raw.next();
+            ASSERT_EQ(got.epoch, e);
+            ASSERT_EQ(got.step, s);
+            ASSERT_EQ(got.indices, want.indices);
+            ASSERT_EQ(got.labels, want.labels);
+            EXPECT_EQ(got.x.raw(), nullptr);
+            ASSERT_EQ(got.raw.dtype(), DType::u8);
+            ASSERT_TRUE(got.raw.shape() == want.x.shape()) << got.raw.shape().str();
+            ASSERT_EQ(got.draws.size(), got.indices.size());
+            std::vector<float> x(static_cast<std::size_t>(want.x.numel()));
+            for (std::size_t k = 0; k < got.draws.size(); ++k) {
+              const AugmentDraw& d = got.draws[k];
+              const AugmentDraw expected = draw_augment(o.augment, o.seed, e, got.indices[k]);
+              EXPECT_TRUE(d.dy == expected.dy && d.dx == expected.dx && d.flip == expected.flip) << got.indices[k];
+              flips += d.flip ? 1 : 0;
+              offsets += d.dy != 2 || d.dx != 2 ? 1 : 0;
+              const auto at = static_cast<std::int64_t>(k) * numel;
+              decoder.decode(got.raw.data<std::byte>() + at, d, x.data() + at);
+            }
+            ASSERT_EQ(std::memcmp(x.data(), want.x.f32(), want.x.nbytes()), 0) << "epoch " << e << " step " << s;
+            ++batches;
+          }
+        EXPECT_EQ(batches, 45 - start_epoch * 15 - start_step);
+        EXPECT_GT(flips, 0);
+        EXPECT_GT(offsets, 0);
+      }
+}
+
+TEST_F(LoaderTest, RawBatchesNeedUint8Samples) {
+  {
+    test::H5FileWriter wr(path("f.h5"));
+    wr.samples<float>(0, {20, 1, 2, 2}, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 5);
+  }
+  for (const ReadStrategy st : kStrategies) {
+    LoaderOptions o = options(4, 1);
+    o.raw = true;
+    try {
+      Loader loader(open({path("f.h5")}, st), o);
+      ADD_FAILURE() << "no error";
+    } catch (const DataError& e) {
+      EXPECT_STREQ(e.what(), "loader: raw batches (augmentation on the GPU) need uint8 samples, these are float32");
+    }
+  }
 }
 
 TEST_F(LoaderTest, FewerSamplesThanAGlobalBatch) {
