@@ -51,21 +51,24 @@ std::string describe(const ConvGeometry& g, DType dtype, MathMode math) {
 }
 
 // The first algorithm the heuristic offers that runs with the descriptor's math type and
-// whose workspace fits the bound. Strict f32 keeps the descriptor at CUDNN_FMA_MATH whatever
-// an entry says (an algorithm without an FMA kernel then fails the workspace query and is
-// skipped); otherwise the descriptor takes the entry's math type, as cuDNN asks.
+// whose workspace fits the bound, a deterministic one if any fits (runs repeat bitwise; some
+// backward algorithms sum with atomics). Strict f32 keeps the descriptor at CUDNN_FMA_MATH
+// whatever an entry says (an algorithm without an FMA kernel then fails the workspace query
+// and is skipped); otherwise the descriptor takes the entry's math type, as cuDNN asks.
 template <typename Perf, typename WorkspaceSize>
 auto choose_algorithm(const std::vector<Perf>& offered, cudnnConvolutionDescriptor_t conv, bool strict_f32,
                       std::size_t bound, WorkspaceSize workspace_size, std::string_view direction,
                       const std::string& problem, std::size_t* bytes) {
-  for (const Perf& p : offered) {
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (!strict_f32) RT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, p.mathType));
-    std::size_t need = 0;
-    if (workspace_size(p.algo, &need) != CUDNN_STATUS_SUCCESS || need > bound) continue;
-    *bytes = need;
-    return p.algo;
-  }
+  for (const bool deterministic_only : {true, false})
+    for (const Perf& p : offered) {
+      if (p.status != CUDNN_STATUS_SUCCESS) continue;
+      if (deterministic_only && p.determinism != CUDNN_DETERMINISTIC) continue;
+      if (!strict_f32) RT_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, p.mathType));
+      std::size_t need = 0;
+      if (workspace_size(p.algo, &need) != CUDNN_STATUS_SUCCESS || need > bound) continue;
+      *bytes = need;
+      return p.algo;
+    }
   throw Error(fmt::format("cuDNN offers no {} algorithm for {} within {} bytes of workspace ({} candidates)",
                           direction, problem, bound, offered.size()));
 }
