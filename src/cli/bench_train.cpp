@@ -82,7 +82,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   });
   const std::int64_t classes = model->output_shape()[0];
   const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
-  const StepOptions options = step_options(tc, ctx);
+  const StepOptions options = step_options(tc, ctx, *comms.gradient);
   Communicator& stats = *comms.main;
   GradScaler scaler;  // fp16 scales the loss as in training; skipped steps still count
   if (tc.precision == DType::f16) scaler = GradScaler(tc.loss_scale);

@@ -34,9 +34,9 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
   return c;
 }
 
-StepOptions step_options(const TrainConfig& tc, const Context& ctx) {
+StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Communicator& grad_comm) {
   StepOptions o;
-  o.overlap = tc.overlap && ctx.thread_multiple();
+  o.overlap = tc.overlap && (ctx.thread_multiple() || grad_comm.device_memory());
   o.bucket_mb = tc.bucket_mb;
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;

@@ -322,7 +322,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
-  StepOptions options = step_options(tc, ctx);
+  StepOptions options = step_options(tc, ctx, *s.grad_comm);
   if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
   log::info("augment: crop, flip and normalization of training batches on the {}",
             s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");

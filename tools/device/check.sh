@@ -161,6 +161,29 @@ step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor
 step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- \
   ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4
 
+# The issue's target, right after the tests so that a short run still measures it: ringtrain
+# (eager and CUDA graph) against PyTorch eager, MLP and CNN, fp32 and bf16, batch 256.
+gpu_vs_pytorch() {
+  python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
+    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 --cuda-graph \
+    --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
+}
+export -f gpu_vs_pytorch
+step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s graph %s; \", \$2, \$3, \$6, \$8}'" \
+  -- gpu_vs_pytorch
+
+# The fused AdamW over 100M parameters against a device-to-device copy (target >= 80%).
+bench_optim() {
+  set -o pipefail
+  "$exe" bench optim --backend cuda --iterations 20 --repeats 7 --json | tee "$work/bench_optim.out" || return
+  grep '^{' "$work/bench_optim.out" | tail -1 >"$logs/bench_optim.json"
+  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
+    "$logs/bench_optim.json"
+}
+export -f bench_optim
+step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
+  -- bench_optim
+
 # Fashion-MNIST CNN, 3 epochs on the GPU (1 rank, the example's batch 64); accuracy from summary.json.
 train_cnn() {
   local precision="$1" run="$work/run-cnn-$1"
@@ -188,17 +211,6 @@ cpu_reference="&& echo '(CPU, docs/BENCHMARKS.md: 0.8964)'"
 step train-cnn-fp32 120 30 "$(run_detail run-cnn-fp32 "$cpu_reference" train-cnn-fp32)" -- train_cnn fp32
 step train-cnn-bf16 120 30 "$(run_detail run-cnn-bf16 "$cpu_reference" train-cnn-bf16)" -- train_cnn bf16
 
-bench_optim() {
-  set -o pipefail
-  "$exe" bench optim --backend cuda --iterations 20 --repeats 7 --json | tee "$work/bench_optim.out" || return
-  grep '^{' "$work/bench_optim.out" | tail -1 >"$logs/bench_optim.json"
-  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
-    "$logs/bench_optim.json"
-}
-export -f bench_optim
-step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
-  -- bench_optim
-
 # cuBLASLt GEMMs (the Fashion-MNIST Linear layers at batch 256, 1024^3, 8192^3): TFLOP/s of
 # ringtrain's algorithm against the fastest cuBLASLt offers, one JSON line per GEMM and type.
 bench_gemm() {
@@ -219,6 +231,41 @@ PY
 }
 export -f bench_gemm gemm_detail
 step bench-gemm 90 30 gemm_detail -- bench_gemm
+
+# Same parameters three ways: the CNN for 2 epochs at batch 256 in fp32 (an evaluation between
+# them, after which the graph is captured again), eager with host augmentation, eager with GPU
+# augmentation, and as a CUDA graph with GPU augmentation. The param_checksum of the three runs
+# must be equal: same decoded values, the same kernels in the same order, deterministic cuDNN.
+same_three_ways() {
+  local name sets
+  for name in eager-hostaug eager-gpuaug graph-gpuaug; do
+    case $name in
+      eager-hostaug) sets=(--set data.augment_on=cpu --set train.cuda_graph=false) ;;
+      eager-gpuaug) sets=(--set data.augment_on=gpu --set train.cuda_graph=false) ;;
+      graph-gpuaug) sets=(--set data.augment_on=gpu --set train.cuda_graph=true) ;;
+    esac
+    $launch -np 1 "$exe" train "$root/examples/fashion_mnist/cnn.toml" --set runtime.backend=cuda \
+      --set train.epochs=2 --set train.batch_size=256 --set "data.train=$data/train.h5" \
+      --set "data.test=$data/test.h5" --set "run.dir=$work/run-$name" --set checkpoint.enabled=false "${sets[@]}" \
+      || return
+  done
+  python3 - "$work" "$logs/same_three_ways.json" <<'PY'
+import json, sys
+runs = {n: json.load(open(f"{sys.argv[1]}/run-{n}/summary.json")) for n in ("eager-hostaug", "eager-gpuaug", "graph-gpuaug")}
+out = {n: {k: s.get(k) for k in ("backend", "param_checksum", "final_test_accuracy", "samples_per_second")}
+       for n, s in runs.items()}
+json.dump(out, open(sys.argv[2], "w"))
+print(json.dumps(out))
+if any(s["backend"] != "cuda" for s in out.values()):
+    sys.exit("a run did not run on the GPU")
+if len({s["param_checksum"] for s in out.values()}) != 1:
+    sys.exit("the parameters differ between the three ways")
+print("same param_checksum three ways")
+PY
+}
+export -f same_three_ways
+step same-three-ways 90 30 "grep -E 'same param_checksum|differ|did not run' $logs/same-three-ways.log | tail -1" \
+  -- same_three_ways
 
 # NCCL: the 1-rank communicator test (device buffers), and bench allreduce where it has an nccl backend.
 nccl() {
@@ -242,15 +289,6 @@ two_ranks() {
 }
 export -f two_ranks
 step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- two_ranks
-
-gpu_vs_pytorch() {
-  python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
-    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 --cuda-graph \
-    --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
-}
-export -f gpu_vs_pytorch
-step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s graph %s; \", \$2, \$3, \$6, \$8}'" \
-  -- gpu_vs_pytorch
 
 # compute-sanitizer memcheck on the GPU test executables (not the MPI ones), fastest first, while time lasts.
 sanitize() {

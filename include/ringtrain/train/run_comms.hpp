@@ -25,10 +25,11 @@ struct RunComms {
 };
 RunComms make_run_comms(const Context& ctx, const TrainConfig& tc);
 
-// comm.overlap, buckets and accumulation from the config; gradients are reduced during
-// backward only where MPI lets the comm thread call it next to the compute thread
-// (MPI_THREAD_MULTIPLE).
-StepOptions step_options(const TrainConfig& tc, const Context& ctx);
+// comm.overlap, buckets, accumulation and train.cuda_graph from the config; gradients are
+// reduced during backward only where the comm thread may run grad_comm's collectives next to
+// the compute thread's MPI calls: MPI_THREAD_MULTIPLE, or a communicator that does not use MPI
+// (NCCL).
+StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Communicator& grad_comm);
 
 // Where and how the model computes: the bound device (cuda only when ctx is bound to a GPU),
 // train.precision and runtime.tf32.
