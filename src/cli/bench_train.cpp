@@ -155,6 +155,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       {"allreduce_ms", 1e3 * allreduce_s},
       {"overlap", step.overlapped()},
       {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
+      {"cuda_graph_replays", step.graph_replays()},
       {"buckets", step.num_buckets()},
       {"bucket_mb", tc.bucket_mb},
       {"grad_bytes", grad_bytes},

@@ -138,6 +138,8 @@ void DataParallelStep::forward_and_loss(const Tensor& x, const std::int32_t* lab
 
 bool DataParallelStep::graphed() const { return graph_ != nullptr && graph_->active(); }
 
+std::uint64_t DataParallelStep::graph_replays() const { return graph_ != nullptr ? graph_->replays() : 0; }
+
 StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr) {
   return run_placed([&] { return placer_->upload(x, labels); }, info, lr);
 }

@@ -135,10 +135,9 @@ class CudaDeviceBatch final : public DeviceBatch {
     raw_->pinned_draws = PinnedBuffer(raw_->draws.nbytes());
     const std::vector<float> table = data::u8_table(augment.normalize, sample[0]);
     raw_->table = Tensor::empty(Shape{static_cast<std::int64_t>(table.size())}, DType::f32, Device::cuda);
-    // Once, from pageable memory: the copy stream is synchronized before the vector goes.
-    RT_CUDA_CHECK(cudaMemcpyAsync(raw_->table.raw(), table.data(), table.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice, copy_stream_));
-    RT_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+    // Once, synchronously on the legacy stream: after the memset that zeroed the new tensor there
+    // (the non-blocking copy stream would not be ordered after it).
+    RT_CUDA_CHECK(cudaMemcpy(raw_->table.raw(), table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
 
   Tensor staged_, act_, labels_;

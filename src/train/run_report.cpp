@@ -150,7 +150,7 @@ void RunReport::comm_plan(std::size_t buckets, bool overlap) {
 
 void RunReport::cuda_graph(bool graphed, const std::string& refused) {
   if (graphed) {
-    log::info("graph:  forward, loss and backward replay as one CUDA graph from the second step (train.cuda_graph)");
+    log::info("graph:  forward, loss and backward replay as one CUDA graph after warm-up steps (train.cuda_graph)");
   } else if (log::rank() == 0) {  // the same reason on every rank
     log::warn("train.cuda_graph: {}; running without a graph", refused);
   }
@@ -319,6 +319,7 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
       {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
       {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
       {"overlap", overlap_},
+      {"cuda_graph_replays", graph_replays_},
       {"data_strategy", read_strategy_name(tc_.data.strategy)},
       {"prefetch", tc_.data.prefetch},
       {"accumulation_steps", tc_.accumulation_steps},

@@ -48,6 +48,7 @@ class RunReport {
   void comm_plan(std::size_t buckets, bool overlap);
   // train.cuda_graph: whether the step runs as a CUDA graph, or why not.
   void cuda_graph(bool graphed, const std::string& refused);
+  void graph_replays(std::uint64_t n) { graph_replays_ = n; }  // for summary.json, before finish()
   // Collective, at the end of training: every rank's resource summary and median step times
   // go to rank 0, which prints one line per rank, warns about a slow rank and keeps them for
   // summary.json. (metrics.jsonl gets rank 0's own samples at each log point.)
@@ -77,6 +78,7 @@ class RunReport {
   std::size_t window_begin_ = 0;
   double window_loss_ = 0.0;
   double best_accuracy_ = -1.0;
+  std::uint64_t graph_replays_ = 0;  // steps run as a CUDA graph launch
   bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
   std::vector<LayerSparsity> sparsity_;  // empty unless pruned

@@ -1,7 +1,7 @@
 // StepGraph on CUDA: stream capture of the compute stream in thread-local mode (a call that is
 // illegal during capture, such as a synchronous copy or cudaMalloc, fails the capture instead
 // of running), instantiation, and replay. A few graphs are kept (fp16 changes the loss scale
-// now and then; the last batch of an epoch has other rows); the oldest goes first.
+// now and then; evaluation allocates, which changes the key); the oldest goes first.
 #include <cuda_runtime.h>
 
 #include <deque>
@@ -38,9 +38,11 @@ class CudaStepGraph final : public StepGraph {
       keep(key, exec);
     }
     RT_CUDA_CHECK(cudaGraphLaunch(exec, cuda::compute_stream()));
+    ++replays_;
   }
 
   bool active() const override { return !failed_; }
+  std::uint64_t replays() const override { return replays_; }
 
  private:
   cudaGraphExec_t find(const StepGraphKey& key) const {
@@ -88,6 +90,7 @@ class CudaStepGraph final : public StepGraph {
   StepGraphKey last_key_;
   bool has_last_ = false;
   bool failed_ = false;
+  std::uint64_t replays_ = 0;
 };
 
 }  // namespace

@@ -380,6 +380,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   report.resources(*s.comm);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
+  report.graph_replays(dp_step.graph_replays());
   report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
                 last_eval.accuracy, model, s.scaler, checksum);
   return 0;

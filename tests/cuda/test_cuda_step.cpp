@@ -31,6 +31,7 @@ constexpr std::int64_t kBatch = 32, kSteps = 12;
 struct Trained {
   std::vector<float> params;
   bool graphed = false;
+  std::uint64_t replays = 0;
   std::string refused;
 };
 
@@ -58,7 +59,8 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph)
   }
   Tensor host = Tensor::empty(model->params().shape());
   copy_into(host, model->params());
-  return Trained{std::vector<float>(host.f32(), host.f32() + host.numel()), step.graphed(), step.graph_refused()};
+  return Trained{std::vector<float>(host.f32(), host.f32() + host.numel()), step.graphed(), step.graph_replays(),
+                 step.graph_refused()};
 }
 
 double l2_rel(const std::vector<float>& got, const std::vector<float>& ref) {
@@ -76,6 +78,9 @@ void expect_graph_equals_eager(const char* text, DType precision) {
   const Trained eager = train(text, Device::cuda, precision, false);
   const Trained graph = train(text, Device::cuda, precision, true);
   EXPECT_TRUE(graph.graphed) << "the capture failed (see the warning above)";
+  // Two warm-up steps (the first allocates, which changes the key), then every step replays.
+  EXPECT_GE(graph.replays, static_cast<std::uint64_t>(kSteps - 3)) << "the graph was not replayed";
+  EXPECT_EQ(eager.replays, 0u);
   EXPECT_EQ(graph.refused, "");
   ASSERT_EQ(graph.params.size(), eager.params.size());
   EXPECT_EQ(std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)), 0)

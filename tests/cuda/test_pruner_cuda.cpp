@@ -62,8 +62,7 @@ std::vector<float> host_values(const Tensor& t) {
   return {h.f32(), h.f32() + h.numel()};
 }
 
-// Where mask is 0, ref and got are exactly 0 (a -0.0 from the device's x *= mask counts); the
-// rest within f32 tolerance.
+// Where mask is 0, ref and got are exactly 0; the rest within f32 tolerance.
 void expect_pruned_alike(const std::vector<float>& got, const std::vector<float>& ref, const std::vector<float>& mask,
                          const char* what) {
   ASSERT_EQ(got.size(), mask.size());

@@ -253,12 +253,14 @@ same_three_ways() {
 import json, sys
 runs = {n: json.load(open(f"{sys.argv[1]}/run-{n}/summary.json")) for n in ("eager-hostaug", "eager-gpuaug", "graph-gpuaug")}
 out = {n: {k: s.get(k) for k in ("backend", "param_checksum", "final_test_accuracy", "train_samples_per_second",
-                                  "median_step_ms")}
+                                  "median_step_ms", "cuda_graph_replays")}
        for n, s in runs.items()}
 json.dump(out, open(sys.argv[2], "w"))
 print(json.dumps(out))
 if any(s["backend"] != "cuda" for s in out.values()):
     sys.exit("a run did not run on the GPU")
+if not out["graph-gpuaug"]["cuda_graph_replays"]:
+    sys.exit("the graph run replayed no graph")
 if len({s["param_checksum"] for s in out.values()}) != 1:
     sys.exit("the parameters differ between the three ways")
 print("same param_checksum three ways")

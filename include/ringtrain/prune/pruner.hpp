@@ -84,9 +84,8 @@ class Pruner {
 
   // After optimizer step `step` (steps completed): at scheduled steps recomputes the mask
   // (collective: checks it is identical on all ranks, CollectiveError if not) and logs it;
-  // always zeroes the masked parameters and their optimizer state (on the GPU by x *= mask on
-  // the legacy default stream, which orders after the optimizer's update; a masked negative
-  // value becomes -0.0, which compares equal to 0).
+  // always zeroes the masked parameters and their optimizer state (on the GPU with the mask
+  // kernel on the compute stream, after the optimizer's update; +0 exactly, as on the host).
   void after_step(std::int64_t step);
 
   const PruneConfig& config() const { return config_; }

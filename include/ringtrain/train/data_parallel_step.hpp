@@ -89,6 +89,7 @@ class DataParallelStep {
   // failed), and why it cannot ("" when it can: the model is on a GPU and there is one
   // micro-batch per step).
   bool graphed() const;
+  std::uint64_t graph_replays() const;  // steps run as a graph launch so far
   const std::string& graph_refused() const { return graph_refused_; }
 
  private:

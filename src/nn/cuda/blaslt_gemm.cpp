@@ -74,6 +74,15 @@ void set_vector(cublasLtMatmulDesc_t desc, float* vector) {
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
 }
 
+// Whether cuBLASLt's epilogue is asked for at all. The bias vector's type is documented to be
+// the output's (f32 vectors with a bf16/f16 output are not), and cuBLASLt kernels have been
+// reported to assume a 16-byte aligned vector whatever the heuristic was told: other cases
+// take the plain GEMM and the kernel, which give the same values.
+bool fusable(Epilogue epilogue, DType c_type, std::uint32_t align_vector) {
+  if (epilogue == Epilogue::none || align_vector < 16) return false;
+  return epilogue != Epilogue::bias || c_type == DType::f32;
+}
+
 cublasLtHandle_t create_blaslt() {
   cublasLtHandle_t handle = nullptr;
   RT_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -193,15 +202,19 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
 
 BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
-  auto plan = make_plan(key);
-  if (key.epilogue != Epilogue::none) set_vector(plan->desc.get(), vector);
-  auto offered = candidates(key, *plan, 1);
-  if (offered.empty()) {  // only for an epilogue (candidates throws otherwise): plain GEMM, then a kernel
-    if (!warned_unfused_)
+  auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
+  std::vector<cublasLtMatmulHeuristicResult_t> offered;
+  if (fusable(key.epilogue, key.c_type, key.align_vector)) {
+    set_vector(plan->desc.get(), vector);
+    offered = candidates(key, *plan, 1);
+    if (offered.empty() && !warned_unfused_) {
       log::warn("cuBLASLt has no algorithm for {}: running the plain GEMM, then a kernel for the epilogue "
                 "(slower; warned once, other such GEMMs fall back silently)",
                 describe(key));
-    warned_unfused_ = true;
+      warned_unfused_ = true;
+    }
+  }
+  if (offered.empty()) {  // no epilogue, or not fused: the plain GEMM (gemm() runs the kernel after it)
     Key plain = key;
     plain.epilogue = Epilogue::none;
     plain.align_vector = 0;

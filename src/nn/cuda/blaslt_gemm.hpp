@@ -30,8 +30,9 @@ struct GemmShape {
 // after alpha and beta (the bias is not scaled); C must be packed (ldc == n). bias_grad:
 // vector[i] = sum over k of op(A)[i][k] (length m, overwritten): with op(A) = dy^T this is the
 // bias gradient of the weight-gradient GEMM; needs alpha == 1 and A packed (lda == its row).
-// Fused by cuBLASLt where it has an algorithm; otherwise a kernel runs after the plain GEMM
-// (same results, warned once per BlasLt).
+// Fused by cuBLASLt where it has an algorithm, the vector is 16-byte aligned and (bias) C is
+// f32; otherwise a kernel runs after the plain GEMM (same results; a missing algorithm is
+// warned once per BlasLt).
 enum class Epilogue { none, bias, bias_grad };
 
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).

@@ -1,6 +1,9 @@
 // CUDA ReLU, Flatten (a device copy) and Dropout (the mask drawn on the device from the same
 // key the CPU layer uses, read from device memory so a CUDA graph replay picks up the key
 // begin_step stored for its step; kept as u8 flags for backward).
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_check.hpp"
 #include "kernels/activation_kernels.hpp"
 #include "kernels/dropout_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"
@@ -36,6 +39,13 @@ void CudaDropout::begin_step(const StepInfo& info) {
 void CudaDropout::store_key(const StepInfo& info) {
   const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_);
   if (key_stored_ && key == stored_key_) return;
+  // Captured, the store would bake this step's key into every replay: fail the capture instead
+  // (the step then runs eagerly). begin_step, outside the graph, keeps this from happening.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  RT_CUDA_CHECK(cudaStreamIsCapturing(static_cast<cudaStream_t>(compute_->stream), &capturing));
+  RT_REQUIRE(capturing == cudaStreamCaptureStatusNone, Error,
+             "dropout: the mask key of step {} was not stored before the step was captured (Model::begin_step)",
+             info.step);
   kernels::launch_store_key(reinterpret_cast<std::uint64_t*>(key_.raw()), key, compute_->stream);
   stored_key_ = key;
   key_stored_ = true;
