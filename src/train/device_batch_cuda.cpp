@@ -45,10 +45,8 @@ struct RawStage {
 class CudaDeviceBatch final : public DeviceBatch {
  public:
   CudaDeviceBatch(std::int64_t max_rows, const Shape& sample, DType act, const GpuAugment* augment)
-      : staged_(Tensor::empty(sample.with_batch(max_rows), DType::f32, Device::cuda)),
-        act_(act == DType::f32 ? staged_ : Tensor::empty(sample.with_batch(max_rows), act, Device::cuda)),
+      : act_(Tensor::empty(sample.with_batch(max_rows), act, Device::cuda)),
         labels_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)),
-        pinned_x_(staged_.nbytes()),
         pinned_labels_(labels_.nbytes()) {
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
@@ -65,9 +63,13 @@ class CudaDeviceBatch final : public DeviceBatch {
 
   PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override {
     const std::int64_t n = x.shape()[0];
-    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == DType::f32 && n <= staged_.shape()[0], Error,
-               "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", staged_.shape()[0],
+    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == DType::f32 && n <= act_.shape()[0], Error,
+               "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", act_.shape()[0],
                dtype_name(x.dtype()), n);
+    if (pinned_x_.get() == nullptr) {  // on first use: a DeviceBatch for raw batches may never need it
+      pinned_x_ = PinnedBuffer(act_.numel() * sizeof(float));
+      staged_ = act_.dtype() == DType::f32 ? act_ : Tensor::empty(act_.shape(), DType::f32, Device::cuda);
+    }
     const cudaStream_t compute = copy_in(
         {Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
     if (act_.raw() != staged_.raw())
@@ -78,7 +80,7 @@ class CudaDeviceBatch final : public DeviceBatch {
   PlacedBatch upload_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) override {
     RT_REQUIRE(raw_ != nullptr, Error, "DeviceBatch: a raw batch, but this one was made without GPU augmentation");
     const std::int64_t n = raw.shape()[0];
-    const Shape& shape = staged_.shape();
+    const Shape& shape = act_.shape();
     RT_REQUIRE(raw.device() == Device::cpu && raw.dtype() == DType::u8 && n <= shape[0] &&
                    raw.numel() == n * shape[1] * shape[2] * shape[3],
                Error, "DeviceBatch: expected at most {} host u8 rows of {}, got {} {} rows of {} elements", shape[0],
@@ -140,8 +142,10 @@ class CudaDeviceBatch final : public DeviceBatch {
     RT_CUDA_CHECK(cudaMemcpy(raw_->table.raw(), table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
 
-  Tensor staged_, act_, labels_;
-  PinnedBuffer pinned_x_, pinned_labels_;
+  Tensor act_, labels_;
+  Tensor staged_;           // f32 batches: their device copy (act_ itself when activations are f32)
+  PinnedBuffer pinned_x_;   // f32 batches: their staging; both made on the first f32 upload
+  PinnedBuffer pinned_labels_;
   std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
   cudaStream_t copy_stream_ = nullptr;
   cudaEvent_t copied_ = nullptr;
