@@ -30,6 +30,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PHASE_KEYS = ("step_ms", "data_wait_ms", "forward_ms", "backward_ms", "exposed_comm_ms", "optimizer_ms")
 SAMPLE_SHAPE = (1, 28, 28)  # Fashion-MNIST, what the example configs train on
 CLASSES = 10
 
@@ -203,7 +204,8 @@ def main():
     configs = {c: load_config(c) for c in args.configs}
     cases = [(c, p) for c in args.configs for p in args.precisions]
     variants = {"ringtrain": False} | ({"graph": True} if args.cuda_graph else {})
-    runs = {case: {"torch": [], "errors": [], "params": {}} | {v: [] for v in variants} for case in cases}
+    runs = {case: {"torch": [], "errors": [], "params": {}, "phases": {v: [] for v in variants}}
+            | {v: [] for v in variants} for case in cases}
     for rep in range(args.repeats):
         for case in cases:
             config_path, precision = case
@@ -212,6 +214,8 @@ def main():
                 try:
                     j = measure_ringtrain(args, config_path, precision, graph)
                     runs[case][variant].append(j["samples_per_s"])
+                    # where ringtrain's step time goes, to see what to fix when a ratio falls short
+                    runs[case]["phases"][variant].append({k: j.get(k) for k in PHASE_KEYS})
                     runs[case]["params"][variant] = j["params"]
                     said.append(f"{variant} {j['samples_per_s']:.0f}")
                 except (RuntimeError, subprocess.TimeoutExpired) as e:
@@ -229,7 +233,7 @@ def main():
         row = {"config": config_path, "precision": precision, "ringtrain_samples_per_s": median["ringtrain"],
                "torch_samples_per_s": tt, "ratio": median["ringtrain"] / tt if median["ringtrain"] else None,
                "params": r["params"], "ringtrain_runs": r["ringtrain"], "torch_runs": r["torch"],
-               "ringtrain_errors": r["errors"]}
+               "ringtrain_errors": r["errors"], "ringtrain_phases_ms": r["phases"]}
         if args.cuda_graph:
             row |= {"graph_samples_per_s": median["graph"], "graph_ratio": median["graph"] / tt if median["graph"] else None,
                     "graph_runs": r["graph"]}
