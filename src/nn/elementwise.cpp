@@ -24,7 +24,10 @@ void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx
   const float* g = dy.f32();
   float* d = dx->f32();
   const std::int64_t n = y.numel();
-  for (std::int64_t i = 0; i < n; ++i) d[i] = out[i] > 0.0f ? g[i] : 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float gi = g[i];  // loaded either way: the select then vectorizes (a conditional load does not)
+    d[i] = out[i] > 0.0f ? gi : 0.0f;
+  }
 }
 
 void Flatten::forward(const Tensor& x, Tensor& y, const StepInfo&) { std::memcpy(y.raw(), x.raw(), x.nbytes()); }
