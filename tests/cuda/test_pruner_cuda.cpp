@@ -19,6 +19,7 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/prune/pruner.hpp"
+#include "support/prune_schedule.hpp"
 
 namespace ringtrain {
 namespace {
@@ -120,15 +121,7 @@ void compare_pruning(const PruneConfig& config, const std::string& optimizer, st
   }
 }
 
-PruneConfig gradual(double sparsity, std::int64_t start, std::int64_t end, std::int64_t every) {
-  PruneConfig c;
-  c.enabled = true;
-  c.sparsity = sparsity;
-  c.start_step = start;
-  c.end_step = end;
-  c.every_steps = every;
-  return c;
-}
+using test::gradual;
 
 TEST(CudaPruner, GlobalGradualWithMomentumMatchesCpu) {
   PruneConfig c = gradual(0.7, 2, 4, 1);  // mask updates after steps 2, 3 and 4

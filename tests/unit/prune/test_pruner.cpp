@@ -16,19 +16,12 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/prune/pruner.hpp"
+#include "support/prune_schedule.hpp"
 
 namespace ringtrain {
 namespace {
 
-PruneConfig gradual(double sparsity, std::int64_t start, std::int64_t end, std::int64_t every) {
-  PruneConfig c;
-  c.enabled = true;
-  c.sparsity = sparsity;
-  c.start_step = start;
-  c.end_step = end;
-  c.every_steps = every;
-  return c;
-}
+using test::gradual;
 
 TEST(PruneSchedule, CubicRampFromStartToEnd) {
   const PruneConfig c = gradual(0.8, 100, 400, 100);
