@@ -65,8 +65,8 @@ void reserve_space(const std::string& path, std::int64_t bytes) {
   const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   ::close(fd);
   if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
-    throw IoError(fmt::format("{}: no room for {:.1f} MB: {}", path, static_cast<double>(bytes) / 1e6,
-                              std::strerror(rc)));
+    throw IoError(
+        fmt::format("{}: no room for {:.1f} MB: {}", path, static_cast<double>(bytes) / 1e6, std::strerror(rc)));
   // Other errors (EOPNOTSUPP on some file systems): nothing proven, the write will tell.
 }
 
@@ -120,9 +120,9 @@ SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vecto
   } catch (const CollectiveError& e) {
     if (ctx_.world_rank() == 0) remove_quietly(tmp);
     const std::vector<std::string> older = list();
-    throw CollectiveError(fmt::format("checkpoint at step {} failed: {} ({})", meta.step, e.what(),
-                                      older.empty() ? std::string("no earlier checkpoint exists")
-                                                    : fmt::format("{} is intact", older.front())));
+    throw CollectiveError(fmt::format(
+        "checkpoint at step {} failed: {} ({})", meta.step, e.what(),
+        older.empty() ? std::string("no earlier checkpoint exists") : fmt::format("{} is intact", older.front())));
   }
   // Every rank's data is on storage (write_checkpoint_file flushed and synced collectively);
   // only now does the file get its final name, and only after that does `latest` move.

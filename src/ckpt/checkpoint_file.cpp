@@ -56,7 +56,8 @@ std::int64_t transfer_rounds(std::int64_t numel, int world) {
 // calls on every rank; a rank with nothing left selects nothing).
 void transfer(hid_t dset, const std::vector<hsize_t>& file_dims, std::vector<hsize_t> start, std::int64_t count,
               std::int64_t rounds, hid_t dxpl, float* data, bool write) {
-  h5::Dataspace file_space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(file_dims.size()), file_dims.data(), nullptr)));
+  h5::Dataspace file_space(
+      RT_H5_CHECK(H5Screate_simple(static_cast<int>(file_dims.size()), file_dims.data(), nullptr)));
   for (std::int64_t round = 0, done = 0; round < rounds; ++round) {
     const std::int64_t n = std::min(kMaxTransferFloats, count - done);
     const hsize_t mem_n = static_cast<hsize_t>(std::max<std::int64_t>(n, 1));
@@ -142,8 +143,9 @@ void write_meta(hid_t file, const CheckpointMeta& m) {
   h5::write_attr<std::int64_t>(file, "optimizer_steps", m.optimizer_steps);
   h5::write_string_attr(file, "optimizer", {m.optimizer}, true);
   h5::write_string_attr(file, "data_strategy", {m.data_strategy}, true);
-  h5::write_string_attr(file, "rng", {"counter-based: every draw is keyed by (seed, epoch or step, global sample "
-                                      "index); no rank holds RNG state beyond seed and step"},
+  h5::write_string_attr(file, "rng",
+                        {"counter-based: every draw is keyed by (seed, epoch or step, global sample "
+                         "index); no rank holds RNG state beyond seed and step"},
                         true);
   h5::write_string_attr(file, "checksum_algorithm", {ckpt::kChecksumAlgorithm}, true);
   h5::write_string_attr(file, "config", {m.config}, true);
@@ -167,9 +169,10 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
   try {
     m.format_version = h5::read_attr<std::int64_t>(file, "format_version");
     if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
-      throw CheckpointMismatch(fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
-                                           "version {}); resume with the ringtrain that wrote it",
-                                           path, m.format_version, version(), kCheckpointFormatVersion));
+      throw CheckpointMismatch(
+          fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
+                      "version {}); resume with the ringtrain that wrote it",
+                      path, m.format_version, version(), kCheckpointFormatVersion));
     m.ringtrain_version = h5::read_string_attr(file, "ringtrain_version");
     m.step = h5::read_attr<std::int64_t>(file, "step");
     m.epoch = h5::read_attr<std::int64_t>(file, "epoch");
@@ -247,18 +250,19 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
   const std::vector<std::string> found = dataset_names(file);
   for (const CheckpointBuffer& b : expected) {
     if (std::find(found.begin(), found.end(), b.name) == found.end())
-      throw CheckpointMismatch(fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
-                                           "optimizer?",
-                                           path, b.name, fmt::join(found, ", ")));
+      throw CheckpointMismatch(
+          fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
+                      "optimizer?",
+                      path, b.name, fmt::join(found, ", ")));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
     const std::vector<std::int64_t> dims = dims_of(dset);
     const bool fits = b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel)
                                  : (dims.size() == 1 && dims[0] == b.numel);
     if (!fits)
-      throw CheckpointMismatch(fmt::format("{}: dataset '{}' has shape {} but this run needs {}: written by another "
-                                           "model?",
-                                           path, b.name, shape_str(dims),
-                                           b.per_rank ? fmt::format("[ranks, {}]", b.numel) : shape_str({b.numel})));
+      throw CheckpointMismatch(fmt::format(
+          "{}: dataset '{}' has shape {} but this run needs {}: written by another "
+          "model?",
+          path, b.name, shape_str(dims), b.per_rank ? fmt::format("[ranks, {}]", b.numel) : shape_str({b.numel})));
   }
   for (const std::string& name : found) {
     const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
@@ -311,8 +315,7 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
     }
     run_collectively(ctx, [&] {
       h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
-      h5::Dataset dset(
-          RT_H5_CHECK(H5Dcreate2(file, b.name.c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)));
+      h5::Dataset dset(RT_H5_CHECK(H5Dcreate2(file, b.name.c_str(), H5T_IEEE_F32LE, space, lcpl, dcpl, H5P_DEFAULT)));
       h5::write_attr<std::uint64_t>(dset, "checksum", checksum);
       if (b.numel == 0) return;  // no storage to write to (the same on every rank)
       if (b.per_rank) {
@@ -357,9 +360,10 @@ CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std
       d.actual_checksum = checkpoint_checksum(data.data(), numel * kFloatBytes);
       d.verified = true;
       if (d.actual_checksum != d.stored_checksum)
-        throw CorruptFileError(fmt::format("{}: dataset '{}': checksum mismatch (stored {:016x}, data {:016x}): the "
-                                           "file is damaged",
-                                           path, name, d.stored_checksum, d.actual_checksum));
+        throw CorruptFileError(
+            fmt::format("{}: dataset '{}': checksum mismatch (stored {:016x}, data {:016x}): the "
+                        "file is damaged",
+                        path, name, d.stored_checksum, d.actual_checksum));
     }
     if (datasets) datasets->push_back(std::move(d));
   }
@@ -393,32 +397,34 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
   h5::PropList dxpl = collective_transfer();
   for (const CheckpointBuffer& b : buffers) {
     std::uint64_t stored = 0, actual = 0;
-    run_collectively(ctx, [&] { as_corrupt([&] {
-      h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-      stored = h5::read_attr<std::uint64_t>(dset, "checksum");
-      if (b.numel == 0) {
-        actual = checkpoint_checksum(nullptr, 0);
-      } else if (b.per_rank) {
-        const std::vector<std::int64_t> dims = dims_of(dset);
-        std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
-        RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
-        actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
-        if (dims[0] == world) {
-          std::copy_n(rows.data() + rank * b.numel, b.numel, b.data);
-        } else {  // another world size: every rank starts from the mean of the writers' rows
-          for (std::int64_t i = 0; i < b.numel; ++i) {
-            double sum = 0.0;
-            for (std::int64_t r = 0; r < dims[0]; ++r) sum += rows[static_cast<std::size_t>(r * b.numel + i)];
-            b.data[i] = static_cast<float>(sum / static_cast<double>(dims[0]));
+    run_collectively(ctx, [&] {
+      as_corrupt([&] {
+        h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
+        stored = h5::read_attr<std::uint64_t>(dset, "checksum");
+        if (b.numel == 0) {
+          actual = checkpoint_checksum(nullptr, 0);
+        } else if (b.per_rank) {
+          const std::vector<std::int64_t> dims = dims_of(dset);
+          std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
+          RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
+          actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
+          if (dims[0] == world) {
+            std::copy_n(rows.data() + rank * b.numel, b.numel, b.data);
+          } else {  // another world size: every rank starts from the mean of the writers' rows
+            for (std::int64_t i = 0; i < b.numel; ++i) {
+              double sum = 0.0;
+              for (std::int64_t r = 0; r < dims[0]; ++r) sum += rows[static_cast<std::size_t>(r * b.numel + i)];
+              b.data[i] = static_cast<float>(sum / static_cast<double>(dims[0]));
+            }
           }
+        } else {
+          const Slice s = slice_of(b.numel, rank, world);
+          const std::vector<hsize_t> dims = {static_cast<hsize_t>(b.numel)};
+          transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
+                   b.data + s.begin, false);
         }
-      } else {
-        const Slice s = slice_of(b.numel, rank, world);
-        const std::vector<hsize_t> dims = {static_cast<hsize_t>(b.numel)};
-        transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
-                 b.data + s.begin, false);
-      }
-    }); });
+      });
+    });
     if (!b.per_rank && b.numel > 0) {
       const Slice s = slice_of(b.numel, rank, world);
       actual = gathered_checksum(comm, world, b.numel, s, b.data + s.begin);

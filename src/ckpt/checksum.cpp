@@ -14,9 +14,7 @@ namespace {
 constexpr std::uint64_t kOdd1 = 0x9fb21c651e98df25ull;
 constexpr std::uint64_t kOdd2 = 0xd6e8feb86659fd93ull;
 
-std::uint64_t lane_step(std::uint64_t acc, std::uint64_t word) {
-  return std::rotl(acc ^ (word * kOdd1), 29) * kOdd2;
-}
+std::uint64_t lane_step(std::uint64_t acc, std::uint64_t word) { return std::rotl(acc ^ (word * kOdd1), 29) * kOdd2; }
 
 }  // namespace
 

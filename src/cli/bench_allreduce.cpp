@@ -71,8 +71,7 @@ void for_each_element_type(DType dtype, F&& f) {
   switch (dtype) {
     case DType::bf16:
       return f([](float v) { return float_to_bf16(v); }, [](std::uint16_t h) { return bf16_to_float(h); });
-    case DType::f16:
-      return f([](float v) { return float_to_f16(v); }, [](std::uint16_t h) { return f16_to_float(h); });
+    case DType::f16: return f([](float v) { return float_to_f16(v); }, [](std::uint16_t h) { return f16_to_float(h); });
     default: return f([](float v) { return v; }, [](float v) { return v; });
   }
 }
@@ -185,14 +184,20 @@ void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
       tables[b].push_back({count * esize, count, seconds * 1e6, algbw, algbw * 2.0 * (ranks - 1) / ranks, wrong});
       const Row& r = tables[b].back();
       if (o.json)
-        log::info("{}", nlohmann::json{{"bench", "allreduce"},  {"backend", comms[b].first->name},
-                                       {"comm", comms[b].second->name()}, {"ranks", ranks},
-                                       {"bytes", r.bytes},       {"count", r.count},
-                                       {"dtype", o.dtype},       {"wire_dtype", o.wire_dtype},
-                                       {"iters", o.iters},       {"time_us", r.time_us},
-                                       {"algbw_gbs", r.algbw},   {"busbw_gbs", r.busbw},
+        log::info("{}", nlohmann::json{{"bench", "allreduce"},
+                                       {"backend", comms[b].first->name},
+                                       {"comm", comms[b].second->name()},
+                                       {"ranks", ranks},
+                                       {"bytes", r.bytes},
+                                       {"count", r.count},
+                                       {"dtype", o.dtype},
+                                       {"wire_dtype", o.wire_dtype},
+                                       {"iters", o.iters},
+                                       {"time_us", r.time_us},
+                                       {"algbw_gbs", r.algbw},
+                                       {"busbw_gbs", r.busbw},
                                        {"wrong", r.wrong}}
-                                .dump());
+                            .dump());
     }
   }
   if (o.json) return;

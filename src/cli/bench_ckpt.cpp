@@ -106,7 +106,8 @@ void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
       raw_transfer(raw_path, begin, end, static_cast<char*>(params.raw()), true);
     });
     const double cw = timed(*comm, ctx, [&] { write_checkpoint_file(ctx, ckpt_path, meta, out); });
-    const double rr = timed(*comm, ctx, [&] { raw_transfer(raw_path, begin, end, static_cast<char*>(back.raw()), false); });
+    const double rr =
+        timed(*comm, ctx, [&] { raw_transfer(raw_path, begin, end, static_cast<char*>(back.raw()), false); });
     const double cr = timed(*comm, ctx, [&] { read_checkpoint_file(ctx, ckpt_path, in); });
     RT_REQUIRE(std::memcmp(params.raw(), back.raw(), static_cast<std::size_t>(bytes)) == 0, Error,
                "bench ckpt: {}: the data read back differs from what was written", ckpt_path);
@@ -116,22 +117,24 @@ void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
     ckpt_read.push_back(static_cast<double>(bytes) / cr / 1e6);
     write_ratio.push_back(ckpt_write.back() / raw_write.back());
     read_ratio.push_back(ckpt_read.back() / raw_read.back());
-    log::info("bench ckpt: pass {}/{}: raw write {:.0f} MB/s, checkpoint write {:.0f} MB/s ({:.0f}%), raw read {:.0f} "
-              "MB/s, checkpoint read {:.0f} MB/s",
-              r + 1, o.repeats, raw_write.back(), ckpt_write.back(), 100.0 * write_ratio.back(), raw_read.back(),
-              ckpt_read.back());
+    log::info(
+        "bench ckpt: pass {}/{}: raw write {:.0f} MB/s, checkpoint write {:.0f} MB/s ({:.0f}%), raw read {:.0f} "
+        "MB/s, checkpoint read {:.0f} MB/s",
+        r + 1, o.repeats, raw_write.back(), ckpt_write.back(), 100.0 * write_ratio.back(), raw_read.back(),
+        ckpt_read.back());
   }
   run_collectively(ctx, [&] {
     if (ctx.world_rank() != 0) return;
     std::filesystem::remove(raw_path);
     std::filesystem::remove(ckpt_path);
   });
-  log::info("bench ckpt: {} parameters ({:.0f} MB), {} rank{}, medians of {}: checkpoint write {:.0f} MB/s = {:.0f}% "
-            "of raw write+fsync {:.0f} MB/s | checkpoint read {:.0f} MB/s = {:.0f}% of raw pread {:.0f} MB/s "
-            "(reads every rank's full copy; raw reads 1/{} each)",
-            o.params, static_cast<double>(bytes) / 1e6, ctx.world_size(), ctx.world_size() > 1 ? "s" : "", o.repeats,
-            median(ckpt_write), 100.0 * median(write_ratio), median(raw_write), median(ckpt_read),
-            100.0 * median(read_ratio), median(raw_read), ctx.world_size());
+  log::info(
+      "bench ckpt: {} parameters ({:.0f} MB), {} rank{}, medians of {}: checkpoint write {:.0f} MB/s = {:.0f}% "
+      "of raw write+fsync {:.0f} MB/s | checkpoint read {:.0f} MB/s = {:.0f}% of raw pread {:.0f} MB/s "
+      "(reads every rank's full copy; raw reads 1/{} each)",
+      o.params, static_cast<double>(bytes) / 1e6, ctx.world_size(), ctx.world_size() > 1 ? "s" : "", o.repeats,
+      median(ckpt_write), 100.0 * median(write_ratio), median(raw_write), median(ckpt_read), 100.0 * median(read_ratio),
+      median(raw_read), ctx.world_size());
   const nlohmann::json j = {{"bench", "ckpt"},
                             {"params", o.params},
                             {"bytes", bytes},

@@ -47,7 +47,7 @@ void bench_gemm_cpu(Context& ctx, const GemmOptions& o) {
       blas::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  double once = run(1);  // warm-up, and the per-call time that sizes the timed loops
+  double once = run(1);                       // warm-up, and the per-call time that sizes the timed loops
   comm->allreduce_sum(&once, 1, DType::f64);  // same iteration count on every rank
   const auto iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.seconds / (once / ctx.world_size())));
   std::vector<double> rates;
@@ -118,15 +118,15 @@ void bench_gemm_cuda(Context& ctx, const GemmOptions& o) {
     gpus = visible_gpus(&why);
     RT_REQUIRE(!gpus.empty(), Error, "bench gemm --backend cuda: {}; nothing measured", why);
     RT_REQUIRE(ctx.world_size() == 1, ConfigError,
-               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}",
-               ctx.world_size());
+               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
   });
   ctx.bind("cuda", 1);
   const VisibleGpu& gpu = gpus.at(static_cast<std::size_t>(ctx.binding().device));
   if (!o.json) {
-    log::info("bench gemm: cuBLASLt on {} (GPU {}), medians of {} repeats of {} calls; used = ringtrain's algorithm "
-              "(the heuristic's first), best = fastest candidate",
-              gpu.name, gpu.ordinal, o.repeats, o.calls);
+    log::info(
+        "bench gemm: cuBLASLt on {} (GPU {}), medians of {} repeats of {} calls; used = ringtrain's algorithm "
+        "(the heuristic's first), best = fastest candidate",
+        gpu.name, gpu.ordinal, o.repeats, o.calls);
     log::info("  {:<20} {:>5} {:>5} {:>5} {:<5} {:>12} {:>12} {:>9} {:>10}", "gemm", "m", "n", "k", "dtype",
               "used TFLOP/s", "best TFLOP/s", "used/best", "candidates");
   }
@@ -185,8 +185,9 @@ void bench_gemm_cuda(Context& ctx, const GemmOptions& o) {
 
 Command add_bench_gemm_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
-      "gemm", "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
-              "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
+      "gemm",
+      "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
+      "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
   auto o = std::make_shared<GemmOptions>();
   cmd->add_option("--backend", o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -207,8 +208,8 @@ Command add_bench_gemm_command(CLI::App& bench) {
     if (!cmd->parsed()) return 0;
     const bool cuda = o->backend == "cuda";
     run_collectively(ctx, [&] {
-      for (const char* option : cuda ? std::vector<const char*>{"--seconds", "--threads"}
-                                     : std::vector<const char*>{"--dtype", "--calls"})
+      for (const char* option :
+           cuda ? std::vector<const char*>{"--seconds", "--threads"} : std::vector<const char*>{"--dtype", "--calls"})
         RT_REQUIRE(cmd->count(option) == 0, ConfigError, "bench gemm: {} applies to --backend {} only", option,
                    cuda ? "cpu" : "cuda");
     });

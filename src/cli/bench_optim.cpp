@@ -88,12 +88,8 @@ void bench_optim(Context& ctx, const OptimBenchOptions& o) {
   RT_REQUIRE(std::isfinite(probe.f32()[0]), Error, "bench optim: the updates produced a non-finite parameter ({})",
              probe.f32()[0]);
 
-  nlohmann::json j = {{"bench", "optim"},
-                      {"backend", backend},
-                      {"device", ctx.binding().device},
-                      {"params", o.params},
-                      {"iterations", o.iterations},
-                      {"repeats", o.repeats}};
+  nlohmann::json j = {{"bench", "optim"},   {"backend", backend},         {"device", ctx.binding().device},
+                      {"params", o.params}, {"iterations", o.iterations}, {"repeats", o.repeats}};
   const double copy_gbps = kCopyBytes * static_cast<double>(o.params) / (median(passes[0].ms) * 1e-3) / 1e9;
   for (const Pass& pass : passes) {
     const double ms = median(pass.ms);
@@ -128,7 +124,8 @@ Command add_bench_optim_command(CLI::App& bench) {
   auto o = std::make_shared<OptimBenchOptions>();
   cmd->add_option("--backend", o->backend, "where the arenas live (as runtime.backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--params", o->params, "parameters in the arena")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
+  cmd->add_option("--params", o->params, "parameters in the arena")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
   cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", o->repeats, "measurements of each pass (median reported)")->check(CLI::Range(1, 100));
   cmd->add_flag("--json", o->json, "one JSON object instead of text");

@@ -69,8 +69,7 @@ std::unique_ptr<Model> build_mlp(const std::vector<MlpLayer>& layers, const std:
   std::size_t linear = 0;
   for (const MlpLayer& l : layers) {
     toml += fmt::format("[[model.layers]]\ntype = \"{}\"\n", l.type);
-    if (l.type == "linear")
-      toml += fmt::format("out = {}\nbias = {}\n", outs.empty() ? l.out : outs[linear++], l.bias);
+    if (l.type == "linear") toml += fmt::format("out = {}\nbias = {}\n", outs.empty() ? l.out : outs[linear++], l.bias);
     if (l.type == "dropout") toml += fmt::format("p = {}\n", l.p);
   }
   Config config = Config::parse(toml, "bench prune");
@@ -166,7 +165,8 @@ Command add_bench_prune_command(CLI::App& bench) {
   auto o = std::make_shared<PruneBenchOptions>();
   cmd->add_option("--config", o->config, "a config whose [[model.layers]] form an MLP")->check(CLI::ExistingFile);
   cmd->add_option("--input", o->input, "per-sample input shape")->delimiter(',');
-  cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")
+      ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
   cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));

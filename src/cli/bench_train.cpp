@@ -86,8 +86,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   Communicator& stats = *comms.main;
   GradScaler scaler;  // fp16 scales the loss as in training; skipped steps still count
   if (tc.precision == DType::f16) scaler = GradScaler(tc.loss_scale);
-  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr,
-                        &scaler);
+  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr, &scaler);
   start_from_root_params(*model, stats, tc.seed);
 
   std::unique_ptr<Loader> loader;
@@ -114,8 +113,8 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
     const Tensor& x = batch ? batch->x : synthetic_x;
     const std::int32_t* labels = batch ? batch->labels.data() : synthetic_labels.data();
     const auto t1 = Clock::now();
-    const StepResult r = step.run(x, labels, StepInfo{true, tc.seed, i, ctx.world_rank()},
-                                  static_cast<float>(schedule->at(i)));
+    const StepResult r =
+        step.run(x, labels, StepInfo{true, tc.seed, i, ctx.world_rank()}, static_cast<float>(schedule->at(i)));
     const double data_s = std::chrono::duration<double>(t1 - t0).count();
     if (i >= o.warmup)
       timed.push_back({data_s, r.forward_s, r.backward_s, r.exposed_s, r.optimizer_s, r.allreduce_s,
@@ -130,58 +129,60 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   const double algbw = allreduce_s > 0 ? static_cast<double>(grad_bytes) / allreduce_s / 1e9 : 0.0;
   const double busbw = algbw * 2.0 * (world - 1) / world;
   auto ms = [&](auto field) { return 1e3 * median_of(timed, field); };
-  const nlohmann::json j = {
-      {"bench", "train"},
-      {"config", o.config},
-      {"synthetic", o.synthetic},
-      {"ranks", world},
-      {"nodes", ctx.node_count()},
-      {"backend", ctx.binding().backend},
-      {"precision", precision_name(tc.precision)},
-      {"threads_per_rank", ctx.binding().threads},
-      {"per_rank_batch", per_rank},
-      {"global_batch", per_rank * world},
-      {"warmup_steps", o.warmup},
-      {"timed_steps", o.steps},
-      {"samples_per_s", global_rate},
-      {"samples_per_s_per_rank", global_rate / world},
-      {"step_ms", 1e3 * slowest_step_s},
-      {"step_ms_this_rank", 1e3 * step_s},
-      {"data_wait_ms", ms([](const StepParts& s) { return s.data; })},
-      {"forward_ms", ms([](const StepParts& s) { return s.forward; })},
-      {"backward_ms", ms([](const StepParts& s) { return s.backward; })},
-      {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
-      {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
-      {"allreduce_ms", 1e3 * allreduce_s},
-      {"overlap", step.overlapped()},
-      {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
-      {"cuda_graph_replays", step.graph_replays()},
-      {"buckets", step.num_buckets()},
-      {"bucket_mb", tc.bucket_mb},
-      {"grad_bytes", grad_bytes},
-      {"wire_dtype", tc.wire_dtype},
-      {"allreduce", comms.gradient->name()},
-      {"allreduce_algbw_GBps", algbw},
-      {"allreduce_busbw_GBps", busbw},
-      {"params", model->num_params()},
-      {"flops_per_sample", model->train_flops_per_sample()}};
+  const nlohmann::json j = {{"bench", "train"},
+                            {"config", o.config},
+                            {"synthetic", o.synthetic},
+                            {"ranks", world},
+                            {"nodes", ctx.node_count()},
+                            {"backend", ctx.binding().backend},
+                            {"precision", precision_name(tc.precision)},
+                            {"threads_per_rank", ctx.binding().threads},
+                            {"per_rank_batch", per_rank},
+                            {"global_batch", per_rank * world},
+                            {"warmup_steps", o.warmup},
+                            {"timed_steps", o.steps},
+                            {"samples_per_s", global_rate},
+                            {"samples_per_s_per_rank", global_rate / world},
+                            {"step_ms", 1e3 * slowest_step_s},
+                            {"step_ms_this_rank", 1e3 * step_s},
+                            {"data_wait_ms", ms([](const StepParts& s) { return s.data; })},
+                            {"forward_ms", ms([](const StepParts& s) { return s.forward; })},
+                            {"backward_ms", ms([](const StepParts& s) { return s.backward; })},
+                            {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
+                            {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
+                            {"allreduce_ms", 1e3 * allreduce_s},
+                            {"overlap", step.overlapped()},
+                            {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
+                            {"cuda_graph_replays", step.graph_replays()},
+                            {"buckets", step.num_buckets()},
+                            {"bucket_mb", tc.bucket_mb},
+                            {"grad_bytes", grad_bytes},
+                            {"wire_dtype", tc.wire_dtype},
+                            {"allreduce", comms.gradient->name()},
+                            {"allreduce_algbw_GBps", algbw},
+                            {"allreduce_busbw_GBps", busbw},
+                            {"params", model->num_params()},
+                            {"flops_per_sample", model->train_flops_per_sample()}};
   if (o.json) {
     log::info("{}", j.dump());
     return;
   }
-  log::info("bench train: {} on {} rank{} ({}, {}), {} batches of {} per rank ({} global), medians of {} steps after {} "
-            "warm-up",
-            o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision), o.synthetic ? "synthetic" : "real", per_rank, per_rank * world,
-            o.steps, o.warmup);
-  log::info("  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
-            "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
-            global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
-            j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
-            j["optimizer_ms"].get<double>());
-  log::info("  gradients {:.2f} MB in {} bucket{}, allreduce {:.2f} ms per step ({}): algbw {:.2f} GB/s, busbw {:.2f} "
-            "GB/s",
-            static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s",
-            1e3 * allreduce_s, step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
+  log::info(
+      "bench train: {} on {} rank{} ({}, {}), {} batches of {} per rank ({} global), medians of {} steps after {} "
+      "warm-up",
+      o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision),
+      o.synthetic ? "synthetic" : "real", per_rank, per_rank * world, o.steps, o.warmup);
+  log::info(
+      "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
+      "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
+      global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
+      j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
+      j["optimizer_ms"].get<double>());
+  log::info(
+      "  gradients {:.2f} MB in {} bucket{}, allreduce {:.2f} ms per step ({}): algbw {:.2f} GB/s, busbw {:.2f} "
+      "GB/s",
+      static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s", 1e3 * allreduce_s,
+      step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
 }
 
 }  // namespace

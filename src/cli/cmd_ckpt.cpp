@@ -71,9 +71,10 @@ void inspect(const InspectOptions& o) {
   log::info("state:      optimizer {} ({} steps taken), data strategy {}", m.optimizer, m.optimizer_steps,
             m.data_strategy);
   log::info("precision:  {}{}", m.precision,
-            m.precision == "fp16" ? fmt::format(", loss scale {:g} ({} clean steps since it last changed), {} steps skipped",
-                                                m.loss_scale, m.loss_scale_good_steps, m.skipped_steps)
-                                  : std::string());
+            m.precision == "fp16"
+                ? fmt::format(", loss scale {:g} ({} clean steps since it last changed), {} steps skipped",
+                              m.loss_scale, m.loss_scale_good_steps, m.skipped_steps)
+                : std::string());
   for (const auto& d : datasets)
     log::info("  /{:<24} [{}]  checksum {:016x}{}", d.name, fmt::join(d.dims, ", "), d.stored_checksum,
               d.verified ? "  ok" : "");

@@ -57,11 +57,11 @@ struct Check {
 
 // What each rank contributes to the checks that differ across ranks and nodes.
 struct RankFacts {
-  int gpus = 0;          // visible to this rank
-  int local_size = 0;    // ranks on this rank's node
-  int driver = 0;        // CUDA version the driver supports (0: none)
-  int node_hash = 0;     // node name, hashed: which ranks share a node
-  int gpu_hash = 0;      // PCI id of the GPU this rank binds (local rank mod visible), 0: none
+  int gpus = 0;        // visible to this rank
+  int local_size = 0;  // ranks on this rank's node
+  int driver = 0;      // CUDA version the driver supports (0: none)
+  int node_hash = 0;   // node name, hashed: which ranks share a node
+  int gpu_hash = 0;    // PCI id of the GPU this rank binds (local rank mod visible), 0: none
 };
 constexpr std::size_t kFactFields = 5;
 
@@ -136,7 +136,8 @@ Versions collect_versions(const NvmlTelemetry& nvml) {
 #endif
   std::string config = openblas_get_config();
   while (!config.empty() && config.back() == ' ') config.pop_back();
-  v.blas = fmt::format("{}, {} thread{}", config, openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+  v.blas =
+      fmt::format("{}, {} thread{}", config, openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
   v.nvml_driver = nvml.driver_version();
   v.nvml_why = nvml.unavailable_reason();
   return v;
@@ -161,7 +162,8 @@ nlohmann::ordered_json versions_json(const Versions& v) {
           {"cudnn", c.cudnn < 0 ? nlohmann::ordered_json(c.compiled ? "not found at build time" : "not compiled")
                                 : nlohmann::ordered_json(dotted(c.cudnn, 10000, 100))},
           {"nccl", v.nccl},
-          {"nvidia_driver", v.nvml_driver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v.nvml_driver)},
+          {"nvidia_driver",
+           v.nvml_driver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v.nvml_driver)},
           {"nvml", v.nvml_why.empty() ? std::string("loaded") : "not loaded: " + v.nvml_why}};
 }
 
@@ -251,7 +253,7 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
                       fmt::format("ranks {} see no GPU while {} do", ranks_list(without_gpu), with_gpu.size())});
   } else {
     std::map<std::pair<int, int>, std::vector<int>> by_gpu;  // (node, GPU) -> ranks
-    std::map<int, std::pair<int, int>> by_node;               // node -> (ranks, most GPUs one rank sees)
+    std::map<int, std::pair<int, int>> by_node;              // node -> (ranks, most GPUs one rank sees)
     for (int r = 0; r < world; ++r) {
       const RankFacts& f = facts[static_cast<std::size_t>(r)];
       by_gpu[{f.node_hash, f.gpu_hash}].push_back(r);
@@ -259,7 +261,8 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
     }
     std::string shared, idle;
     for (const auto& [key, ranks] : by_gpu)
-      if (ranks.size() > 1) shared += fmt::format("{}ranks {} share one GPU", shared.empty() ? "" : "; ", ranks_list(ranks));
+      if (ranks.size() > 1)
+        shared += fmt::format("{}ranks {} share one GPU", shared.empty() ? "" : "; ", ranks_list(ranks));
     for (const auto& [node, counts] : by_node)
       if (counts.second > counts.first)
         idle += fmt::format("{}a node with {} GPUs runs {} rank{}", idle.empty() ? "" : "; ", counts.second,
@@ -269,18 +272,21 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
     else if (!idle.empty())
       checks.push_back({"gpus", Verdict::warn, idle + " (GPUs left idle; launch one rank per GPU)"});
     else
-      checks.push_back({"gpus", Verdict::ok, fmt::format("each of the {} rank{} has its own GPU", world, world == 1 ? "" : "s")});
+      checks.push_back(
+          {"gpus", Verdict::ok, fmt::format("each of the {} rank{} has its own GPU", world, world == 1 ? "" : "s")});
   }
 
   if (!c.compiled) {
     checks.push_back({"cuda driver", missing_gpu, "CUDA not compiled (RINGTRAIN_WITH_CUDA=OFF)"});
   } else if (with_gpu.empty()) {
-    checks.push_back({"cuda driver", missing_gpu, fmt::format("{} (runtime CUDA {})", no_gpu_why, cuda_version_text(c.runtime))});
+    checks.push_back(
+        {"cuda driver", missing_gpu, fmt::format("{} (runtime CUDA {})", no_gpu_why, cuda_version_text(c.runtime))});
   } else if (!old_driver.empty()) {
-    checks.push_back({"cuda driver", Verdict::fail,
-                      fmt::format("ranks {}: the driver supports CUDA {} but ringtrain needs {}: update the driver",
-                                  ranks_list(old_driver), cuda_version_text(facts[static_cast<std::size_t>(old_driver[0])].driver),
-                                  cuda_version_text(c.runtime))});
+    checks.push_back(
+        {"cuda driver", Verdict::fail,
+         fmt::format("ranks {}: the driver supports CUDA {} but ringtrain needs {}: update the driver",
+                     ranks_list(old_driver), cuda_version_text(facts[static_cast<std::size_t>(old_driver[0])].driver),
+                     cuda_version_text(c.runtime))});
   } else {
     checks.push_back({"cuda driver", Verdict::ok,
                       fmt::format("driver supports CUDA {} >= runtime {}", cuda_version_text(facts[0].driver),
@@ -292,16 +298,17 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
   } else {
     const int major = c.runtime / 1000;
     std::vector<std::string> wrong;
-    if (c.cublas / 10000 != major) wrong.push_back(fmt::format("cuBLAS {} is for CUDA {}", dotted(c.cublas, 10000, 100), c.cublas / 10000));
+    if (c.cublas / 10000 != major)
+      wrong.push_back(fmt::format("cuBLAS {} is for CUDA {}", dotted(c.cublas, 10000, 100), c.cublas / 10000));
     if (c.cudnn >= 0 && c.cudnn_cudart / 1000 != major)
       wrong.push_back(fmt::format("cuDNN was built for CUDA {}", cuda_version_text(c.cudnn_cudart)));
     std::string joined;
     for (const auto& w : wrong) joined += (joined.empty() ? "" : "; ") + w;
-    checks.push_back(wrong.empty()
-                         ? Check{"cuda libraries", Verdict::ok,
-                                 fmt::format("cuBLAS{} built for CUDA {} like the runtime (NCCL {})",
-                                             c.cudnn >= 0 ? " and cuDNN" : "", major, v.nccl)}
-                         : Check{"cuda libraries", Verdict::fail, joined + fmt::format(", the runtime is CUDA {}", major)});
+    checks.push_back(wrong.empty() ? Check{"cuda libraries", Verdict::ok,
+                                           fmt::format("cuBLAS{} built for CUDA {} like the runtime (NCCL {})",
+                                                       c.cudnn >= 0 ? " and cuDNN" : "", major, v.nccl)}
+                                   : Check{"cuda libraries", Verdict::fail,
+                                           joined + fmt::format(", the runtime is CUDA {}", major)});
   }
 
   if (!v.nvml_why.empty())
@@ -313,8 +320,9 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
   if (v.thread_level == MPI_THREAD_MULTIPLE)
     checks.push_back({"mpi thread level", Verdict::ok, "MPI_THREAD_MULTIPLE: gradients reduce during backward"});
   else
-    checks.push_back({"mpi thread level", Verdict::warn,
-                      fmt::format("{}: comm.overlap falls back to reducing after backward", thread_level_name(v.thread_level))});
+    checks.push_back(
+        {"mpi thread level", Verdict::warn,
+         fmt::format("{}: comm.overlap falls back to reducing after backward", thread_level_name(v.thread_level))});
 
   const std::string aware = cuda_aware_mpi();
   const bool nccl = v.nccl != "not compiled";
@@ -324,8 +332,9 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
     checks.push_back({"cuda-aware mpi", Verdict::skip, fmt::format("{}: not needed by CPU ranks", aware)});
   else
     checks.push_back({"cuda-aware mpi", nccl ? Verdict::ok : Verdict::warn,
-                      fmt::format("{}: {}", aware, nccl ? "GPU gradients go through NCCL"
-                                                        : "without NCCL, GPU buffers are staged through host memory")});
+                      fmt::format("{}: {}", aware,
+                                  nccl ? "GPU gradients go through NCCL"
+                                       : "without NCCL, GPU buffers are staged through host memory")});
 
   if (SlurmInfo slurm = slurm_info(); !slurm.active())
     checks.push_back({"slurm", Verdict::skip, "not under Slurm"});
@@ -337,10 +346,11 @@ std::vector<Check> run_checks(const Versions& v, const std::vector<RankFacts>& f
     checks.push_back({"slurm", Verdict::ok, slurm.describe()});
 
   if (!selftest.ran)
-    checks.push_back({"allreduce", Verdict::skip,
-                      world < 2 ? "1 rank: nothing to exchange" : "self-test off (--selftest-mib 0)"});
+    checks.push_back(
+        {"allreduce", Verdict::skip, world < 2 ? "1 rank: nothing to exchange" : "self-test off (--selftest-mib 0)"});
   else if (!selftest.correct)
-    checks.push_back({"allreduce", Verdict::fail, fmt::format("{}: wrong sums on at least one rank", selftest.communicator)});
+    checks.push_back(
+        {"allreduce", Verdict::fail, fmt::format("{}: wrong sums on at least one rank", selftest.communicator)});
   else
     checks.push_back({"allreduce", Verdict::ok,
                       fmt::format("{} MiB over {} ranks ({}): median {:.2f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s",
@@ -359,18 +369,32 @@ int report(const Context& ctx, const Versions& v, const std::vector<VisibleGpu>&
   if (o.json) {
     nlohmann::ordered_json gpu_list = nlohmann::ordered_json::array();
     for (const VisibleGpu& g : gpus)
-      gpu_list.push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"memory_bytes", g.memory_bytes},
-                          {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)}, {"pci_bus_id", g.pci_bus_id}});
+      gpu_list.push_back({{"ordinal", g.ordinal},
+                          {"name", g.name},
+                          {"memory_bytes", g.memory_bytes},
+                          {"compute_capability", fmt::format("{}.{}", g.cc_major, g.cc_minor)},
+                          {"pci_bus_id", g.pci_bus_id}});
     nlohmann::ordered_json check_list = nlohmann::ordered_json::array();
-    for (const Check& c : checks) check_list.push_back({{"name", c.name}, {"verdict", verdict_name(c.verdict)}, {"detail", c.detail}});
+    for (const Check& c : checks)
+      check_list.push_back({{"name", c.name}, {"verdict", verdict_name(c.verdict)}, {"detail", c.detail}});
     nlohmann::ordered_json st = nullptr;
     if (selftest.ran)
-      st = {{"bytes", selftest.bytes}, {"iterations", selftest.iterations}, {"median_ms", 1e3 * selftest.median_s},
-            {"algbw_gbps", selftest.algbw()}, {"busbw_gbps", selftest.busbw(ctx.world_size())},
-            {"communicator", selftest.communicator}, {"correct", selftest.correct}};
-    log::info("{}", nlohmann::ordered_json{{"ranks", ctx.world_size()}, {"nodes", nodes}, {"versions", versions_json(v)},
-                                   {"gpus", gpu_list}, {"gpus_missing_reason", gpus.empty() ? no_gpu_why : ""},
-                                   {"checks", check_list}, {"selftest", st}, {"result", result}, {"failed", failed}}
+      st = {{"bytes", selftest.bytes},
+            {"iterations", selftest.iterations},
+            {"median_ms", 1e3 * selftest.median_s},
+            {"algbw_gbps", selftest.algbw()},
+            {"busbw_gbps", selftest.busbw(ctx.world_size())},
+            {"communicator", selftest.communicator},
+            {"correct", selftest.correct}};
+    log::info("{}", nlohmann::ordered_json{{"ranks", ctx.world_size()},
+                                           {"nodes", nodes},
+                                           {"versions", versions_json(v)},
+                                           {"gpus", gpu_list},
+                                           {"gpus_missing_reason", gpus.empty() ? no_gpu_why : ""},
+                                           {"checks", check_list},
+                                           {"selftest", st},
+                                           {"result", result},
+                                           {"failed", failed}}
                         .dump());
     return failed > 0 ? 1 : 0;
   }
@@ -379,9 +403,10 @@ int report(const Context& ctx, const Versions& v, const std::vector<VisibleGpu>&
   log::info("versions");
   const nlohmann::ordered_json versions = versions_json(v);
   for (const auto& [key, value] : versions.items())
-    log::info("  {:<17} {}", key, value.is_string() ? value.get<std::string>()
-                                  : key == "cuda_driver" ? "none (" + no_gpu_why + ")"
-                                                         : std::string("unknown (NVML not loaded)"));
+    log::info("  {:<17} {}", key,
+              value.is_string()      ? value.get<std::string>()
+              : key == "cuda_driver" ? "none (" + no_gpu_why + ")"
+                                     : std::string("unknown (NVML not loaded)"));
   if (gpus.empty()) {
     log::info("gpus (rank 0): none ({})", no_gpu_why);
   } else {
@@ -423,7 +448,8 @@ int run_doctor(Context& ctx, const DoctorOptions& o) {
 }  // namespace
 
 Command add_doctor_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("doctor", "Versions, GPUs and launch checks over all ranks, with an allreduce self-test");
+  auto* cmd =
+      app.add_subcommand("doctor", "Versions, GPUs and launch checks over all ranks, with an allreduce self-test");
   auto o = std::make_shared<DoctorOptions>();
   cmd->add_flag("--json", o->json, "one JSON object instead of text");
   cmd->add_flag("--require-gpu", o->require_gpu, "fail when a rank sees no GPU (default: a CPU machine is fine)");

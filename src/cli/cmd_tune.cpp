@@ -132,9 +132,10 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
     t->config = std::make_unique<Config>(Config::load_file(o.config, o.sets));
     t->tc = read_train_config(*t->config, std::filesystem::path(o.config).stem().string());
     if (t->tc.accumulation_steps > 1)
-      t->notes.push_back(fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
-                                     "micro-batch, so the batch tuned is train.batch_size",
-                                     t->tc.accumulation_steps));
+      t->notes.push_back(
+          fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
+                      "micro-batch, so the batch tuned is train.batch_size",
+                      t->tc.accumulation_steps));
     ctx.bind(t->tc.backend, static_cast<int>(t->tc.threads));  // cuda without a GPU: the CPU, with a warning
     t->gpu = ctx.binding().backend == "cuda";
     t->compute = compute_options(t->tc, ctx);
@@ -202,8 +203,8 @@ std::vector<int> ranks_where(Communicator& comm, const Context& ctx, bool flag) 
 
 struct SizeRun {
   std::vector<int> out_of_memory_ranks;  // GPU: where the size ran out of device memory (then nothing below is set)
-  double fixed_bytes = 0.0;  // held before any batch buffer: arenas, optimizer state, step
-  double total_bytes = 0.0;  // after the steps: everything the batch size needs
+  double fixed_bytes = 0.0;              // held before any batch buffer: arenas, optimizer state, step
+  double total_bytes = 0.0;              // after the steps: everything the batch size needs
   double median_step_s = 0.0;
 };
 
@@ -280,8 +281,8 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 struct Row {
   std::int64_t batch = 0;
-  double estimated_bytes = 0.0;  // before allocating: the memory model of the sizes before it
-  double measured_bytes = 0.0;   // largest rank
+  double estimated_bytes = 0.0;      // before allocating: the memory model of the sizes before it
+  double measured_bytes = 0.0;       // largest rank
   std::vector<double> round_step_s;  // per round, the slowest rank's median
   double step_s = 0.0;               // median over the rounds
 };
@@ -290,10 +291,9 @@ double samples_per_s(const Row& r) { return static_cast<double>(r.batch) / r.ste
 
 std::string row_line(const Row& r, const Row* previous, int world) {
   const std::string gain =
-      previous == nullptr
-          ? "-"
-          : fmt::format("{:+.1f}%", 100.0 * throughput_gain({previous->batch, samples_per_s(*previous)},
-                                                            {r.batch, samples_per_s(r)}));
+      previous == nullptr ? "-"
+                          : fmt::format("{:+.1f}%", 100.0 * throughput_gain({previous->batch, samples_per_s(*previous)},
+                                                                            {r.batch, samples_per_s(r)}));
   return fmt::format("{:>7} {:>12} {:>12} {:>9.2f} {:>16.0f} {:>17.0f} {:>8}", r.batch, format_bytes(r.estimated_bytes),
                      format_bytes(r.measured_bytes), 1e3 * r.step_s, samples_per_s(r), samples_per_s(r) * world, gain);
 }
@@ -308,8 +308,8 @@ std::string stop_message(SearchStop stop, std::int64_t batch, double estimate,
       return fmt::format("batch {} would need an estimated {}, over the memory limit {}: not allocated", batch,
                          format_bytes(estimate), format_bytes(static_cast<double>(t.memory_limit)));
     case SearchStop::out_of_memory:
-      return fmt::format("batch {} ran out of GPU memory on {} (estimated {}): it fits on no rank",
-                         batch, ranks_text(out_of_memory_ranks), format_bytes(estimate));
+      return fmt::format("batch {} ran out of GPU memory on {} (estimated {}): it fits on no rank", batch,
+                         ranks_text(out_of_memory_ranks), format_bytes(estimate));
     case SearchStop::none: break;
   }
   return "";
@@ -340,13 +340,18 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
               t.step_options.overlap ? "on" : "off");
     log::info("model: {} parameters, input {}, {} classes; synthetic inputs (data.train read for its shape and size)",
               t.num_params, t.sample_shape.str(), t.num_classes);
-    log::info("memory limit per rank: {} ({}), on parameters, gradients, optimizer state, activations, workspaces and "
-              "the batch", format_bytes(static_cast<double>(t.memory_limit)), t.memory_limit_source);
+    log::info(
+        "memory limit per rank: {} ({}), on parameters, gradients, optimizer state, activations, workspaces and "
+        "the batch",
+        format_bytes(static_cast<double>(t.memory_limit)), t.memory_limit_source);
     if (t.gpu)
-      log::info("GPU memory: measured as the device pool's peak in use (a fresh model per size, the cache emptied "
-                "between sizes); a size that runs out of GPU memory on any rank fits on none and ends the search");
-    log::info("timing: {} rounds of {} warm-up + {} timed steps per batch size; step ms = the median over rounds of "
-              "the slowest rank's median", o.rounds, o.warmup, o.steps);
+      log::info(
+          "GPU memory: measured as the device pool's peak in use (a fresh model per size, the cache emptied "
+          "between sizes); a size that runs out of GPU memory on any rank fits on none and ends the search");
+    log::info(
+        "timing: {} rounds of {} warm-up + {} timed steps per batch size; step ms = the median over rounds of "
+        "the slowest rank's median",
+        o.rounds, o.warmup, o.steps);
   }
 
   // Batch 1 sizes the memory per sample before any larger batch is allocated.
@@ -389,9 +394,10 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
       Row& row = rows[round % 2 == 0 ? rows.size() - 1 - k : k];
       const SizeRun r = run_size(t, ctx, row.batch, o.warmup, o.steps);
       if (!r.out_of_memory_ranks.empty())
-        throw CollectiveError(fmt::format("batch {} fitted in round 1 but ran out of GPU memory in round {} on {}; "
-                                          "run again with --max-batch {}",
-                                          row.batch, round, ranks_text(r.out_of_memory_ranks), row.batch / 2));
+        throw CollectiveError(
+            fmt::format("batch {} fitted in round 1 but ran out of GPU memory in round {} on {}; "
+                        "run again with --max-batch {}",
+                        row.batch, round, ranks_text(r.out_of_memory_ranks), row.batch / 2));
       row.round_step_s.push_back(max_of(from_all_ranks(*t.comm, ctx, r.median_step_s)));
     }
     if (table) log::info("round {} of {} done", round, o.rounds);
@@ -442,32 +448,31 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
     if (i > 0) row["gain"] = throughput_gain(points[i - 1], points[i]);
     j_rows.push_back(row);
   }
-  const nlohmann::json j = {
-      {"tune", "batch"},
-      {"config", o.config},
-      {"world_size", world},
-      {"backend", ctx.binding().backend},
-      {"threads_per_rank", ctx.binding().threads},
-      {"allreduce", t.grad_comm->name()},
-      {"overlap", t.step_options.overlap},
-      {"parameters", t.num_params},
-      {"sample_shape", t.sample_shape.dims()},
-      {"classes", t.num_classes},
-      {"memory_limit_bytes", t.memory_limit},
-      {"memory_limit_source", t.memory_limit_source},
-      {"memory_fixed_bytes", memory.fixed_bytes},
-      {"memory_per_sample_bytes", memory.per_sample_bytes},
-      {"largest_batch_within_limit", within_limit},
-      {"warmup", o.warmup},
-      {"steps", o.steps},
-      {"rounds", o.rounds},
-      {"rows", j_rows},
-      {"stopped", {{"reason", stop_name(stop)}, {"batch", batch}, {"message", stopped}}},
-      {"choice", {{"batch", chosen}, {"global_batch", chosen * world}, {"reason", knee.reason}}},
-      {"config_batch_size", t.tc.batch_size},
-      {"ranks_agree", true},
-      {"peak_rss_bytes", peak_rss},
-      {"notes", t.notes}};
+  const nlohmann::json j = {{"tune", "batch"},
+                            {"config", o.config},
+                            {"world_size", world},
+                            {"backend", ctx.binding().backend},
+                            {"threads_per_rank", ctx.binding().threads},
+                            {"allreduce", t.grad_comm->name()},
+                            {"overlap", t.step_options.overlap},
+                            {"parameters", t.num_params},
+                            {"sample_shape", t.sample_shape.dims()},
+                            {"classes", t.num_classes},
+                            {"memory_limit_bytes", t.memory_limit},
+                            {"memory_limit_source", t.memory_limit_source},
+                            {"memory_fixed_bytes", memory.fixed_bytes},
+                            {"memory_per_sample_bytes", memory.per_sample_bytes},
+                            {"largest_batch_within_limit", within_limit},
+                            {"warmup", o.warmup},
+                            {"steps", o.steps},
+                            {"rounds", o.rounds},
+                            {"rows", j_rows},
+                            {"stopped", {{"reason", stop_name(stop)}, {"batch", batch}, {"message", stopped}}},
+                            {"choice", {{"batch", chosen}, {"global_batch", chosen * world}, {"reason", knee.reason}}},
+                            {"config_batch_size", t.tc.batch_size},
+                            {"ranks_agree", true},
+                            {"peak_rss_bytes", peak_rss},
+                            {"notes", t.notes}};
   log::info("{}", j.dump());
   return 0;
 }
@@ -504,11 +509,12 @@ Command add_tune_command(CLI::App& app) {
   batch->add_option("--warmup", o->warmup, "untimed steps before them")->check(CLI::Range(0, 100000));
   batch->add_option("--rounds", o->rounds, "times every size is timed, in alternating order (median over rounds)")
       ->check(CLI::Range(1, 100));
-  batch->add_option("--memory-limit", o->memory_limit,
-                    fmt::format("per-rank bound on parameters, gradients, optimizer state, activations, workspaces "
-                                "and the batch, e.g. 2GiB, 512MiB (default: {:.0f}% of MemAvailable / ranks on the "
-                                "node; on a GPU its total memory)",
-                                100 * kDefaultMemoryShare))
+  batch
+      ->add_option("--memory-limit", o->memory_limit,
+                   fmt::format("per-rank bound on parameters, gradients, optimizer state, activations, workspaces "
+                               "and the batch, e.g. 2GiB, 512MiB (default: {:.0f}% of MemAvailable / ranks on the "
+                               "node; on a GPU its total memory)",
+                               100 * kDefaultMemoryShare))
       ->type_name("SIZE");
   batch->add_flag("--json", o->json, "print one JSON object instead of the table");
   return [o](Context& ctx) { return tune_batch(ctx, *o); };

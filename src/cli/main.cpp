@@ -41,9 +41,9 @@ int main(int argc, char** argv) {
     if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;
   } catch (const std::exception& e) {
-    ringtrain::log::write_line(stderr, "ringtrain: error: " +
-                                           (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") +
-                                           e.what());
+    ringtrain::log::write_line(
+        stderr,
+        "ringtrain: error: " + (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") + e.what());
     if (ctx->world_size() > 1) ctx->abort(1);
     return 1;
   }

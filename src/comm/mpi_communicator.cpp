@@ -98,8 +98,14 @@ class MpiCommunicator final : public Communicator {
       case DType::f32: type = MPI_FLOAT; break;
       case DType::f64: type = MPI_DOUBLE; break;
       case DType::i32: type = MPI_INT; break;
-      case DType::bf16: type = MPI_UINT16_T; op = bf16_sum_; break;
-      case DType::f16: type = MPI_UINT16_T; op = f16_sum_; break;
+      case DType::bf16:
+        type = MPI_UINT16_T;
+        op = bf16_sum_;
+        break;
+      case DType::f16:
+        type = MPI_UINT16_T;
+        op = f16_sum_;
+        break;
       case DType::u8: break;  // rejected above
     }
     auto* bytes = static_cast<std::byte*>(data);
@@ -111,8 +117,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   void broadcast(void* data, std::size_t bytes, int root) override {
-    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root,
-               size_);
+    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root, size_);
     auto* p = static_cast<std::byte*>(data);
     for (std::size_t done = 0; done < bytes; done += kMaxMpiCount) {
       const std::size_t n = std::min(kMaxMpiCount, bytes - done);
@@ -143,7 +148,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Op f16_sum_ = MPI_OP_NULL;
   int rank_ = 0;
   int size_ = 1;
-  comm::ScratchBuffer scratch_;  // the message ring's slices, reused across calls
+  comm::ScratchBuffer scratch_;              // the message ring's slices, reused across calls
   std::unique_ptr<comm::ShmAllreduce> shm_;  // the shared-memory ring, when all ranks share a node
 };
 

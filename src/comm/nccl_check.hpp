@@ -25,16 +25,15 @@ inline std::string describe_nccl_error(ncclResult_t code) {
 
 }  // namespace ringtrain::nccl
 
-#define RT_NCCL_CHECK(call)                                                         \
-  do {                                                                              \
-    const ncclResult_t rt_nccl_rc_ = (call);                                        \
-    if (rt_nccl_rc_ != ncclSuccess)                                                 \
-      ::ringtrain::nccl::throw_nccl_error(rt_nccl_rc_, #call, __FILE__, __LINE__);  \
+#define RT_NCCL_CHECK(call)                                                                                      \
+  do {                                                                                                           \
+    const ncclResult_t rt_nccl_rc_ = (call);                                                                     \
+    if (rt_nccl_rc_ != ncclSuccess) ::ringtrain::nccl::throw_nccl_error(rt_nccl_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define RT_NCCL_CHECK_ASYNC(call)                                                   \
-  do {                                                                              \
-    const ncclResult_t rt_nccl_rc_ = (call);                                        \
-    if (rt_nccl_rc_ != ncclSuccess && rt_nccl_rc_ != ncclInProgress)                \
-      ::ringtrain::nccl::throw_nccl_error(rt_nccl_rc_, #call, __FILE__, __LINE__);  \
+#define RT_NCCL_CHECK_ASYNC(call)                                                  \
+  do {                                                                             \
+    const ncclResult_t rt_nccl_rc_ = (call);                                       \
+    if (rt_nccl_rc_ != ncclSuccess && rt_nccl_rc_ != ncclInProgress)               \
+      ::ringtrain::nccl::throw_nccl_error(rt_nccl_rc_, #call, __FILE__, __LINE__); \
   } while (0)

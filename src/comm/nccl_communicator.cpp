@@ -120,7 +120,9 @@ class NcclCommunicator final : public Communicator {
   std::string_view name() const override { return "nccl"; }
   bool device_memory() const override { return true; }
 
-  void allreduce_sum(void* data, std::size_t count, DType dtype) override { allreduce_sum_after(0, data, count, dtype); }
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
+    allreduce_sum_after(0, data, count, dtype);
+  }
 
   std::uint64_t mark_inputs_ready() override {
     const DeviceGuard on_device(device_);
@@ -134,23 +136,22 @@ class NcclCommunicator final : public Communicator {
 
   void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
     const auto type = nccl_type(dtype);  // before any early return: the error must not depend on size
-    RT_REQUIRE(type.has_value(), CommError,
-               "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", dtype_name(dtype));
+    RT_REQUIRE(type.has_value(), CommError, "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)",
+               dtype_name(dtype));
     require_usable("allreduce");
     if (count == 0) return;
     require_device_pointer("allreduce", data);
-    run("allreduce", count, dtype_name(dtype), ready, [&] {
-      return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_);
-    });
+    run("allreduce", count, dtype_name(dtype), ready,
+        [&] { return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_); });
   }
 
   void broadcast(void* data, std::size_t bytes, int root) override {
-    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root,
-               size_);
+    RT_REQUIRE(root >= 0 && root < size_, CommError, "broadcast: root {} out of range (world size {})", root, size_);
     require_usable("broadcast");
     if (bytes == 0) return;
     require_device_pointer("broadcast", data);
-    run("broadcast", bytes, "bytes", 0, [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
+    run("broadcast", bytes, "bytes", 0,
+        [&] { return ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, stream_); });
   }
 
   // An NCCL allreduce of one int rather than MPI_Barrier: after construction this backend
@@ -218,9 +219,10 @@ class NcclCommunicator final : public Communicator {
       }
       if (deadline.passed()) {
         abort_comm();
-        throw CommError(fmt::format("ncclCommInitRankConfig on device {} not done after {} s (timeout_s): a peer "
-                                    "did not join; aborted",
-                                    device_, options_.timeout_s));
+        throw CommError(
+            fmt::format("ncclCommInitRankConfig on device {} not done after {} s (timeout_s): a peer "
+                        "did not join; aborted",
+                        device_, options_.timeout_s));
       }
       deadline.pause();
     }
@@ -285,11 +287,13 @@ class NcclCommunicator final : public Communicator {
     cudaPointerAttributes attributes{};
     RT_CUDA_CHECK(cudaPointerGetAttributes(&attributes, data));
     const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
-    RT_REQUIRE(on_device, CommError, "nccl {}: {} is not device memory (the nccl backend takes device pointers; "
-               "use the mpi backend for host buffers)", op, data);
+    RT_REQUIRE(on_device, CommError,
+               "nccl {}: {} is not device memory (the nccl backend takes device pointers; "
+               "use the mpi backend for host buffers)",
+               op, data);
     RT_REQUIRE(attributes.type == cudaMemoryTypeManaged || attributes.device == device_, CommError,
-               "nccl {}: buffer {} is on device {}, this rank's communicator on device {}", op, data,
-               attributes.device, device_);
+               "nccl {}: buffer {} is on device {}, this rank's communicator on device {}", op, data, attributes.device,
+               device_);
   }
 
   void abort_comm() noexcept {

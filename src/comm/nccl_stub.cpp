@@ -8,9 +8,10 @@ namespace ringtrain {
 namespace {
 
 [[noreturn]] void not_compiled(const char* what) {
-  throw NotCompiled(fmt::format("{}: this ringtrain was built without CUDA/NCCL (RINGTRAIN_WITH_CUDA=OFF, or "
-                                "NCCL not found at configure time)",
-                                what));
+  throw NotCompiled(
+      fmt::format("{}: this ringtrain was built without CUDA/NCCL (RINGTRAIN_WITH_CUDA=OFF, or "
+                  "NCCL not found at configure time)",
+                  what));
 }
 
 }  // namespace

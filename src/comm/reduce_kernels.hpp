@@ -80,8 +80,8 @@ constexpr DType wire_dtype_for(DType dtype, DType wire) { return dtype == DType:
 inline bool sum_supported(DType dtype) { return dtype != DType::u8; }
 
 inline void require_sum_dtype(DType dtype) {
-  RT_REQUIRE(sum_supported(dtype), CommError,
-             "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", dtype_name(dtype));
+  RT_REQUIRE(sum_supported(dtype), CommError, "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)",
+             dtype_name(dtype));
 }
 
 // Calls f(Codec{}) with the codec for `dtype` travelling as `wire` (from wire_dtype_for);
@@ -213,8 +213,8 @@ void accumulate(typename C::Data* __restrict data, const typename C::Wire* __res
 // Summed in L1-sized blocks so that every source is read once whatever the source count; one
 // source (two ranks) with plain stores is one fused pass, with the same arithmetic.
 template <typename C>
-void reduce_sources(typename C::Data* __restrict data, typename C::Wire* __restrict out,
-                    const std::byte* const* srcs, int nsrc, std::size_t n, Store store = Store::plain) {
+void reduce_sources(typename C::Data* __restrict data, typename C::Wire* __restrict out, const std::byte* const* srcs,
+                    int nsrc, std::size_t n, Store store = Store::plain) {
   if (nsrc == 1 && store == Store::plain) {
     const auto* __restrict src = reinterpret_cast<const typename C::Wire*>(srcs[0]);
     for (std::size_t i = 0; i < n; ++i) {

@@ -81,9 +81,9 @@ class ShmAllreduce {
 
   int rank_;
   int size_;
-  std::byte* base_;       // all ranks' parts, rank order
-  std::size_t mapped_;    // bytes mapped at base_
-  std::uint64_t rounds_ = 0;  // rounds this communicator has run: the same on every rank
+  std::byte* base_;                        // all ranks' parts, rank order
+  std::size_t mapped_;                     // bytes mapped at base_
+  std::uint64_t rounds_ = 0;               // rounds this communicator has run: the same on every rank
   std::vector<const std::byte*> sources_;  // peers' staged copies of this rank's segment
   StoreChoice stores_;
 };

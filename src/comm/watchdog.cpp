@@ -77,7 +77,8 @@ class WatchedCommunicator : public Communicator {
             [&] { inner_->allreduce_sum_after(ready, data, count, dtype); });
   }
   void broadcast(void* data, std::size_t bytes, int root) override {
-    watched(fmt::format("broadcast of {} bytes from rank {}", bytes, root), [&] { inner_->broadcast(data, bytes, root); });
+    watched(fmt::format("broadcast of {} bytes from rank {}", bytes, root),
+            [&] { inner_->broadcast(data, bytes, root); });
   }
   void barrier() override {
     watched("barrier", [&] { inner_->barrier(); });
@@ -87,8 +88,8 @@ class WatchedCommunicator : public Communicator {
   template <typename F>
   void watched(const std::string& what, F&& call) {
     const std::uint64_t seq = ++seq_;
-    const std::uint64_t id =
-        watchdog_.begin(fmt::format("{} collective #{} ({}, {} on {} ranks)", label_, seq, what, inner_->name(), size()));
+    const std::uint64_t id = watchdog_.begin(
+        fmt::format("{} collective #{} ({}, {} on {} ranks)", label_, seq, what, inner_->name(), size()));
     try {
       call();
     } catch (...) {

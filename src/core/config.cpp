@@ -29,8 +29,7 @@ std::vector<std::string> split_key(std::string_view key) {
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
-  for (const auto& p : parts)
-    RT_REQUIRE(!p.empty(), ConfigError, "config: malformed key '{}'", key);
+  for (const auto& p : parts) RT_REQUIRE(!p.empty(), ConfigError, "config: malformed key '{}'", key);
   return parts;
 }
 
@@ -57,8 +56,8 @@ std::string describe(const toml::node& n) {
 // "train.epochs=3" -> sets root.train.epochs = 3 (TOML value syntax; bare words are strings).
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
-  RT_REQUIRE(eq != std::string::npos && eq > 0, ConfigError,
-             "--set '{}': expected key=value (e.g. train.epochs=3)", assignment);
+  RT_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "--set '{}': expected key=value (e.g. train.epochs=3)",
+             assignment);
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   toml::table parsed;
@@ -108,8 +107,8 @@ Config Config::parse(std::string_view text, const std::string& source, const std
   try {
     state->root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {
-    throw ConfigError(fmt::format("config: {}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column,
-                                  e.description()));
+    throw ConfigError(
+        fmt::format("config: {}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
   for (const auto& o : overrides) apply_override(state->root, o);
   void* root = &state->root;
@@ -161,8 +160,8 @@ void* Config::insert_default(std::string_view key, void* value_node) {
 
 namespace {
 [[noreturn]] void wrong_type(const Config& c, std::string_view key, const char* expected, const toml::node& n) {
-  throw ConfigError(fmt::format("config: {}: key '{}': expected {}, got {}", c.source(), c.path_of(key), expected,
-                                describe(n)));
+  throw ConfigError(
+      fmt::format("config: {}: key '{}': expected {}, got {}", c.source(), c.path_of(key), expected, describe(n)));
 }
 }  // namespace
 
@@ -283,8 +282,7 @@ Config Config::section(std::string_view key) {
 std::vector<Config> Config::table_array(std::string_view key) {
   auto* n = static_cast<toml::node*>(node(key));
   RT_REQUIRE(n != nullptr, ConfigError, "config: {}: missing required key '{}'", source(), path_of(key));
-  if (!n->is_array_of_tables() || n->as_array()->empty())
-    wrong_type(*this, key, "an array of tables ([[...]])", *n);
+  if (!n->is_array_of_tables() || n->as_array()->empty()) wrong_type(*this, key, "an array of tables ([[...]])", *n);
   state_->used.insert(path_of(key));
   std::vector<Config> out;
   auto& arr = *n->as_array();

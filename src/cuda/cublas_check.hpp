@@ -16,9 +16,9 @@ namespace ringtrain::cuda {
 
 }  // namespace ringtrain::cuda
 
-#define RT_CUBLAS_CHECK(call)                                                         \
-  do {                                                                                \
-    const cublasStatus_t rt_cublas_rc_ = (call);                                      \
-    if (rt_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                       \
+#define RT_CUBLAS_CHECK(call)                                                          \
+  do {                                                                                 \
+    const cublasStatus_t rt_cublas_rc_ = (call);                                       \
+    if (rt_cublas_rc_ != CUBLAS_STATUS_SUCCESS)                                        \
       ::ringtrain::cuda::throw_cublas_error(rt_cublas_rc_, #call, __FILE__, __LINE__); \
   } while (0)

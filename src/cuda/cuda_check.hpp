@@ -8,15 +8,14 @@
 namespace ringtrain::cuda {
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t code, const char* call, const char* file, int line) {
-  throw Error(fmt::format("{} failed ({}:{}): {}: {}", call, file, line, cudaGetErrorName(code),
-                          cudaGetErrorString(code)));
+  throw Error(
+      fmt::format("{} failed ({}:{}): {}: {}", call, file, line, cudaGetErrorName(code), cudaGetErrorString(code)));
 }
 
 }  // namespace ringtrain::cuda
 
-#define RT_CUDA_CHECK(call)                                                         \
-  do {                                                                              \
-    const cudaError_t rt_cuda_rc_ = (call);                                         \
-    if (rt_cuda_rc_ != cudaSuccess)                                                 \
-      ::ringtrain::cuda::throw_cuda_error(rt_cuda_rc_, #call, __FILE__, __LINE__);  \
+#define RT_CUDA_CHECK(call)                                                                                      \
+  do {                                                                                                           \
+    const cudaError_t rt_cuda_rc_ = (call);                                                                      \
+    if (rt_cuda_rc_ != cudaSuccess) ::ringtrain::cuda::throw_cuda_error(rt_cuda_rc_, #call, __FILE__, __LINE__); \
   } while (0)

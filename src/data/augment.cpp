@@ -112,27 +112,17 @@ void SampleDecoder::decode_as(const T* src, const AugmentDraw& draw, float* dst)
 
 void SampleDecoder::decode(const std::byte* src, const AugmentDraw& draw, float* dst) const {
   switch (type_) {
-    case SampleType::u8:
-      return decode_as(reinterpret_cast<const std::uint8_t*>(src), draw, dst);
-    case SampleType::i8:
-      return decode_as(reinterpret_cast<const std::int8_t*>(src), draw, dst);
+    case SampleType::u8: return decode_as(reinterpret_cast<const std::uint8_t*>(src), draw, dst);
+    case SampleType::i8: return decode_as(reinterpret_cast<const std::int8_t*>(src), draw, dst);
     case SampleType::u16:
-    case SampleType::f16:
-      return decode_as(reinterpret_cast<const std::uint16_t*>(src), draw, dst);
-    case SampleType::i16:
-      return decode_as(reinterpret_cast<const std::int16_t*>(src), draw, dst);
-    case SampleType::u32:
-      return decode_as(reinterpret_cast<const std::uint32_t*>(src), draw, dst);
-    case SampleType::i32:
-      return decode_as(reinterpret_cast<const std::int32_t*>(src), draw, dst);
-    case SampleType::u64:
-      return decode_as(reinterpret_cast<const std::uint64_t*>(src), draw, dst);
-    case SampleType::i64:
-      return decode_as(reinterpret_cast<const std::int64_t*>(src), draw, dst);
-    case SampleType::f32:
-      return decode_as(reinterpret_cast<const float*>(src), draw, dst);
-    case SampleType::f64:
-      return decode_as(reinterpret_cast<const double*>(src), draw, dst);
+    case SampleType::f16: return decode_as(reinterpret_cast<const std::uint16_t*>(src), draw, dst);
+    case SampleType::i16: return decode_as(reinterpret_cast<const std::int16_t*>(src), draw, dst);
+    case SampleType::u32: return decode_as(reinterpret_cast<const std::uint32_t*>(src), draw, dst);
+    case SampleType::i32: return decode_as(reinterpret_cast<const std::int32_t*>(src), draw, dst);
+    case SampleType::u64: return decode_as(reinterpret_cast<const std::uint64_t*>(src), draw, dst);
+    case SampleType::i64: return decode_as(reinterpret_cast<const std::int64_t*>(src), draw, dst);
+    case SampleType::f32: return decode_as(reinterpret_cast<const float*>(src), draw, dst);
+    case SampleType::f64: return decode_as(reinterpret_cast<const double*>(src), draw, dst);
   }
 }
 

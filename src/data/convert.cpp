@@ -22,8 +22,8 @@ constexpr int kFormatVersion = 1;
 // HDF5 refuses chunks of 4 GiB or more.
 constexpr std::uint64_t kMaxChunkBytes = (std::uint64_t{1} << 32) - 1;
 
-void write_u8_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dims,
-                      const std::vector<hsize_t>& chunk, const std::uint8_t* data) {
+void write_u8_dataset(hid_t file, const char* name, const std::vector<hsize_t>& dims, const std::vector<hsize_t>& chunk,
+                      const std::uint8_t* data) {
   const int rank = static_cast<int>(dims.size());
   h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(rank, dims.data(), nullptr)));
   h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
@@ -63,10 +63,9 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
   if (sample.size() == 2) sample.insert(sample.begin(), 1);  // grayscale [H, W] -> [1, H, W]
   std::uint64_t sample_bytes = 1;
   for (const auto d : sample) sample_bytes *= static_cast<std::uint64_t>(d);
-  RT_REQUIRE(sample_bytes > 0, DataError, "{}: empty sample shape [{}]", options.images_path,
-             fmt::join(sample, ", "));
-  RT_REQUIRE(sample_bytes <= kMaxChunkBytes, DataError,
-             "{}: one sample is {} bytes, more than an HDF5 chunk can hold", options.images_path, sample_bytes);
+  RT_REQUIRE(sample_bytes > 0, DataError, "{}: empty sample shape [{}]", options.images_path, fmt::join(sample, ", "));
+  RT_REQUIRE(sample_bytes <= kMaxChunkBytes, DataError, "{}: one sample is {} bytes, more than an HDF5 chunk can hold",
+             options.images_path, sample_bytes);
 
   int num_classes = 0;
   if (options.class_names.empty()) {
@@ -75,24 +74,23 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
     num_classes = static_cast<int>(options.class_names.size());
     for (std::size_t i = 0; i < labels.data.size(); ++i)
       RT_REQUIRE(labels.data[i] < num_classes, DataError,
-                 "{}: label {} at index {} has no class name ({} classes given)", options.labels_path,
-                 labels.data[i], i, num_classes);
+                 "{}: label {} at index {} has no class name ({} classes given)", options.labels_path, labels.data[i],
+                 i, num_classes);
   }
 
   namespace fs = std::filesystem;
   const fs::path parent = fs::absolute(fs::path(out_path)).parent_path();
   std::error_code ec;
-  RT_REQUIRE(fs::is_directory(parent, ec), IoError, "{}: directory {} does not exist", out_path,
-             parent.string());
+  RT_REQUIRE(fs::is_directory(parent, ec), IoError, "{}: directory {} does not exist", out_path, parent.string());
   const std::string tmp_path = out_path + ".tmp";
   fs::remove(tmp_path, ec);  // a stale temp from an interrupted run
 
   try {
     h5::ErrorContext where(out_path);
     h5::File file(RT_H5_CHECK(H5Fcreate(tmp_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
-    const auto chunk_n = static_cast<hsize_t>(std::min<std::uint64_t>(
-        {static_cast<std::uint64_t>(options.chunk_samples), static_cast<std::uint64_t>(n),
-         kMaxChunkBytes / sample_bytes}));
+    const auto chunk_n =
+        static_cast<hsize_t>(std::min<std::uint64_t>({static_cast<std::uint64_t>(options.chunk_samples),
+                                                      static_cast<std::uint64_t>(n), kMaxChunkBytes / sample_bytes}));
     std::vector<hsize_t> dims4 = {static_cast<hsize_t>(n)};
     std::vector<hsize_t> chunk4 = {chunk_n};
     for (const auto d : sample) {

@@ -36,48 +36,33 @@ struct Dataset::Resident {
 std::size_t sample_type_size(SampleType t) {
   switch (t) {
     case SampleType::u8:
-    case SampleType::i8:
-      return 1;
+    case SampleType::i8: return 1;
     case SampleType::u16:
     case SampleType::i16:
-    case SampleType::f16:
-      return 2;
+    case SampleType::f16: return 2;
     case SampleType::u32:
     case SampleType::i32:
-    case SampleType::f32:
-      return 4;
+    case SampleType::f32: return 4;
     case SampleType::u64:
     case SampleType::i64:
-    case SampleType::f64:
-      return 8;
+    case SampleType::f64: return 8;
   }
   return 0;
 }
 
 std::string_view sample_type_name(SampleType t) {
   switch (t) {
-    case SampleType::u8:
-      return "uint8";
-    case SampleType::i8:
-      return "int8";
-    case SampleType::u16:
-      return "uint16";
-    case SampleType::i16:
-      return "int16";
-    case SampleType::u32:
-      return "uint32";
-    case SampleType::i32:
-      return "int32";
-    case SampleType::u64:
-      return "uint64";
-    case SampleType::i64:
-      return "int64";
-    case SampleType::f16:
-      return "float16";
-    case SampleType::f32:
-      return "float32";
-    case SampleType::f64:
-      return "float64";
+    case SampleType::u8: return "uint8";
+    case SampleType::i8: return "int8";
+    case SampleType::u16: return "uint16";
+    case SampleType::i16: return "int16";
+    case SampleType::u32: return "uint32";
+    case SampleType::i32: return "int32";
+    case SampleType::u64: return "uint64";
+    case SampleType::i64: return "int64";
+    case SampleType::f16: return "float16";
+    case SampleType::f32: return "float32";
+    case SampleType::f64: return "float64";
   }
   return "?";
 }
@@ -217,17 +202,10 @@ void scan_as(const std::byte* samples, std::int64_t numel, std::int64_t first, s
 void scan_nonfinite(SampleType type, const std::byte* samples, std::int64_t numel, std::int64_t first,
                     std::int64_t count, std::vector<NonFiniteSample>& bad) {
   switch (type) {
-    case SampleType::f16:
-      scan_as<std::uint16_t>(samples, numel, first, count, bad);
-      break;
-    case SampleType::f32:
-      scan_as<float>(samples, numel, first, count, bad);
-      break;
-    case SampleType::f64:
-      scan_as<double>(samples, numel, first, count, bad);
-      break;
-    default:
-      break;  // integers are always finite
+    case SampleType::f16: scan_as<std::uint16_t>(samples, numel, first, count, bad); break;
+    case SampleType::f32: scan_as<float>(samples, numel, first, count, bad); break;
+    case SampleType::f64: scan_as<double>(samples, numel, first, count, bad); break;
+    default: break;  // integers are always finite
   }
 }
 
@@ -314,7 +292,6 @@ class DatasetOpener {
   std::int64_t rows_per_read(std::int64_t row_bytes) const {
     return std::max<std::int64_t>(1, ds_->spec_.read_block_bytes / row_bytes);
   }
-
 
   // The node's copy, with this rank's part backed by memory (all ranks agreeing it worked).
   void allocate_memory() {

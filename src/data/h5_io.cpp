@@ -27,28 +27,17 @@ std::string dtype_name(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const std::size_t bits = 8 * H5Tget_size(type);
   switch (cls) {
-    case H5T_INTEGER:
-      return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
-    case H5T_FLOAT:
-      return fmt::format("float{}", bits);
-    case H5T_STRING:
-      return "string";
-    case H5T_COMPOUND:
-      return "compound";
-    case H5T_ENUM:
-      return "enum";
-    case H5T_ARRAY:
-      return "array";
-    case H5T_VLEN:
-      return "vlen";
-    case H5T_BITFIELD:
-      return "bitfield";
-    case H5T_OPAQUE:
-      return "opaque";
-    case H5T_REFERENCE:
-      return "reference";
-    default:
-      return "unknown";
+    case H5T_INTEGER: return fmt::format("{}int{}", H5Tget_sign(type) == H5T_SGN_NONE ? "u" : "", bits);
+    case H5T_FLOAT: return fmt::format("float{}", bits);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "vlen";
+    case H5T_BITFIELD: return "bitfield";
+    case H5T_OPAQUE: return "opaque";
+    case H5T_REFERENCE: return "reference";
+    default: return "unknown";
   }
 }
 
@@ -68,16 +57,11 @@ std::optional<SampleType> classify(hid_t type) {
       const bool u = H5Tget_sign(type) == H5T_SGN_NONE;
       if (H5Tget_precision(type) != 8 * size) return std::nullopt;
       switch (size) {
-        case 1:
-          return u ? SampleType::u8 : SampleType::i8;
-        case 2:
-          return u ? SampleType::u16 : SampleType::i16;
-        case 4:
-          return u ? SampleType::u32 : SampleType::i32;
-        case 8:
-          return u ? SampleType::u64 : SampleType::i64;
-        default:
-          return std::nullopt;
+        case 1: return u ? SampleType::u8 : SampleType::i8;
+        case 2: return u ? SampleType::u16 : SampleType::i16;
+        case 4: return u ? SampleType::u32 : SampleType::i32;
+        case 8: return u ? SampleType::u64 : SampleType::i64;
+        default: return std::nullopt;
       }
     }
     case H5T_FLOAT:
@@ -85,8 +69,7 @@ std::optional<SampleType> classify(hid_t type) {
       if (size == 4 && is_ieee_float(type, 31, 23, 8, 23)) return SampleType::f32;
       if (size == 8 && is_ieee_float(type, 63, 52, 11, 52)) return SampleType::f64;
       return std::nullopt;
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 

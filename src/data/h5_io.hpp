@@ -11,7 +11,6 @@
 
 namespace ringtrain::data {
 
-
 // What one file holds, checked on its own (rank 4 samples of a supported dtype, rank 1
 // integer labels of the same length, not empty). Opens the file with the POSIX driver.
 struct FileSchema {

@@ -190,9 +190,10 @@ struct Loader::Impl {
                "loader: raw batches (augmentation on the GPU) need uint8 samples, these are {}",
                sample_type_name(data->sample_type()));
     RT_REQUIRE(o.epochs > 0, DataError, "loader: epochs must be > 0, got {}", o.epochs);
-    RT_REQUIRE(o.start_epoch >= 0 && o.start_step >= 0 && (o.start_step == 0 || o.start_step < planner.steps_per_epoch()), DataError,
-               "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch, o.start_step,
-               planner.steps_per_epoch());
+    RT_REQUIRE(
+        o.start_epoch >= 0 && o.start_step >= 0 && (o.start_step == 0 || o.start_step < planner.steps_per_epoch()),
+        DataError, "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch,
+        o.start_step, planner.steps_per_epoch());
     slots.resize(static_cast<std::size_t>(o.prefetch) + 1);
     for (auto& s : slots) {
       buffers.push_back(Tensor::empty(data->sample_shape().with_batch(o.batch_size), o.raw ? DType::u8 : DType::f32));

@@ -11,8 +11,8 @@
 
 namespace ringtrain {
 
-DistributedSampler::DistributedSampler(std::int64_t num_samples, std::int64_t global_batch, int world_size,
-                                       int rank, std::uint64_t seed)
+DistributedSampler::DistributedSampler(std::int64_t num_samples, std::int64_t global_batch, int world_size, int rank,
+                                       std::uint64_t seed)
     : num_samples_(num_samples), global_batch_(global_batch), world_size_(world_size), rank_(rank), seed_(seed) {
   RT_REQUIRE(world_size > 0 && rank >= 0 && rank < world_size, DataError,
              "sampler: rank {} is not in a world of size {}", rank, world_size);
@@ -41,8 +41,8 @@ std::span<const std::int64_t> DistributedSampler::global_batch(std::int64_t step
   RT_REQUIRE(epoch_ >= 0, DataError, "sampler: set_epoch must be called before asking for batches");
   RT_REQUIRE(step >= 0 && step < steps_per_epoch(), DataError, "sampler: step {} is outside [0, {})", step,
              steps_per_epoch());
-  return std::span<const std::int64_t>(permutation_).subspan(static_cast<std::size_t>(step * global_batch_),
-                                                            static_cast<std::size_t>(global_batch_));
+  return std::span<const std::int64_t>(permutation_)
+      .subspan(static_cast<std::size_t>(step * global_batch_), static_cast<std::size_t>(global_batch_));
 }
 
 std::span<const std::int64_t> DistributedSampler::rank_batch(std::int64_t step) const {

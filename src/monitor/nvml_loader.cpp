@@ -75,19 +75,20 @@ NvmlTelemetry::NvmlTelemetry() : api_(std::make_unique<Api>()) {
   }
   Api& a = *api_;
   const char* missing = nullptr;
-  for (auto [ok, name] : {std::pair{resolve(lib, "nvmlInit_v2", a.init), "nvmlInit_v2"},
-                          {resolve(lib, "nvmlShutdown", a.shutdown), "nvmlShutdown"},
-                          {resolve(lib, "nvmlErrorString", a.error_string), "nvmlErrorString"},
-                          {resolve(lib, "nvmlSystemGetDriverVersion", a.driver_version), "nvmlSystemGetDriverVersion"},
-                          {resolve(lib, "nvmlDeviceGetCount_v2", a.count), "nvmlDeviceGetCount_v2"},
-                          {resolve(lib, "nvmlDeviceGetHandleByIndex_v2", a.handle), "nvmlDeviceGetHandleByIndex_v2"},
-                          {resolve(lib, "nvmlDeviceGetName", a.name), "nvmlDeviceGetName"},
-                          {resolve(lib, "nvmlDeviceGetUUID", a.uuid), "nvmlDeviceGetUUID"},
-                          {resolve(lib, "nvmlDeviceGetUtilizationRates", a.utilization), "nvmlDeviceGetUtilizationRates"},
-                          {resolve(lib, "nvmlDeviceGetMemoryInfo", a.memory), "nvmlDeviceGetMemoryInfo"},
-                          {resolve(lib, "nvmlDeviceGetPowerUsage", a.power_mw), "nvmlDeviceGetPowerUsage"},
-                          {resolve(lib, "nvmlDeviceGetTemperature", a.temperature), "nvmlDeviceGetTemperature"},
-                          {resolve(lib, "nvmlDeviceGetClockInfo", a.clock_mhz), "nvmlDeviceGetClockInfo"}})
+  for (auto [ok, name] :
+       {std::pair{resolve(lib, "nvmlInit_v2", a.init), "nvmlInit_v2"},
+        {resolve(lib, "nvmlShutdown", a.shutdown), "nvmlShutdown"},
+        {resolve(lib, "nvmlErrorString", a.error_string), "nvmlErrorString"},
+        {resolve(lib, "nvmlSystemGetDriverVersion", a.driver_version), "nvmlSystemGetDriverVersion"},
+        {resolve(lib, "nvmlDeviceGetCount_v2", a.count), "nvmlDeviceGetCount_v2"},
+        {resolve(lib, "nvmlDeviceGetHandleByIndex_v2", a.handle), "nvmlDeviceGetHandleByIndex_v2"},
+        {resolve(lib, "nvmlDeviceGetName", a.name), "nvmlDeviceGetName"},
+        {resolve(lib, "nvmlDeviceGetUUID", a.uuid), "nvmlDeviceGetUUID"},
+        {resolve(lib, "nvmlDeviceGetUtilizationRates", a.utilization), "nvmlDeviceGetUtilizationRates"},
+        {resolve(lib, "nvmlDeviceGetMemoryInfo", a.memory), "nvmlDeviceGetMemoryInfo"},
+        {resolve(lib, "nvmlDeviceGetPowerUsage", a.power_mw), "nvmlDeviceGetPowerUsage"},
+        {resolve(lib, "nvmlDeviceGetTemperature", a.temperature), "nvmlDeviceGetTemperature"},
+        {resolve(lib, "nvmlDeviceGetClockInfo", a.clock_mhz), "nvmlDeviceGetClockInfo"}})
     if (!ok && missing == nullptr) missing = name;
   // Renamed in newer drivers; older ones only have the throttle name.
   if (!resolve(lib, "nvmlDeviceGetCurrentClocksEventReasons", a.clock_reasons) &&

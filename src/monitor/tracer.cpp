@@ -23,14 +23,21 @@ void Tracer::span(std::string_view name, std::string_view category, Clock::time_
 
 void Tracer::write(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", fmt::format("rank {}", rank_)}}}});
+  events.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", rank_}, {"args", {{"name", fmt::format("rank {}", rank_)}}}});
   for (const auto& [track, label] : {std::pair{kCompute, "compute"}, std::pair{kComm, "communication"}})
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", track}, {"args", {{"name", label}}}});
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", rank_}, {"tid", track}, {"args", {{"name", label}}}});
   {
     std::lock_guard lock(mutex_);
     for (const auto& s : spans_)
-      events.push_back({{"name", s.name}, {"cat", s.category}, {"ph", "X"}, {"ts", s.begin_us}, {"dur", s.duration_us},
-                        {"pid", rank_}, {"tid", s.track}});
+      events.push_back({{"name", s.name},
+                        {"cat", s.category},
+                        {"ph", "X"},
+                        {"ts", s.begin_us},
+                        {"dur", s.duration_us},
+                        {"pid", rank_},
+                        {"tid", s.track}});
   }
   write_file_atomic(path, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n");
 }

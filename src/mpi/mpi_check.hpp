@@ -18,9 +18,8 @@ namespace ringtrain::mpi {
 
 }  // namespace ringtrain::mpi
 
-#define RT_MPI_CHECK(call)                                                         \
-  do {                                                                             \
-    const int rt_mpi_rc_ = (call);                                                 \
-    if (rt_mpi_rc_ != MPI_SUCCESS)                                                 \
-      ::ringtrain::mpi::throw_mpi_error(rt_mpi_rc_, #call, __FILE__, __LINE__);     \
+#define RT_MPI_CHECK(call)                                                                                   \
+  do {                                                                                                       \
+    const int rt_mpi_rc_ = (call);                                                                           \
+    if (rt_mpi_rc_ != MPI_SUCCESS) ::ringtrain::mpi::throw_mpi_error(rt_mpi_rc_, #call, __FILE__, __LINE__); \
   } while (0)

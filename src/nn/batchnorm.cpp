@@ -16,8 +16,7 @@ BatchNorm2d::BatchNorm2d(double momentum, double eps)
 }
 
 Shape BatchNorm2d::configure(const Shape& input) {
-  RT_REQUIRE(input.rank() == 3, ConfigError, "batchnorm2d: input per sample must be [C, H, W], got {}",
-             input.str());
+  RT_REQUIRE(input.rank() == 3, ConfigError, "batchnorm2d: input per sample must be [C, H, W], got {}", input.str());
   c_ = input[0];
   hw_ = input[1] * input[2];
   running_mean_ = Tensor::empty(Shape{c_});

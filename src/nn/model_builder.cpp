@@ -44,9 +44,10 @@ std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
   if (type == "flatten") return maker.flatten();
   if (type == "dropout") return maker.dropout(c.get_double("p", 0.5), index);
   if (type == "batchnorm2d") return maker.batchnorm2d(c.get_double("momentum", 0.1), c.get_double("eps", 1e-5));
-  throw ConfigError(fmt::format("config: {}: {}: unknown layer type '{}' (known: linear, conv2d, relu, maxpool2d, "
-                                "flatten, dropout, batchnorm2d)",
-                                c.source(), c.path_of("type"), type));
+  throw ConfigError(
+      fmt::format("config: {}: {}: unknown layer type '{}' (known: linear, conv2d, relu, maxpool2d, "
+                  "flatten, dropout, batchnorm2d)",
+                  c.source(), c.path_of("type"), type));
 }
 
 }  // namespace
@@ -55,9 +56,8 @@ std::unique_ptr<LayerMaker> make_cpu_layer_maker() { return std::make_unique<Cpu
 
 std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute) {
   std::vector<std::unique_ptr<Layer>> layers;
-  const std::unique_ptr<LayerMaker> maker = compute.device == Device::cuda
-                                                ? make_cuda_layer_maker(compute.precision, compute.tf32)
-                                                : make_cpu_layer_maker();
+  const std::unique_ptr<LayerMaker> maker =
+      compute.device == Device::cuda ? make_cuda_layer_maker(compute.precision, compute.tf32) : make_cpu_layer_maker();
   int index = 0;
   for (auto& lc : model_config.table_array("layers")) {
     try {

@@ -28,10 +28,11 @@ bool GradScaler::update(bool found_nonfinite) {
     if (!options_.dynamic) return false;
     const double next = state_.scale * options_.backoff_factor;
     if (next < kMinScale)
-      throw NumericError(fmt::format("fp16 gradients are Inf/NaN even at loss scale {:g} ({} steps skipped): the "
-                                        "model diverged, not an fp16 overflow; lower optim.lr or use train.precision = "
-                                        "\"bf16\"",
-                                        state_.scale, state_.skipped_steps));
+      throw NumericError(
+          fmt::format("fp16 gradients are Inf/NaN even at loss scale {:g} ({} steps skipped): the "
+                      "model diverged, not an fp16 overflow; lower optim.lr or use train.precision = "
+                      "\"bf16\"",
+                      state_.scale, state_.skipped_steps));
     state_.scale = next;
     return false;
   }

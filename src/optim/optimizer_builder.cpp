@@ -30,8 +30,8 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
     h.weight_decay = static_cast<float>(c.get_double("weight_decay", 0.0));
     RT_REQUIRE(h.momentum >= 0.0f && h.momentum < 1.0f, ConfigError, "config: {}: {}: must be in [0, 1), got {}",
                c.source(), c.path_of("momentum"), h.momentum);
-    RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: {}: nesterov needs momentum > 0",
-               c.source(), c.path_of("nesterov"));
+    RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: {}: nesterov needs momentum > 0", c.source(),
+               c.path_of("nesterov"));
     opt = std::make_unique<Sgd>(num_params, h, device);
   } else if (name == "adamw") {
     AdamWHyper h;

@@ -42,7 +42,8 @@ void mask_smallest_magnitudes(const float* params, float* mask, const std::vecto
   std::nth_element(keys.begin(), keys.begin() + (k - 1), keys.end());
   for (std::int64_t j = 0; j < k; ++j) {
     const auto pos = static_cast<std::int64_t>(keys[static_cast<std::size_t>(j)] & 0xffffffffu);
-    const std::size_t r = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin()) - 1;
+    const std::size_t r =
+        static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), pos) - starts.begin()) - 1;
     mask[ranges[r].offset + (pos - starts[r])] = 0.0f;
   }
 }

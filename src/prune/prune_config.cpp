@@ -47,8 +47,7 @@ PruneConfig read_prune_config(Config& c) {
 double scheduled_sparsity(const PruneConfig& c, std::int64_t step) {
   if (step < c.start_step) return 0.0;
   if (step >= c.end_step) return c.sparsity;
-  const double progress =
-      static_cast<double>(step - c.start_step) / static_cast<double>(c.end_step - c.start_step);
+  const double progress = static_cast<double>(step - c.start_step) / static_cast<double>(c.end_step - c.start_step);
   return c.sparsity * (1.0 - std::pow(1.0 - progress, 3.0));
 }
 

@@ -62,10 +62,10 @@ Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Co
   } else {
     for (std::int64_t l : config.layers) {
       const auto layer = static_cast<std::size_t>(l);
-      RT_REQUIRE(layer < model.num_layers(), ConfigError, "prune.layers: layer {} does not exist (the model has {})",
-                 l, model.num_layers());
-      RT_REQUIRE(prunable(layer), ConfigError, "prune.layers: layer {} has no weights to prune ({} linear layers{})",
-                 l, config.structured ? "structured pruning takes only" : "only", config.structured ? "" : " and conv2d");
+      RT_REQUIRE(layer < model.num_layers(), ConfigError, "prune.layers: layer {} does not exist (the model has {})", l,
+                 model.num_layers());
+      RT_REQUIRE(prunable(layer), ConfigError, "prune.layers: layer {} has no weights to prune ({} linear layers{})", l,
+                 config.structured ? "structured pruning takes only" : "only", config.structured ? "" : " and conv2d");
       RT_REQUIRE(!(config.structured && layer == output_layer), ConfigError,
                  "prune.layers: layer {} is the output layer: structured pruning would remove classes", l);
       chosen.insert(layer);
@@ -125,9 +125,10 @@ void Pruner::update_mask(std::int64_t step) {
   std::int32_t differs = mine != root ? 1 : 0;
   comm_.allreduce_sum(&differs, 1, DType::i32);
   if (differs != 0)
-    throw CollectiveError(fmt::format("prune: the masks of step {} differ across ranks: {} of {} ranks differ from "
-                                      "rank 0 ({:016x})",
-                                      step, differs, comm_.size(), root));
+    throw CollectiveError(
+        fmt::format("prune: the masks of step {} differ across ranks: {} of {} ranks differ from "
+                    "rank 0 ({:016x})",
+                    step, differs, comm_.size(), root));
   mask_written();
   log::info("prune: step {}: sparsity {:.2f} (target {:.2f} at step {})", step, masked_fraction(), config_.sparsity,
             config_.end_step);

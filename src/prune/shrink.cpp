@@ -60,7 +60,8 @@ void copy_kept_neurons(Model& dense, const float* mask, Model& shrunk) {
       RT_REQUIRE(t.shape.numel() == static_cast<std::int64_t>(rows.size()), Error,
                  "shrink: layer {}: the shrunk bias has {} entries but {} neurons are kept", t.layer, t.shape.numel(),
                  rows.size());
-      for (std::size_t r = 0; r < rows.size(); ++r) dst[t.offset + static_cast<std::int64_t>(r)] = src[f.offset + rows[r]];
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        dst[t.offset + static_cast<std::int64_t>(r)] = src[f.offset + rows[r]];
     }
     const bool layer_done = i + 1 == from.size() || from[i + 1].layer != f.layer;
     if (layer_done) columns = rows;

@@ -42,8 +42,7 @@ Context::Context(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
   RT_MPI_CHECK(MPI_Comm_set_errhandler(impl_->world, MPI_ERRORS_RETURN));
   RT_MPI_CHECK(MPI_Comm_rank(impl_->world, &world_rank_));
   RT_MPI_CHECK(MPI_Comm_size(impl_->world, &world_size_));
-  RT_MPI_CHECK(MPI_Comm_split_type(impl_->world, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL,
-                                   &impl_->node));
+  RT_MPI_CHECK(MPI_Comm_split_type(impl_->world, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &impl_->node));
   RT_MPI_CHECK(MPI_Comm_set_errhandler(impl_->node, MPI_ERRORS_RETURN));
   RT_MPI_CHECK(MPI_Comm_rank(impl_->node, &local_rank_));
   RT_MPI_CHECK(MPI_Comm_size(impl_->node, &local_size_));

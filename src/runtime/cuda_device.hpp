@@ -4,7 +4,7 @@
 
 namespace ringtrain::cuda {
 
-int device_count();          // visible GPUs (0 when the driver reports none)
+int device_count();  // visible GPUs (0 when the driver reports none)
 void set_device(int device);
 
 }  // namespace ringtrain::cuda

@@ -17,8 +17,7 @@ int device_count() {
 
 void set_device(int device) {
   const cudaError_t rc = cudaSetDevice(device);
-  if (rc != cudaSuccess)
-    throw Error(fmt::format("cudaSetDevice({}) failed: {}", device, cudaGetErrorString(rc)));
+  if (rc != cudaSuccess) throw Error(fmt::format("cudaSetDevice({}) failed: {}", device, cudaGetErrorString(rc)));
 }
 
 }  // namespace ringtrain::cuda

@@ -39,8 +39,7 @@ void* HostMemory::allocate(std::size_t bytes) {
 void HostMemory::release(void* ptr) {
   std::lock_guard lock(mutex_);
   const auto it = live_.find(ptr);
-  RT_REQUIRE(it != live_.end(), Error, "HostMemory::release: {} was not allocated here or is already released",
-             ptr);
+  RT_REQUIRE(it != live_.end(), Error, "HostMemory::release: {} was not allocated here or is already released", ptr);
   used_ -= it->second;
   live_.erase(it);
   ::operator delete(ptr, kAlign);

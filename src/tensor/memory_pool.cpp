@@ -85,8 +85,8 @@ struct MemoryPool::State {
   // Cuts `block` to `size` bytes; the rest becomes a free block right after it.
   void split(Block* block, std::size_t size) {
     if (block->size == size) return;
-    auto rest = std::make_unique<Block>(
-        Block{block->ptr + size, block->size - size, block->stream, false, block, block->next});
+    auto rest =
+        std::make_unique<Block>(Block{block->ptr + size, block->size - size, block->stream, false, block, block->next});
     if (block->next != nullptr) block->next->prev = rest.get();
     block->next = rest.get();
     block->size = size;
@@ -122,11 +122,11 @@ struct MemoryPool::State {
 
   [[noreturn]] void throw_out_of_memory(std::size_t bytes) const {
     const MemoryInfo device = source.info();
-    throw OutOfMemory(fmt::format(
-        "out of memory on {}: requested {}; this pool holds {} in use, {} reserved; the device has "
-        "{} free of {} total; lower train.batch_size",
-        source.name(), format_bytes(bytes), format_bytes(stats.in_use), format_bytes(stats.reserved),
-        format_bytes(device.free), format_bytes(device.total)));
+    throw OutOfMemory(
+        fmt::format("out of memory on {}: requested {}; this pool holds {} in use, {} reserved; the device has "
+                    "{} free of {} total; lower train.batch_size",
+                    source.name(), format_bytes(bytes), format_bytes(stats.in_use), format_bytes(stats.reserved),
+                    format_bytes(device.free), format_bytes(device.total)));
   }
 };
 

@@ -86,8 +86,8 @@ Tensor Tensor::rows(std::int64_t begin, std::int64_t count) const {
 }
 
 Tensor Tensor::flat_slice(std::int64_t offset, const Shape& shape) const {
-  RT_REQUIRE(offset >= 0 && offset + shape.numel() <= numel(), Error,
-             "slice at {} of {} elements out of range for {}", offset, shape.numel(), shape_.str());
+  RT_REQUIRE(offset >= 0 && offset + shape.numel() <= numel(), Error, "slice at {} of {} elements out of range for {}",
+             offset, shape.numel(), shape_.str());
   Tensor t = *this;
   t.shape_ = shape;
   t.data_ = static_cast<char*>(data_) + offset * static_cast<std::int64_t>(dtype_size(dtype_));

@@ -50,9 +50,8 @@ constexpr std::array<Unit, 15> kUnits{{{"", 1.0},
 
 std::int64_t parse_byte_size(std::string_view text) {
   const std::string_view s = trim(text);
-  const auto number_end = std::find_if_not(s.begin(), s.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.';
-  });
+  const auto number_end = std::find_if_not(
+      s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0 || c == '.'; });
   const std::string number(s.begin(), number_end);
   const std::string unit =
       lowercase(trim(std::string_view(number_end, static_cast<std::size_t>(s.end() - number_end))));

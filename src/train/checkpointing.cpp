@@ -72,9 +72,10 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
   if (tc_.resume == "none" && dir_) {
     const std::vector<std::string> earlier = dir_->list();
     if (!earlier.empty())
-      log::info("checkpoint: {} holds {} checkpoint{} of an earlier run (newest {}); this run starts from step 0 (to "
-                "continue that one instead: --set train.resume=auto)",
-                dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
+      log::info(
+          "checkpoint: {} holds {} checkpoint{} of an earlier run (newest {}); this run starts from step 0 (to "
+          "continue that one instead: --set train.resume=auto)",
+          dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
   }
   const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
   if (r) upload();
@@ -105,30 +106,34 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
             m.step, at.epoch + 1, at.step_in_epoch + 1, steps_per_epoch, m.ringtrain_version, m.world_size,
             m.world_size == 1 ? "" : "s");
   if (m.world_size != world) {
-    log::info("resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "
-              "optimizer state carry over exactly; BatchNorm statistics start from the mean of the writers' ranks; "
-              "dropout masks (keyed by rank) differ from an uninterrupted run",
-              m.world_size, world, m.global_batch);
+    log::info(
+        "resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "
+        "optimizer state carry over exactly; BatchNorm statistics start from the mean of the writers' ranks; "
+        "dropout masks (keyed by rank) differ from an uninterrupted run",
+        m.world_size, world, m.global_batch);
     if (tc_.data.strategy == ReadStrategy::stream && ctx_.world_rank() == 0)
-      log::warn("resume: data.strategy = stream assigns samples to ranks by world size: the rest of epoch {} is "
-                "re-planned for {} ranks, so some samples of it may be seen twice or not at all",
-                at.epoch + 1, world);
+      log::warn(
+          "resume: data.strategy = stream assigns samples to ranks by world size: the rest of epoch {} is "
+          "re-planned for {} ranks, so some samples of it may be seen twice or not at all",
+          at.epoch + 1, world);
   }
   const std::string_view precision = precision_name(tc_.precision);
   if (m.precision == precision) {
     if (scaler_.enabled()) scaler_.restore({m.loss_scale, m.loss_scale_good_steps, m.skipped_steps});
   } else {
-    log::info("resume: the checkpoint was written with train.precision = \"{}\" and this run has \"{}\": the f32 "
-              "master parameters and optimizer state carry over; {}",
-              m.precision, precision,
-              scaler_.enabled() ? fmt::format("the loss scale starts at loss_scale.init = {:g}", scaler_.scale())
-              : m.precision == "fp16" ? std::string("the fp16 loss scaler's state is dropped")
-                                      : std::string("nothing else changes"));
+    log::info(
+        "resume: the checkpoint was written with train.precision = \"{}\" and this run has \"{}\": the f32 "
+        "master parameters and optimizer state carry over; {}",
+        m.precision, precision,
+        scaler_.enabled()       ? fmt::format("the loss scale starts at loss_scale.init = {:g}", scaler_.scale())
+        : m.precision == "fp16" ? std::string("the fp16 loss scaler's state is dropped")
+                                : std::string("nothing else changes"));
   }
   if (m.seed != tc_.seed && ctx_.world_rank() == 0)
-    log::warn("resume: the checkpoint was written with train.seed = {} and this run has {}: data order and "
-              "augmentation from here on follow the new seed",
-              m.seed, tc_.seed);
+    log::warn(
+        "resume: the checkpoint was written with train.seed = {} and this run has {}: data order and "
+        "augmentation from here on follow the new seed",
+        m.seed, tc_.seed);
   return at;
 }
 
@@ -147,8 +152,7 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   m.loss_scale = scaler_.state().scale;
   m.loss_scale_good_steps = scaler_.state().good_steps;
   m.skipped_steps = scaler_.state().skipped_steps;
-  const std::uint64_t watch =
-      watchdog_.begin(fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()));
+  const std::uint64_t watch = watchdog_.begin(fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()));
   SavedCheckpoint saved;
   try {
     const std::vector<CheckpointBuffer> b = buffers();

@@ -33,7 +33,9 @@ namespace ringtrain {
 namespace {
 using Clock = std::chrono::steady_clock;
 double between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-std::int64_t elements_of_mb(double mb) { return std::max<std::int64_t>(1, static_cast<std::int64_t>(mb * (1 << 20) / 4)); }
+std::int64_t elements_of_mb(double mb) {
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(mb * (1 << 20) / 4));
+}
 
 // Why the step cannot run as a CUDA graph, or "" when it can.
 std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_steps) {
@@ -146,8 +148,7 @@ StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, co
 
 StepResult DataParallelStep::run(const Batch& batch, const StepInfo& info, float lr) {
   if (batch.raw.raw() == nullptr) return run(batch.x, batch.labels.data(), info, lr);
-  return run_placed([&] { return placer_->upload_raw(batch.raw, batch.draws.data(), batch.labels.data()); }, info,
-                    lr);
+  return run_placed([&] { return placer_->upload_raw(batch.raw, batch.draws.data(), batch.labels.data()); }, info, lr);
 }
 
 StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr) {
@@ -169,7 +170,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     const std::int32_t* micro_labels = batch.labels + m * micro_batch_;
     const auto t0 = Clock::now();
     model_.begin_step(info);  // per-step device state (dropout keys), outside the graph
-    if (graph_) {  // one micro-batch: forward, loss and backward as one graph launch
+    if (graph_) {             // one micro-batch: forward, loss and backward as one graph launch
       const StepGraphKey key{micro_batch_, scale, cuda_pool().stats().allocations};
       graph_->run(key, [&] {
         forward_and_loss(input, micro_labels, info, scale);
@@ -213,8 +214,8 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     r.skipped = !apply;
     r.scale_after = scaler_->scale();
   } else if (!std::isfinite(r.loss)) {  // the same value on every rank: all stop together
-    throw CollectiveError(fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss,
-                                      info.step + 1));
+    throw CollectiveError(
+        fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss, info.step + 1));
   }
   if (apply)
     optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr,

@@ -64,14 +64,14 @@ class CudaDeviceBatch final : public DeviceBatch {
   PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override {
     const std::int64_t n = x.shape()[0];
     RT_REQUIRE(x.device() == Device::cpu && x.dtype() == DType::f32 && n <= act_.shape()[0], Error,
-               "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", act_.shape()[0],
-               dtype_name(x.dtype()), n);
+               "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", act_.shape()[0], dtype_name(x.dtype()),
+               n);
     if (pinned_x_.get() == nullptr) {  // on first use: a DeviceBatch for raw batches may never need it
       pinned_x_ = PinnedBuffer(act_.numel() * sizeof(float));
       staged_ = act_.dtype() == DType::f32 ? act_ : Tensor::empty(act_.shape(), DType::f32, Device::cuda);
     }
-    const cudaStream_t compute = copy_in(
-        {Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
+    const cudaStream_t compute =
+        copy_in({Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
     if (act_.raw() != staged_.raw())
       kernels::launch_cast(staged_.raw(), DType::f32, act_.raw(), act_.dtype(), x.numel(), compute);
     return PlacedBatch{act_.rows(0, n), labels_.data<std::int32_t>()};
@@ -86,9 +86,9 @@ class CudaDeviceBatch final : public DeviceBatch {
                Error, "DeviceBatch: expected at most {} host u8 rows of {}, got {} {} rows of {} elements", shape[0],
                shape.str(), dtype_name(raw.dtype()), n, n > 0 ? raw.numel() / n : 0);
     const std::size_t draw_bytes = static_cast<std::size_t>(n) * sizeof(AugmentDraw);
-    const cudaStream_t compute = copy_in({Part{raw_->bytes.raw(), raw_->pinned_bytes.get(), raw.raw(), raw.nbytes()},
-                                          Part{raw_->draws.raw(), raw_->pinned_draws.get(), draws, draw_bytes},
-                                          labels_part(labels, n)});
+    const cudaStream_t compute =
+        copy_in({Part{raw_->bytes.raw(), raw_->pinned_bytes.get(), raw.raw(), raw.nbytes()},
+                 Part{raw_->draws.raw(), raw_->pinned_draws.get(), draws, draw_bytes}, labels_part(labels, n)});
     kernels::launch_augment_u8(raw_->bytes.data<std::uint8_t>(), raw_->draws.data<AugmentDraw>(),
                                raw_->table.data<float>(), n, shape[1], shape[2], shape[3], raw_->crop_padding,
                                act_.raw(), act_.dtype(), compute);
@@ -143,8 +143,8 @@ class CudaDeviceBatch final : public DeviceBatch {
   }
 
   Tensor act_, labels_;
-  Tensor staged_;           // f32 batches: their device copy (act_ itself when activations are f32)
-  PinnedBuffer pinned_x_;   // f32 batches: their staging; both made on the first f32 upload
+  Tensor staged_;          // f32 batches: their device copy (act_ itself when activations are f32)
+  PinnedBuffer pinned_x_;  // f32 batches: their staging; both made on the first f32 upload
   PinnedBuffer pinned_labels_;
   std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
   cudaStream_t copy_stream_ = nullptr;

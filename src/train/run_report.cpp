@@ -33,14 +33,19 @@ constexpr std::uint64_t kGpuIdleReason = 1;  // NVML's "GPU idle" clocks reason 
 
 // Fields a device does not report are NaN and come out as null.
 nlohmann::json gpu_json(const GpuReading& g) {
-  return {{"index", g.index},     {"util_percent", g.util_percent}, {"mem_used_mib", g.mem_used_mib},
-          {"power_w", g.power_w}, {"temp_c", g.temp_c},             {"sm_clock_mhz", g.sm_clock_mhz},
+  return {{"index", g.index},
+          {"util_percent", g.util_percent},
+          {"mem_used_mib", g.mem_used_mib},
+          {"power_w", g.power_w},
+          {"temp_c", g.temp_c},
+          {"sm_clock_mhz", g.sm_clock_mhz},
           {"throttle_reasons", g.throttle_reasons}};
 }
 
 nlohmann::json resource_json(const ResourceSample& s, int rank, std::int64_t global_step) {
-  nlohmann::json j = {{"type", "resource"}, {"rank", rank},     {"global_step", global_step},
-                      {"t_s", s.t_s},       {"cpu_percent", s.cpu_percent}, {"rss_mib", s.rss_mib}};
+  nlohmann::json j = {{"type", "resource"},           {"rank", rank},
+                      {"global_step", global_step},   {"t_s", s.t_s},
+                      {"cpu_percent", s.cpu_percent}, {"rss_mib", s.rss_mib}};
   if (s.gpu) j["gpu"] = gpu_json(*s.gpu);
   return j;
 }
@@ -57,9 +62,12 @@ nlohmann::json ranks_json(const std::vector<RankResources>& ranks) {
                         {"median_step_ms", ranks[r].median_step_ms},
                         {"median_busy_ms", ranks[r].median_busy_ms}};
     if (s.gpu)
-      j["gpu"] = {{"util_mean_percent", s.gpu_util_mean_percent}, {"util_max_percent", s.gpu_util_max_percent},
-                  {"mem_peak_mib", s.gpu_mem_peak_mib},           {"power_max_w", s.gpu_power_max_w},
-                  {"temp_max_c", s.gpu_temp_max_c},               {"throttle_reasons", s.gpu_throttle_reasons}};
+      j["gpu"] = {{"util_mean_percent", s.gpu_util_mean_percent},
+                  {"util_max_percent", s.gpu_util_max_percent},
+                  {"mem_peak_mib", s.gpu_mem_peak_mib},
+                  {"power_max_w", s.gpu_power_max_w},
+                  {"temp_max_c", s.gpu_temp_max_c},
+                  {"throttle_reasons", s.gpu_throttle_reasons}};
     out.push_back(j);
   }
   return out;
@@ -96,22 +104,21 @@ RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view
                                                b.backend == "cuda" ? b.device : ctx.local_rank());
 }
 
-void RunReport::header(const std::string& config_path, const std::string& resolved_config,
-                       const Dataset& train, const Dataset* test, std::int64_t steps_per_epoch,
-                       std::int64_t global_batch, const Model& model, double setup_seconds) {
+void RunReport::header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
+                       const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
+                       double setup_seconds) {
   steps_per_epoch_ = steps_per_epoch;
   global_batch_ = global_batch;
   const auto& b = ctx_.binding();
   const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
-  log::info("ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce | {}{}", version(),
-            ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
-            join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_,
-            precision_name(tc_.precision),
-            tc_.precision == DType::f32 ? std::string()
-            : tc_.precision == DType::bf16
-                ? std::string(" (f32 master weights)")
-                : fmt::format(" (f32 master weights, loss scale {:g}{})", tc_.loss_scale.init,
-                              tc_.loss_scale.dynamic ? " dynamic" : " static"));
+  log::info(
+      "ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce | {}{}", version(),
+      ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
+      join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_, precision_name(tc_.precision),
+      tc_.precision == DType::f32    ? std::string()
+      : tc_.precision == DType::bf16 ? std::string(" (f32 master weights)")
+                                     : fmt::format(" (f32 master weights, loss scale {:g}{})", tc_.loss_scale.init,
+                                                   tc_.loss_scale.dynamic ? " dynamic" : " static"));
   if (SlurmInfo slurm = slurm_info(); slurm.active()) {
     if (slurm.ntasks != ctx_.world_size()) slurm.ntasks = 0;  // under mpirun: its daemons, not our ranks
     log::info("slurm:  {}", slurm.describe());
@@ -129,12 +136,12 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
       tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : std::string();
   const std::string skipped =
       train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
-  log::info("data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} ranks x "
-            "{}{} | {} steps/epoch",
-            with_commas(train.size()), skipped, sample_type_name(train.sample_type()), train.sample_shape().str(),
-            files_of(train), test ? with_commas(test->size()) : std::string("none"),
-            read_strategy_name(tc_.data.strategy), tc_.data.prefetch, global_batch_, ctx_.world_size(),
-            tc_.batch_size, accumulation, steps_per_epoch_);
+  log::info(
+      "data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} ranks x "
+      "{}{} | {} steps/epoch",
+      with_commas(train.size()), skipped, sample_type_name(train.sample_type()), train.sample_shape().str(),
+      files_of(train), test ? with_commas(test->size()) : std::string("none"), read_strategy_name(tc_.data.strategy),
+      tc_.data.prefetch, global_batch_, ctx_.world_size(), tc_.batch_size, accumulation, steps_per_epoch_);
   log::info("model:  {} layers, {} parameters, {:.1f} MFLOP per training sample", model.num_layers(),
             with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
@@ -171,12 +178,13 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
     allreduce += times_[i].allreduce;
   }
   const double rate = static_cast<double>(n * global_batch_) / total;
-  const double eta = static_cast<double>(total_steps - global_step - 1) * median_of(times_, window_begin_,
-                                                                                     [](const StepTimes& t) { return t.total(); });
+  const double eta = static_cast<double>(total_steps - global_step - 1) *
+                     median_of(times_, window_begin_, [](const StepTimes& t) { return t.total(); });
   const double mean_loss = window_loss_ / static_cast<double>(n);
-  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
-            epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss,
-            with_commas(static_cast<std::int64_t>(rate)), 100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
+  log::info(
+      "epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
+      epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss,
+      with_commas(static_cast<std::int64_t>(rate)), 100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
   nlohmann::json j = {{"type", "step"},
                       {"epoch", epoch + 1},
                       {"step", step_in_epoch + 1},
@@ -202,10 +210,17 @@ void RunReport::resources(Communicator& comm) {
   const std::size_t world = static_cast<std::size_t>(ctx_.world_size());
   std::vector<double> rows(world * kFields, 0.0);
   const ResourceSummary mine = sampler_->summary();
-  const double own[kFields] = {static_cast<double>(mine.samples), mine.cpu_mean_percent, mine.cpu_max_percent,
-                               mine.rss_peak_mib, mine.gpu ? 1.0 : 0.0, mine.gpu_util_mean_percent,
-                               mine.gpu_util_max_percent, mine.gpu_mem_peak_mib, mine.gpu_power_max_w,
-                               mine.gpu_temp_max_c, static_cast<double>(mine.gpu_throttle_reasons),
+  const double own[kFields] = {static_cast<double>(mine.samples),
+                               mine.cpu_mean_percent,
+                               mine.cpu_max_percent,
+                               mine.rss_peak_mib,
+                               mine.gpu ? 1.0 : 0.0,
+                               mine.gpu_util_mean_percent,
+                               mine.gpu_util_max_percent,
+                               mine.gpu_mem_peak_mib,
+                               mine.gpu_power_max_w,
+                               mine.gpu_temp_max_c,
+                               static_cast<double>(mine.gpu_throttle_reasons),
                                1e3 * median_of(times_, 0, [](const StepTimes& t) { return t.total(); }),
                                1e3 * median_of(times_, 0, [](const StepTimes& t) { return t.data + t.compute; })};
   std::copy(own, own + kFields, rows.begin() + static_cast<std::ptrdiff_t>(ctx_.world_rank() * kFields));
@@ -215,8 +230,9 @@ void RunReport::resources(Communicator& comm) {
   for (std::size_t r = 0; r < world; ++r) {
     const double* f = &rows[r * kFields];
     RankResources x;
-    x.summary = ResourceSummary{static_cast<std::int64_t>(f[0]), f[1], f[2], f[3], f[4] != 0.0, f[5], f[6], f[7],
-                                f[8], f[9], static_cast<std::uint64_t>(f[10])};
+    x.summary =
+        ResourceSummary{static_cast<std::int64_t>(f[0]),  f[1], f[2], f[3], f[4] != 0.0, f[5], f[6], f[7], f[8], f[9],
+                        static_cast<std::uint64_t>(f[10])};
     x.median_step_ms = f[11];
     x.median_busy_ms = f[12];
     busy.push_back(x.median_busy_ms);
@@ -224,30 +240,35 @@ void RunReport::resources(Communicator& comm) {
   }
   std::nth_element(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(world / 2), busy.end());
   const double median_busy = busy[world / 2];
-  log::info("resources per rank (cpu: process CPU time / wall time, 100% = one core; busy: median data wait + "
-            "compute per step):");
+  log::info(
+      "resources per rank (cpu: process CPU time / wall time, 100% = one core; busy: median data wait + "
+      "compute per step):");
   for (std::size_t r = 0; r < world; ++r) {
     const RankResources& x = rank_resources_[r];
     const ResourceSummary& s = x.summary;
     std::string gpu = "no gpu telemetry";
     if (s.gpu)
-      gpu = fmt::format("gpu util mean {:.0f}% max {:.0f}%, gpu memory peak {} MiB, power max {:.0f} W, temp max "
-                        "{:.0f} C{}",
-                        s.gpu_util_mean_percent, s.gpu_util_max_percent,
-                        with_commas(static_cast<std::int64_t>(s.gpu_mem_peak_mib)), s.gpu_power_max_w, s.gpu_temp_max_c,
-                        (s.gpu_throttle_reasons & ~kGpuIdleReason) != 0
-                            ? fmt::format(", clocks limited (reasons 0x{:x})", s.gpu_throttle_reasons) : std::string());
+      gpu = fmt::format(
+          "gpu util mean {:.0f}% max {:.0f}%, gpu memory peak {} MiB, power max {:.0f} W, temp max "
+          "{:.0f} C{}",
+          s.gpu_util_mean_percent, s.gpu_util_max_percent, with_commas(static_cast<std::int64_t>(s.gpu_mem_peak_mib)),
+          s.gpu_power_max_w, s.gpu_temp_max_c,
+          (s.gpu_throttle_reasons & ~kGpuIdleReason) != 0
+              ? fmt::format(", clocks limited (reasons 0x{:x})", s.gpu_throttle_reasons)
+              : std::string());
     log::info("  rank {}: cpu mean {:.0f}% max {:.0f}%, memory peak {} MiB, busy {:.2f} ms/step | {} ({} samples)", r,
               s.cpu_mean_percent, s.cpu_max_percent, with_commas(static_cast<std::int64_t>(s.rss_peak_mib)),
               x.median_busy_ms, gpu, s.samples);
     if (world > 1 && x.median_busy_ms > kSlowRankFactor * median_busy) {
       slow_ranks_.push_back(static_cast<int>(r));
-      log::warn("rank {} is slow: busy {:.2f} ms/step, {:.0f}% above the median rank ({:.2f} ms); the others wait "
-                "for it in every allreduce",
-                r, x.median_busy_ms, 100.0 * (x.median_busy_ms / median_busy - 1.0), median_busy);
+      log::warn(
+          "rank {} is slow: busy {:.2f} ms/step, {:.0f}% above the median rank ({:.2f} ms); the others wait "
+          "for it in every allreduce",
+          r, x.median_busy_ms, 100.0 * (x.median_busy_ms / median_busy - 1.0), median_busy);
     }
   }
-  if (metrics_) metrics_->write(nlohmann::json{{"type", "resource_summary"}, {"ranks", ranks_json(rank_resources_)}}.dump());
+  if (metrics_)
+    metrics_->write(nlohmann::json{{"type", "resource_summary"}, {"ranks", ranks_json(rank_resources_)}}.dump());
 }
 
 void RunReport::overflow(std::int64_t global_step, double scale_before, double scale_after) {
@@ -261,8 +282,8 @@ void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t 
   accuracies_.push_back(accuracy);
   log::info("epoch {}/{}  test accuracy {:.4f}  loss {:.4f}  (best {:.4f})", epoch + 1, epochs, accuracy, loss,
             best_accuracy_);
-  nlohmann::json j = {{"type", "epoch"},       {"epoch", epoch + 1},       {"global_step", global_step},
-                      {"test_accuracy", accuracy}, {"test_loss", loss}, {"best_test_accuracy", best_accuracy_}};
+  nlohmann::json j = {{"type", "epoch"},           {"epoch", epoch + 1}, {"global_step", global_step},
+                      {"test_accuracy", accuracy}, {"test_loss", loss},  {"best_test_accuracy", best_accuracy_}};
   if (metrics_) metrics_->write(j.dump());
 }
 
@@ -275,10 +296,10 @@ void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneCo
   for (const LayerSparsity& l : layers) {
     weights += l.weights;
     zeros += l.zeros;
-    table += fmt::format("  [{}] {:<8} {:>10} weights {:>10} zeros {:6.2f}%{}\n", l.layer, l.kind, l.weights, l.zeros,
-                         100.0 * static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1)),
-                         config.structured ? fmt::format("  ({} of {} neurons pruned)", l.neurons_pruned, l.neurons)
-                                           : std::string());
+    table += fmt::format(
+        "  [{}] {:<8} {:>10} weights {:>10} zeros {:6.2f}%{}\n", l.layer, l.kind, l.weights, l.zeros,
+        100.0 * static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1)),
+        config.structured ? fmt::format("  ({} of {} neurons pruned)", l.neurons_pruned, l.neurons) : std::string());
   }
   table += fmt::format("  {:<12} {:>10} weights {:>10} zeros {:6.2f}%", "all", weights, zeros,
                        100.0 * static_cast<double>(zeros) / static_cast<double>(std::max<std::int64_t>(weights, 1)));
@@ -296,50 +317,53 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
   const double rate = train_seconds > 0 ? static_cast<double>(steps * global_batch_) / train_seconds : 0.0;
   const auto flops = model.train_flops_per_sample();
   auto med = [&](auto f) { return 1e3 * median_of(times_, 0, f); };
-  nlohmann::json j = {
-      {"ringtrain_version", version()},
-      {"world_size", ctx_.world_size()},
-      {"nodes", ctx_.node_count()},
-      {"backend", ctx_.binding().backend},
-      {"threads_per_rank", ctx_.binding().threads},
-      {"allreduce", comm_name_},
-      {"per_rank_batch", tc_.batch_size},
-      {"global_batch", global_batch_},
-      {"epochs", epochs},
-      {"steps", steps},  // run by this process; a resumed run started at start_step
-      {"start_step", start_step_},
-      {"final_step", start_step_ + steps},
-      {"final_test_accuracy", final_accuracy},
-      {"test_accuracy_per_epoch", accuracies_},
-      {"final_train_loss", final_loss},
-      {"train_samples_per_second", rate},
-      {"train_seconds", train_seconds},
-      {"median_step_ms", med([](const StepTimes& t) { return t.total(); })},
-      {"median_data_wait_ms", med([](const StepTimes& t) { return t.data; })},
-      {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
-      {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
-      {"overlap", overlap_},
-      {"cuda_graph_replays", graph_replays_},
-      {"data_strategy", read_strategy_name(tc_.data.strategy)},
-      {"prefetch", tc_.data.prefetch},
-      {"accumulation_steps", tc_.accumulation_steps},
-      {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
-      {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},
-      {"parameters", model.num_params()},
-      {"model_flops_per_sample", flops},
-      {"achieved_gflops", rate * static_cast<double>(flops) / 1e9},
-      {"precision", precision_name(tc_.precision)},
-      {"skipped_steps", scaler.skipped_steps()},  // over the whole run, also before a resume
-      {"loss_scale", scaler.scale()},
-      {"param_checksum", param_checksum}};
+  nlohmann::json j = {{"ringtrain_version", version()},
+                      {"world_size", ctx_.world_size()},
+                      {"nodes", ctx_.node_count()},
+                      {"backend", ctx_.binding().backend},
+                      {"threads_per_rank", ctx_.binding().threads},
+                      {"allreduce", comm_name_},
+                      {"per_rank_batch", tc_.batch_size},
+                      {"global_batch", global_batch_},
+                      {"epochs", epochs},
+                      {"steps", steps},  // run by this process; a resumed run started at start_step
+                      {"start_step", start_step_},
+                      {"final_step", start_step_ + steps},
+                      {"final_test_accuracy", final_accuracy},
+                      {"test_accuracy_per_epoch", accuracies_},
+                      {"final_train_loss", final_loss},
+                      {"train_samples_per_second", rate},
+                      {"train_seconds", train_seconds},
+                      {"median_step_ms", med([](const StepTimes& t) { return t.total(); })},
+                      {"median_data_wait_ms", med([](const StepTimes& t) { return t.data; })},
+                      {"median_exposed_comm_ms", med([](const StepTimes& t) { return t.comm; })},
+                      {"median_allreduce_ms", med([](const StepTimes& t) { return t.allreduce; })},
+                      {"overlap", overlap_},
+                      {"cuda_graph_replays", graph_replays_},
+                      {"data_strategy", read_strategy_name(tc_.data.strategy)},
+                      {"prefetch", tc_.data.prefetch},
+                      {"accumulation_steps", tc_.accumulation_steps},
+                      {"data_wait_fraction", train_seconds > 0 ? data / train_seconds : 0.0},
+                      {"comm_fraction", train_seconds > 0 ? comm / train_seconds : 0.0},
+                      {"parameters", model.num_params()},
+                      {"model_flops_per_sample", flops},
+                      {"achieved_gflops", rate * static_cast<double>(flops) / 1e9},
+                      {"precision", precision_name(tc_.precision)},
+                      {"skipped_steps", scaler.skipped_steps()},  // over the whole run, also before a resume
+                      {"loss_scale", scaler.scale()},
+                      {"param_checksum", param_checksum}};
   if (!sparsity_.empty()) {
     nlohmann::json layers = nlohmann::json::array();
     std::int64_t weights = 0, zeros = 0;
     for (const LayerSparsity& l : sparsity_) {
       weights += l.weights;
       zeros += l.zeros;
-      nlohmann::json e = {{"layer", l.layer}, {"kind", l.kind}, {"weights", l.weights}, {"zeros", l.zeros},
-                          {"sparsity", static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1))}};
+      nlohmann::json e = {
+          {"layer", l.layer},
+          {"kind", l.kind},
+          {"weights", l.weights},
+          {"zeros", l.zeros},
+          {"sparsity", static_cast<double>(l.zeros) / static_cast<double>(std::max<std::int64_t>(l.weights, 1))}};
       if (prune_.structured) {
         e["neurons"] = l.neurons;
         e["neurons_pruned"] = l.neurons_pruned;
@@ -355,17 +379,18 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                      {"layers", layers}};
   }
   if (!rank_resources_.empty())
-    j["resources"] = {{"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
+    j["resources"] = {
+        {"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
-  log::info("done: {} epoch{}, {} steps{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
-            "-> {}/summary.json",
-            epochs, epochs > 1 ? "s" : "", steps,
-            scaler.enabled() ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(),
-                                           scaler.scale())
-                             : std::string(),
-            hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
-            final_loss,
-            final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
+  log::info(
+      "done: {} epoch{}, {} steps{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
+      "-> {}/summary.json",
+      epochs, epochs > 1 ? "s" : "", steps,
+      scaler.enabled()
+          ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(), scaler.scale())
+          : std::string(),
+      hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
+      final_loss, final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
 }
 
 }  // namespace ringtrain

@@ -67,8 +67,8 @@ class RunReport {
   const Context& ctx_;
   const TrainConfig& tc_;
   std::string comm_name_;
-  std::optional<MetricsLog> metrics_;  // rank 0 only
-  std::unique_ptr<ResourceSampler> sampler_;  // monitor.interval_ms
+  std::optional<MetricsLog> metrics_;          // rank 0 only
+  std::unique_ptr<ResourceSampler> sampler_;   // monitor.interval_ms
   std::vector<RankResources> rank_resources_;  // rank 0, after resources()
   std::vector<int> slow_ranks_;
   std::int64_t start_step_ = 0;
@@ -79,7 +79,7 @@ class RunReport {
   double window_loss_ = 0.0;
   double best_accuracy_ = -1.0;
   std::uint64_t graph_replays_ = 0;  // steps run as a CUDA graph launch
-  bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
+  bool overlap_ = false;             // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
   std::vector<LayerSparsity> sparsity_;  // empty unless pruned
   PruneConfig prune_;

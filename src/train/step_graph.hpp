@@ -27,7 +27,7 @@ class StepGraph {
   // allocated); then captured and replayed, and replayed whenever the key comes back. When a
   // capture fails the reason is logged once, `work` runs eagerly, and so does every later call.
   virtual void run(const StepGraphKey& key, const std::function<void()>& work) = 0;
-  virtual bool active() const = 0;  // false once a capture has failed
+  virtual bool active() const = 0;            // false once a capture has failed
   virtual std::uint64_t replays() const = 0;  // graph launches so far
 };
 

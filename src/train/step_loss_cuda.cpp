@@ -38,6 +38,8 @@ class CudaStepLoss final : public StepLoss {
 
 }  // namespace
 
-std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows) { return std::make_unique<CudaStepLoss>(max_rows); }
+std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows) {
+  return std::make_unique<CudaStepLoss>(max_rows);
+}
 
 }  // namespace ringtrain

@@ -77,8 +77,10 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.checkpoint.every_steps = ckpt.get_int("every_steps", t.checkpoint.every_steps);
   require_positive(ckpt, "every_steps", t.checkpoint.every_steps, 0);
   t.checkpoint.every_seconds = ckpt.get_double("every_seconds", t.checkpoint.every_seconds);
-  RT_REQUIRE(t.checkpoint.every_seconds >= 0.0, ConfigError, "config: {}: key 'checkpoint.every_seconds': must be >= 0, "
-             "got {}", config.source(), t.checkpoint.every_seconds);
+  RT_REQUIRE(t.checkpoint.every_seconds >= 0.0, ConfigError,
+             "config: {}: key 'checkpoint.every_seconds': must be >= 0, "
+             "got {}",
+             config.source(), t.checkpoint.every_seconds);
   t.checkpoint.keep = ckpt.get_int("keep", t.checkpoint.keep);
   require_positive(ckpt, "keep", t.checkpoint.keep, 1);
 

@@ -47,8 +47,8 @@ struct Setup {
   std::string resolved_config;
   TrainConfig tc;
   std::unique_ptr<Watchdog> watchdog;
-  std::unique_ptr<Communicator> comm;       // set-up, statistics, evaluation
-  std::unique_ptr<Communicator> grad_comm;  // gradient buckets only (the comm thread's)
+  std::unique_ptr<Communicator> comm;          // set-up, statistics, evaluation
+  std::unique_ptr<Communicator> grad_comm;     // gradient buckets only (the comm thread's)
   std::shared_ptr<const Dataset> train, test;  // test: null without data.test
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
@@ -146,8 +146,8 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     write_file_atomic(tc.run_dir + "/config.toml", s->resolved_config + "\n");
   });
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
-  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->scaler,
-                                                      s->resolved_config, global_batch, *s->watchdog);
+  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->scaler, s->resolved_config,
+                                                      global_batch, *s->watchdog);
   if (s->pruner) s->checkpoints->add_replicated("prune/mask", s->pruner->mask().f32(), s->pruner->mask().numel());
   s->resumed = s->checkpoints->resume(s->steps_per_epoch);
   if (s->pruner && s->resumed) s->pruner->mask_written();  // the restored host mask, to the GPU's copy
@@ -228,9 +228,10 @@ std::string verify_param_checksums(Setup& s, const Context& ctx) {
   std::int32_t differs = mine != root ? 1 : 0;
   s.comm->allreduce_sum(&differs, 1, DType::i32);
   if (differs != 0)
-    throw CollectiveError(fmt::format("parameter checksums differ across ranks at the end of training: {} of {} "
-                                      "ranks differ from rank 0 ({:016x})",
-                                      differs, ctx.world_size(), root));
+    throw CollectiveError(
+        fmt::format("parameter checksums differ across ranks at the end of training: {} of {} "
+                    "ranks differ from rank 0 ({:016x})",
+                    differs, ctx.world_size(), root));
   return fmt::format("{:016x}", root);
 }
 
@@ -263,15 +264,17 @@ class BoundaryPolicy {
 
   Boundary after_step(std::int64_t step, std::int64_t total_steps) {
     const int signal = StopSignals::received();
-    std::int32_t flags[3] = {signal == SIGTERM ? 1 : 0, signal == SIGUSR1 ? 1 : 0,
-                             rank0_ && tc_.checkpoint.every_seconds > 0.0 &&
-                                     seconds_since(last_save_) >= tc_.checkpoint.every_seconds ? 1 : 0};
+    std::int32_t flags[3] = {
+        signal == SIGTERM ? 1 : 0, signal == SIGUSR1 ? 1 : 0,
+        rank0_ && tc_.checkpoint.every_seconds > 0.0 && seconds_since(last_save_) >= tc_.checkpoint.every_seconds ? 1
+                                                                                                                  : 0};
     comm_.allreduce_sum(flags, 3, DType::i32);
     Boundary b;
     if (flags[0] > 0 || flags[1] > 0) {
       const int which = flags[0] > 0 ? SIGTERM : SIGUSR1;
-      b = {true, true, fmt::format("{} received by {} of {} ranks", StopSignals::name(which),
-                                   flags[0] > 0 ? flags[0] : flags[1], world_)};
+      b = {true, true,
+           fmt::format("{} received by {} of {} ranks", StopSignals::name(which), flags[0] > 0 ? flags[0] : flags[1],
+                       world_)};
     } else if (tc_.exit_at_step > 0 && step == tc_.exit_at_step && step < total_steps) {
       b = {true, true, fmt::format("train.exit_at_step = {} reached", tc_.exit_at_step)};
     } else if (step == total_steps) {
@@ -307,8 +310,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   const std::int64_t b = tc.batch_size * tc.accumulation_steps;  // per rank and step
   const TrainPosition start = s.resumed.value_or(TrainPosition{});
   if (start.step >= s.total_steps) {
-    log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step,
-              s.total_steps);
+    log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step, s.total_steps);
     return 0;
   }
   RunReport report(ctx, s.tc, s.comm->name(), start.step);
@@ -328,8 +330,8 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
             s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
-  DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options,
-                           &tracer, &s.scaler);
+  DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options, &tracer,
+                           &s.scaler);
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 

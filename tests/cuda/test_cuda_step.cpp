@@ -53,7 +53,8 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph)
   for (std::int64_t s = 0; s < kSteps; ++s) {
     for (std::int64_t i = 0; i < x.numel(); ++i)
       x.f32()[i] = static_cast<float>(std::sin(0.013 * static_cast<double>(i) + 0.7 * static_cast<double>(s)));
-    for (std::int64_t i = 0; i < kBatch; ++i) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 3 + s) % 10);
+    for (std::int64_t i = 0; i < kBatch; ++i)
+      labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 3 + s) % 10);
     const StepResult r = step.run(x, labels.data(), StepInfo{true, 1, s, 0}, 0.05f);
     EXPECT_TRUE(std::isfinite(r.loss)) << "step " << s;
   }

@@ -40,8 +40,7 @@ inline CommandResult run_command(const std::string& command) {
 inline CommandResult run_ringtrain(int ranks, const std::vector<std::string>& args, int timeout_s = 120) {
   // odls_base_sigkill_timeout=0: mpirun ends a failed job at once instead of waiting ~2 s.
   std::string cmd = "OMPI_MCA_odls_base_sigkill_timeout=0 timeout -k 5 " + std::to_string(timeout_s) + " " +
-                    shell_quote(RINGTRAIN_MPIEXEC) + " -np " +
-                    std::to_string(ranks) +
+                    shell_quote(RINGTRAIN_MPIEXEC) + " -np " + std::to_string(ranks) +
                     " --oversubscribe --allow-run-as-root --bind-to none --mca btl self,vader"
                     " --mca btl_vader_single_copy_mechanism none " +
                     shell_quote(RINGTRAIN_EXE);

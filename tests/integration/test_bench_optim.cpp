@@ -10,8 +10,8 @@ namespace ringtrain::test {
 namespace {
 
 TEST(BenchOptim, ReportsBytesBandwidthAndRatios) {
-  const CommandResult r = run_ringtrain(
-      1, {"bench", "optim", "--params", "100000", "--iterations", "3", "--repeats", "3", "--json"});
+  const CommandResult r =
+      run_ringtrain(1, {"bench", "optim", "--params", "100000", "--iterations", "3", "--repeats", "3", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j;
   for (const std::string& line : lines_of(r.output))

@@ -14,8 +14,9 @@ std::string mlp() { return std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashio
 std::string train_data() { return std::string(RINGTRAIN_DATA_DIR) + "/train.h5"; }
 
 nlohmann::json bench(int ranks, bool synthetic) {
-  std::vector<std::string> args = {"bench", "train", mlp(), "--json", "--steps", "4", "--warmup", "1",
-                                   "--set", "data.train=" + train_data(), "--set", "data.test="};
+  std::vector<std::string> args = {"bench", "train",     mlp(), "--json", "--steps",
+                                   "4",     "--warmup",  "1",   "--set",  "data.train=" + train_data(),
+                                   "--set", "data.test="};
   if (synthetic) args.push_back("--synthetic");
   const CommandResult r = run_ringtrain(ranks, args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -52,8 +53,7 @@ TEST_P(BenchTrain, ReportsAConsistentBreakdown) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Runs, BenchTrain,
-                         ::testing::Combine(::testing::Values(1, 2), ::testing::Values(true, false)),
+INSTANTIATE_TEST_SUITE_P(Runs, BenchTrain, ::testing::Combine(::testing::Values(1, 2), ::testing::Values(true, false)),
                          [](const auto& info) {
                            return std::string(std::get<1>(info.param) ? "synthetic" : "real") + "_np" +
                                   std::to_string(std::get<0>(info.param));

@@ -60,11 +60,11 @@ std::string adamw_config(const fs::path& dir) {
 CommandResult train(int ranks, const fs::path& run_dir, const std::vector<std::string>& extra,
                     const std::string& config = mlp_config()) {
   std::vector<std::string> args = {"train", config,
-                                    "--set", "data.train=" + (data_dir() / "train.h5").string(),
-                                    "--set", "data.test=" + (data_dir() / "test.h5").string(),
-                                    "--set", "train.batch_size=" + std::to_string(kGlobalBatch / ranks),
-                                    "--set", "train.log_every=10",
-                                    "--set", "run.dir=" + run_dir.string()};
+                                   "--set", "data.train=" + (data_dir() / "train.h5").string(),
+                                   "--set", "data.test=" + (data_dir() / "test.h5").string(),
+                                   "--set", "train.batch_size=" + std::to_string(kGlobalBatch / ranks),
+                                   "--set", "train.log_every=10",
+                                   "--set", "run.dir=" + run_dir.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   return run_ringtrain(ranks, args, 180);
 }
@@ -252,8 +252,7 @@ TEST(CheckpointDamage, NewestDamagedFallsBackToThePreviousOne) {
   const fs::path dir = fresh_dir("damage");
   for (const std::string damage : {"flip", "truncate"}) {
     const fs::path run = dir / damage;
-    const CommandResult first =
-        train(2, run, {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10"});
+    const CommandResult first = train(2, run, {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10"});
     ASSERT_EQ(first.exit_code, 0) << first.output;
     const std::string newest = ckpt(run, 30);
     if (damage == "flip")
@@ -276,8 +275,9 @@ TEST(CheckpointCrash, SigkillDuringSavesNeverLeavesABrokenLatest) {
   // A checkpoint after every step: most of the run's time is spent saving.
   for (int trial = 0; trial < 4; ++trial) {
     auto job = std::async(std::launch::async, [&] {
-      return train(2, run, {"--set", "train.epochs=50", "--set", "checkpoint.every_steps=1", "--set",
-                            "checkpoint.keep=2", "--set", "train.resume=auto"});
+      return train(2, run,
+                   {"--set", "train.epochs=50", "--set", "checkpoint.every_steps=1", "--set", "checkpoint.keep=2",
+                    "--set", "train.resume=auto"});
     });
     const auto start = Clock::now();
     const auto wait = std::chrono::milliseconds(1500 + 170 * trial);
@@ -305,8 +305,8 @@ TEST(CheckpointCrash, SigkillDuringSavesNeverLeavesABrokenLatest) {
     }
   }
   // And the run resumes from what was left.
-  const CommandResult resumed = train(2, run, {"--set", "train.max_steps=1", "--set", "train.resume=auto",
-                                               "--set", "train.epochs=50"});
+  const CommandResult resumed =
+      train(2, run, {"--set", "train.max_steps=1", "--set", "train.resume=auto", "--set", "train.epochs=50"});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resume: "), std::string::npos) << resumed.output;
 }
@@ -327,10 +327,10 @@ TEST(CheckpointErrors, BadCheckpointsAndDirectoriesGiveOneClearLine) {
   for (int ranks : {1, 2}) {
     const fs::path run = dir / ("run-np" + std::to_string(ranks));
     // Another model (the CNN example): the dataset and both shapes are named.
-    const CommandResult r = run_ringtrain(
-        ranks, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/cnn.toml", "--set",
-                "data.train=" + (data_dir() / "train.h5").string(), "--set", "data.test=", "--set",
-                "run.dir=" + run.string(), "--set", "train.resume=" + good});
+    const CommandResult r =
+        run_ringtrain(ranks, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/cnn.toml", "--set",
+                              "data.train=" + (data_dir() / "train.h5").string(), "--set", "data.test=", "--set",
+                              "run.dir=" + run.string(), "--set", "train.resume=" + good});
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("dataset 'params' has shape [535818] but this run needs [421642]"), std::string::npos)
         << r.output;
@@ -385,9 +385,9 @@ TEST(CheckpointErrors, FullDiskKeepsThePreviousCheckpoint) {
     fs::path p;
     ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
   } unmount{mnt};
-  const CommandResult r = train(2, dir / "run", {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10",
-                                                 "--set", "checkpoint.keep=1", "--set",
-                                                 "checkpoint.dir=" + mnt.string()});
+  const CommandResult r = train(2, dir / "run",
+                                {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10", "--set",
+                                 "checkpoint.keep=1", "--set", "checkpoint.dir=" + mnt.string()});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("checkpoint at step 20 failed: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(mnt.string() + "/ckpt-000000010.h5 is intact"), std::string::npos) << r.output;

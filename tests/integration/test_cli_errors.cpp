@@ -33,8 +33,8 @@ std::string write_text(const std::string& name, const std::string& text) {
 // A dataset file with images of the given dims (uint8) and labels of length n_labels, all
 // equal to label_value, or cycling through 0..9 when label_value is kCycle.
 constexpr int kCycle = -1;
-std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels,
-                     int label_value, bool with_labels = true) {
+std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels, int label_value,
+                     bool with_labels = true) {
   const auto path = (work_dir() / name).string();
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t count = 1;
@@ -77,7 +77,9 @@ std::vector<Case> cases() {
   std::vector<Case> c;
   c.push_back({"missing config", {"train", (work_dir() / "nope.toml").string()}, {"nope.toml", "no such file"}});
   c.push_back({"syntax error", {"train", write_text("syntax.toml", "[train]\nepochs = = 2\n")}, {"syntax.toml:2:"}});
-  c.push_back({"unknown key", {"train", write_text("unknown.toml", config_for(good, "epoch = 2"))}, {"unknown key", "train.epoch"}});
+  c.push_back({"unknown key",
+               {"train", write_text("unknown.toml", config_for(good, "epoch = 2"))},
+               {"unknown key", "train.epoch"}});
   c.push_back({"wrong type",
                {"train", write_text("type.toml", config_for(good)), "--set", "train.epochs=\"three\""},
                {"train.epochs", "integer"}});
@@ -122,7 +124,8 @@ TEST_P(CliErrors, EveryBadInputGivesOneClearLine) {
         error_line = line;
       }
     EXPECT_EQ(error_lines, 1) << r.output;
-    for (const auto& e : c.expected) EXPECT_NE(error_line.find(e), std::string::npos) << "missing '" << e << "' in: " << error_line;
+    for (const auto& e : c.expected)
+      EXPECT_NE(error_line.find(e), std::string::npos) << "missing '" << e << "' in: " << error_line;
     EXPECT_EQ(r.output.find("core dumped"), std::string::npos) << r.output;
     EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << "should end collectively:\n" << r.output;
   }

@@ -59,11 +59,11 @@ TEST(Monitor, TrainingWritesResourceLinesAndPerRankSummary) {
   ASSERT_TRUE(fs::exists(data / "train.h5")) << "fixture prepare_fashion_mnist did not run";
   const fs::path run_dir = fs::temp_directory_path() / "ringtrain-monitor";
   fs::remove_all(run_dir);
-  const auto r = run_ringtrain(2, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
-                                   "--set", "data.train=" + (data / "train.h5").string(), "--set",
-                                   "data.test=" + (data / "test.h5").string(), "--set", "train.max_steps=60", "--set",
-                                   "train.log_every=20", "--set", "monitor.interval_ms=50", "--set",
-                                   "checkpoint.enabled=false", "--set", "run.dir=" + run_dir.string()});
+  const auto r = run_ringtrain(
+      2, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml", "--set",
+          "data.train=" + (data / "train.h5").string(), "--set", "data.test=" + (data / "test.h5").string(), "--set",
+          "train.max_steps=60", "--set", "train.log_every=20", "--set", "monitor.interval_ms=50", "--set",
+          "checkpoint.enabled=false", "--set", "run.dir=" + run_dir.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("monitor: every 50 ms: cpu + memory"), std::string::npos) << r.output;
   if (!gpu_machine())

@@ -56,7 +56,8 @@ TEST_P(FaultTolerance, JobEndsWithAClearMessage) {
   if (fault.signal == SIGSTOP) {
     EXPECT_NE(r.output.find("did not finish within comm.timeout_s"), std::string::npos) << r.output;
   } else {  // the launcher reports the dead rank, or a survivor's watchdog does
-    const bool launcher = r.output.find("signal 9") != std::string::npos || r.output.find("Killed") != std::string::npos;
+    const bool launcher =
+        r.output.find("signal 9") != std::string::npos || r.output.find("Killed") != std::string::npos;
     const bool watchdog = r.output.find("did not finish within comm.timeout_s") != std::string::npos;
     EXPECT_TRUE(launcher || watchdog) << r.output;
   }

@@ -106,8 +106,8 @@ TEST_F(PrecisionRuns, Fp16HugeLossScaleSkipsBacksOffAndStillLearns) {
   EXPECT_EQ(scale, std::ldexp(1.0, 40 - static_cast<int>(skipped)));  // growth_interval 2000: no growth in 174 steps
   const double a = f32.summary["final_test_accuracy"].get<double>();
   const double b = f16.summary["final_test_accuracy"].get<double>();
-  std::cout << "test accuracy after 3 epochs: fp32 " << a << ", fp16 from scale 2^40 (" << skipped
-            << " steps skipped) " << b << "\n";
+  std::cout << "test accuracy after 3 epochs: fp32 " << a << ", fp16 from scale 2^40 (" << skipped << " steps skipped) "
+            << b << "\n";
   EXPECT_NEAR(b, a, 0.02);
 }
 
@@ -128,7 +128,7 @@ TEST(Fp16Resume, StoppedAndResumedEqualsStraight) {
   const fs::path dir = fresh_dir("resume");
   // A scale that overflows now and then and a short growth interval whose count is mid-way
   // at the stop: a resume that lost the scaler state would take other steps.
-  const std::vector<std::string> common = {"--set", "train.max_steps=60", "--set", "train.precision=fp16",
+  const std::vector<std::string> common = {"--set", "train.max_steps=60",      "--set", "train.precision=fp16",
                                            "--set", "loss_scale.init=1048576", "--set", "loss_scale.growth_interval=7"};
   const CommandResult straight = train(dir / "straight", common);
   ASSERT_EQ(straight.exit_code, 0) << straight.output;

@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr int kRanks = 2;
-constexpr std::int64_t kStop = 12;   // between two mask updates, before the schedule ends
+constexpr std::int64_t kStop = 12;  // between two mask updates, before the schedule ends
 constexpr std::int64_t kTotal = 30;
 
 fs::path fresh_dir(const std::string& name) {
@@ -27,17 +27,17 @@ fs::path fresh_dir(const std::string& name) {
 CommandResult train(const fs::path& run_dir, const std::vector<std::string>& extra) {
   const fs::path data = RINGTRAIN_DATA_DIR;
   std::vector<std::string> args = {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
-                                    "--set", "data.train=" + (data / "train.h5").string(),
-                                    "--set", "data.test=" + (data / "test.h5").string(),
-                                    "--set", "train.batch_size=512",
-                                    "--set", "train.max_steps=" + std::to_string(kTotal),
-                                    "--set", "train.log_every=10",
-                                    "--set", "run.dir=" + run_dir.string(),
-                                    "--set", "prune.method=magnitude",
-                                    "--set", "prune.sparsity=0.8",
-                                    "--set", "prune.start_step=5",
-                                    "--set", "prune.end_step=20",
-                                    "--set", "prune.every_steps=5"};
+                                   "--set", "data.train=" + (data / "train.h5").string(),
+                                   "--set", "data.test=" + (data / "test.h5").string(),
+                                   "--set", "train.batch_size=512",
+                                   "--set", "train.max_steps=" + std::to_string(kTotal),
+                                   "--set", "train.log_every=10",
+                                   "--set", "run.dir=" + run_dir.string(),
+                                   "--set", "prune.method=magnitude",
+                                   "--set", "prune.sparsity=0.8",
+                                   "--set", "prune.start_step=5",
+                                   "--set", "prune.end_step=20",
+                                   "--set", "prune.every_steps=5"};
   args.insert(args.end(), extra.begin(), extra.end());
   return run_ringtrain(kRanks, args, 120);
 }
@@ -82,8 +82,8 @@ TEST(Prune, GradualReachesTargetAndResumesBitwise) {
 
 TEST(Prune, StructuredRemovesWholeHiddenNeurons) {
   const fs::path dir = fresh_dir("structured");
-  const CommandResult r = train(dir, {"--set", "prune.structured=true", "--set", "prune.sparsity=0.5",
-                                      "--set", "train.max_steps=20", "--set", "checkpoint.enabled=false"});
+  const CommandResult r = train(dir, {"--set", "prune.structured=true", "--set", "prune.sparsity=0.5", "--set",
+                                      "train.max_steps=20", "--set", "checkpoint.enabled=false"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json layers = summary(dir)["sparsity"]["layers"];
   ASSERT_EQ(layers.size(), 2u) << layers.dump();  // the output layer keeps its classes

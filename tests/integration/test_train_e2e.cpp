@@ -19,11 +19,12 @@ TEST(TrainEndToEnd, MlpTwoRanksLearnsFashionMnist) {
   ASSERT_TRUE(fs::exists(data / "train.h5")) << "fixture prepare_fashion_mnist did not run";
   const fs::path run_dir = fs::temp_directory_path() / "ringtrain-e2e-mlp";
   fs::remove_all(run_dir);
-  const auto r = run_ringtrain(2, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
-                                   "--set", "data.train=" + (data / "train.h5").string(), "--set",
-                                   "data.test=" + (data / "test.h5").string(), "--set", "train.epochs=1", "--set",
-                                   "train.log_every=50", "--set", "run.dir=" + run_dir.string()},
-                               300);
+  const auto r =
+      run_ringtrain(2,
+                    {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml", "--set",
+                     "data.train=" + (data / "train.h5").string(), "--set", "data.test=" + (data / "test.h5").string(),
+                     "--set", "train.epochs=1", "--set", "train.log_every=50", "--set", "run.dir=" + run_dir.string()},
+                    300);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("test accuracy"), std::string::npos) << r.output;
 
@@ -58,9 +59,11 @@ nlohmann::json short_mlp_run(const std::string& name, const std::vector<std::str
   const fs::path run_dir = fs::temp_directory_path() / name;
   fs::remove_all(run_dir);
   std::vector<std::string> args = {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
-                                   "--set", "data.train=" + (data / "train.h5").string(), "--set",
-                                   "data.test=" + (data / "test.h5").string(), "--set", "train.max_steps=20",
-                                   "--set", "checkpoint.enabled=false", "--set", "run.dir=" + run_dir.string()};
+                                   "--set", "data.train=" + (data / "train.h5").string(),
+                                   "--set", "data.test=" + (data / "test.h5").string(),
+                                   "--set", "train.max_steps=20",
+                                   "--set", "checkpoint.enabled=false",
+                                   "--set", "run.dir=" + run_dir.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   const auto r = run_ringtrain(2, args, 300);
   *output = r.output;
@@ -72,8 +75,8 @@ nlohmann::json short_mlp_run(const std::string& name, const std::vector<std::str
 TEST(TrainEndToEnd, CudaBackendWithoutAGpuFallsBackToTheCpu) {
   std::string cpu_log, cuda_log;
   const auto cpu = short_mlp_run("ringtrain-e2e-cpu", {}, &cpu_log);
-  const auto cuda = short_mlp_run("ringtrain-e2e-cuda", {"--set", "runtime.backend=cuda", "--set", "comm.allreduce=nccl"},
-                                  &cuda_log);
+  const auto cuda =
+      short_mlp_run("ringtrain-e2e-cuda", {"--set", "runtime.backend=cuda", "--set", "comm.allreduce=nccl"}, &cuda_log);
   ASSERT_TRUE(cpu.contains("param_checksum") && cuda.contains("param_checksum")) << cpu_log << cuda_log;
   if (cuda["backend"] == "cuda") GTEST_SKIP() << "a GPU is present: no fallback to test";
   EXPECT_NE(cuda_log.find("falling back to the CPU backend"), std::string::npos) << cuda_log;

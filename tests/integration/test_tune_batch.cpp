@@ -16,11 +16,15 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> tune_args(const std::vector<std::string>& extra) {
   const fs::path data = RINGTRAIN_DATA_DIR;
-  std::vector<std::string> args{"tune",    "batch",
+  std::vector<std::string> args{"tune",
+                                "batch",
                                 std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
-                                "--set",   "data.train=" + (data / "train.h5").string(),
-                                "--steps", "3",
-                                "--max-batch", "256"};
+                                "--set",
+                                "data.train=" + (data / "train.h5").string(),
+                                "--steps",
+                                "3",
+                                "--max-batch",
+                                "256"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -91,8 +95,8 @@ TEST_F(TuneBatch, MemoryLimitStopsBeforeTheFirstSizeOverIt) {
   const auto unlimited = json_of(run_ringtrain(1, tune_args({"--json"})));
   ASSERT_EQ(unlimited["rows"].size(), 6u);
   // Between what batches 64 and 128 needed: 8 to 64 fit, 128 must not even be allocated.
-  const double limit = (unlimited["rows"][3]["measured_bytes"].get<double>() +
-                        unlimited["rows"][4]["measured_bytes"].get<double>()) / 2;
+  const double limit =
+      (unlimited["rows"][3]["measured_bytes"].get<double>() + unlimited["rows"][4]["measured_bytes"].get<double>()) / 2;
   const auto r = run_ringtrain(1, tune_args({"--json", "--memory-limit", std::to_string(static_cast<long>(limit))}));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = json_of(r);

@@ -31,11 +31,11 @@ struct CheckpointMeta {
   std::int64_t step_in_epoch = 0;  // that batch's step within its epoch
   std::int64_t global_batch = 0;   // samples per optimizer step over all ranks
   std::uint64_t seed = 0;
-  std::int64_t world_size = 0;     // ranks that wrote the file
+  std::int64_t world_size = 0;  // ranks that wrote the file
   std::int64_t optimizer_steps = 0;
-  std::string optimizer;           // "sgd" | "adamw"
-  std::string data_strategy;       // "memory" | "stream"
-  std::string config;              // the resolved TOML of the run
+  std::string optimizer;      // "sgd" | "adamw"
+  std::string data_strategy;  // "memory" | "stream"
+  std::string config;         // the resolved TOML of the run
   // Mixed precision (attributes absent in files of older writers: read as "fp32" and the
   // default scaler state below, which a run without loss scaling also writes).
   std::string precision = "fp32";  // train.precision: "fp32" | "bf16" | "fp16"

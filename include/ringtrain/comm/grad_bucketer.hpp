@@ -62,8 +62,8 @@ class GradBucketer {
   Tracer* tracer_;
   std::unique_ptr<CommThread> thread_;  // null on the plain path
   const float* carry_ = nullptr;
-  std::size_t next_ = 0;                // next bucket to launch
-  double allreduce_s_ = 0.0;            // written by the comm thread, read after wait_all
+  std::size_t next_ = 0;      // next bucket to launch
+  double allreduce_s_ = 0.0;  // written by the comm thread, read after wait_all
 };
 
 }  // namespace ringtrain

@@ -15,8 +15,7 @@ class Config {
  public:
   // Throws ConfigError naming the file (and line:column for syntax errors) or the override.
   static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {});
-  static Config parse(std::string_view text, const std::string& source,
-                      const std::vector<std::string>& overrides = {});
+  static Config parse(std::string_view text, const std::string& source, const std::vector<std::string>& overrides = {});
 
   // Typed access with a default (inserted into the config when absent).
   std::int64_t get_int(std::string_view key, std::int64_t fallback);
@@ -40,8 +39,8 @@ class Config {
 
   // Throws ConfigError listing keys never read (unknown keys).
   void finish() const;
-  std::string to_toml() const;              // the resolved config
-  const std::string& source() const;        // the file name, for messages
+  std::string to_toml() const;                      // the resolved config
+  const std::string& source() const;                // the file name, for messages
   std::string path_of(std::string_view key) const;  // full dotted key for messages
 
  private:

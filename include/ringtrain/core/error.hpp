@@ -12,19 +12,19 @@ class Error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
-class ConfigError : public Error {   // bad config file, key, type or value
+class ConfigError : public Error {  // bad config file, key, type or value
  public:
   using Error::Error;
 };
-class DataError : public Error {     // dataset missing, malformed or out of range
+class DataError : public Error {  // dataset missing, malformed or out of range
  public:
   using Error::Error;
 };
-class CommError : public Error {     // a collective or point-to-point call failed
+class CommError : public Error {  // a collective or point-to-point call failed
  public:
   using Error::Error;
 };
-class IoError : public Error {       // files we write (metrics, summaries, checkpoints)
+class IoError : public Error {  // files we write (metrics, summaries, checkpoints)
  public:
   using Error::Error;
 };
@@ -36,18 +36,18 @@ class NumericError : public Error {  // non-finite loss or gradients
  public:
   using Error::Error;
 };
-class OutOfMemory : public Error {   // device memory exhausted (the batch-size finder catches it)
+class OutOfMemory : public Error {  // device memory exhausted (the batch-size finder catches it)
  public:
   using Error::Error;
 };
-class NotCompiled : public Error {   // a backend that this build does not contain
+class NotCompiled : public Error {  // a backend that this build does not contain
  public:
   using Error::Error;
 };
 
 // Throws E with a formatted message when cond is false.
-#define RT_REQUIRE(cond, E, ...)                   \
-  do {                                             \
+#define RT_REQUIRE(cond, E, ...)                    \
+  do {                                              \
     if (!(cond)) throw E(fmt::format(__VA_ARGS__)); \
   } while (0)
 

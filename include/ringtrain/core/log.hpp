@@ -19,8 +19,8 @@ void info(fmt::format_string<Args...> f, Args&&... args) {
 
 template <typename... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
-  write_line(stderr, fmt::format("ringtrain: warning: [rank {}] {}", rank(),
-                                 fmt::format(f, std::forward<Args>(args)...)));
+  write_line(stderr,
+             fmt::format("ringtrain: warning: [rank {}] {}", rank(), fmt::format(f, std::forward<Args>(args)...)));
 }
 
 }  // namespace ringtrain::log

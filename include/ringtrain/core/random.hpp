@@ -15,8 +15,7 @@ constexpr std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 // A stream key from a seed and up to three indices (e.g. epoch, step, layer).
-constexpr std::uint64_t stream_key(std::uint64_t seed, std::uint64_t a = 0, std::uint64_t b = 0,
-                                   std::uint64_t c = 0) {
+constexpr std::uint64_t stream_key(std::uint64_t seed, std::uint64_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0) {
   return splitmix64(splitmix64(splitmix64(splitmix64(seed) ^ a) ^ b) ^ c);
 }
 

@@ -26,8 +26,8 @@ struct LoaderOptions {
   // Where delivery starts (a resumed run): batch start_step of epoch start_epoch.
   std::int64_t start_epoch = 0;
   std::int64_t start_step = 0;
-  int prefetch = 2;         // batches prepared ahead (0: on the caller's thread)
-  AugmentOptions augment;   // training only
+  int prefetch = 2;        // batches prepared ahead (0: on the caller's thread)
+  AugmentOptions augment;  // training only
   Normalization normalize;
   std::int64_t shuffle_window = 16384;  // stream: samples shuffled together (whole blocks)
   std::int64_t read_ahead = 2;          // stream: windows read ahead of the ones in use

@@ -17,8 +17,7 @@ class DistributedSampler {
  public:
   // Throws DataError when global_batch is not a multiple of world_size, or when there are
   // fewer samples than one global batch.
-  DistributedSampler(std::int64_t num_samples, std::int64_t global_batch, int world_size, int rank,
-                     std::uint64_t seed);
+  DistributedSampler(std::int64_t num_samples, std::int64_t global_batch, int world_size, int rank, std::uint64_t seed);
 
   std::int64_t steps_per_epoch() const { return num_samples_ / global_batch_; }
   std::int64_t global_batch_size() const { return global_batch_; }

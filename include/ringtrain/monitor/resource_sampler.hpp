@@ -20,7 +20,7 @@ inline constexpr double kNoReading = std::numeric_limits<double>::quiet_NaN();
 
 // One GPU reading; a field the device does not report stays kNoReading (throttle_reasons: 0).
 struct GpuReading {
-  int index = -1;                   // NVML device index
+  int index = -1;                    // NVML device index
   double util_percent = kNoReading;  // SM busy share of the last sample period
   double mem_used_mib = kNoReading;
   double power_w = kNoReading;
@@ -32,7 +32,7 @@ struct GpuReading {
 struct ResourceSample {
   double t_s = 0.0;          // seconds since the sampler started
   double cpu_percent = 0.0;  // process CPU time / wall time over the interval (100 = one core)
-  double rss_mib = 0.0;       // resident memory now
+  double rss_mib = 0.0;      // resident memory now
   std::optional<GpuReading> gpu;
 };
 
@@ -41,7 +41,7 @@ struct ResourceSummary {
   std::int64_t samples = 0;
   double cpu_mean_percent = 0.0, cpu_max_percent = 0.0;
   double rss_peak_mib = 0.0;  // the kernel's high-water mark (VmHWM), not only sampled values
-  bool gpu = false;          // every field below only when true
+  bool gpu = false;           // every field below only when true
   double gpu_util_mean_percent = 0.0, gpu_util_max_percent = 0.0;
   double gpu_mem_peak_mib = 0.0, gpu_power_max_w = 0.0, gpu_temp_max_c = 0.0;
   std::uint64_t gpu_throttle_reasons = 0;  // union over all samples

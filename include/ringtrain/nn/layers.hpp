@@ -57,8 +57,8 @@ class Conv2d : public Layer {
   Conv2dOptions o_;
   std::int64_t c_ = 0, h_ = 0, w_in_ = 0, oh_ = 0, ow_ = 0;
   Tensor w_, b_, dw_, db_;
-  std::vector<float> cols_;     // columns of the last forward input: [N][C*k*k][OH*OW]
-  std::vector<float> dcols_;    // one sample's column gradient
+  std::vector<float> cols_;        // columns of the last forward input: [N][C*k*k][OH*OW]
+  std::vector<float> dcols_;       // one sample's column gradient
   std::vector<double> bias_sums_;  // per-channel bias gradient accumulators
 };
 

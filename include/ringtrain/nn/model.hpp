@@ -68,7 +68,7 @@ class Model {
     std::string_view kind;  // the layer's kind: "linear", "conv2d", ...
     std::string name;       // "weight", "bias", ...
     Shape shape;
-    std::int64_t offset;    // first arena element
+    std::int64_t offset;  // first arena element
   };
   std::vector<ParamTensor> param_tensors() const;
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
@@ -92,7 +92,7 @@ class Model {
 
   std::vector<std::unique_ptr<Layer>> layers_;
   Shape input_shape_;
-  std::vector<Shape> shapes_;              // per-sample output shape of each layer
+  std::vector<Shape> shapes_;               // per-sample output shape of each layer
   std::vector<std::int64_t> layer_params_;  // parameter count per layer
   std::vector<std::int64_t> layer_offset_;  // first arena element of each layer's parameters
   std::size_t first_trainable_ = 0;         // index of the first layer with parameters
@@ -100,13 +100,13 @@ class Model {
   Tensor params_, grads_;
   Device device_;
   DType compute_dtype_ = DType::f32;
-  Tensor compute_params_;       // not f32: the rounded copy the layers are bound to
-  bool compute_stale_ = true;   // compute_params_ must be refreshed from params_
-  Tensor input_storage_;        // not f32: the rounded input, at capacity_
-  std::int64_t capacity_ = 0;               // batch size the activation buffers hold
+  Tensor compute_params_;                           // not f32: the rounded copy the layers are bound to
+  bool compute_stale_ = true;                       // compute_params_ must be refreshed from params_
+  Tensor input_storage_;                            // not f32: the rounded input, at capacity_
+  std::int64_t capacity_ = 0;                       // batch size the activation buffers hold
   std::vector<Tensor> act_storage_, grad_storage_;  // per layer output, at capacity_
-  std::vector<Tensor> acts_, dacts_;        // views of the current batch size
-  Tensor input_;                            // view of the last forward's (rounded) input
+  std::vector<Tensor> acts_, dacts_;                // views of the current batch size
+  Tensor input_;                                    // view of the last forward's (rounded) input
 };
 
 // Where and how a model computes: the device, the compute dtype (f32, bf16, f16) and, for f32

@@ -70,8 +70,8 @@ class LrSchedule {
     std::int64_t warmup_steps = 0;  // linear ramp from 0 (all kinds)
     std::int64_t step_size = 1;     // step: multiply by gamma every step_size steps
     double gamma = 0.1;
-    double min_lr = 0.0;            // cosine floor
-    std::int64_t total_steps = 1;   // cosine horizon
+    double min_lr = 0.0;           // cosine floor
+    std::int64_t total_steps = 1;  // cosine horizon
   };
   explicit LrSchedule(const Options& o);
   double at(std::int64_t step) const;  // learning rate for optimizer step `step` (0-based)

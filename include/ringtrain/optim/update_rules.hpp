@@ -34,7 +34,7 @@ struct AdamWHyper {
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.01f;  // decoupled
+  float weight_decay = 0.01f;     // decoupled
   float bias_correction1 = 1.0f;  // 1 - beta1^t
   float bias_correction2 = 1.0f;  // 1 - beta2^t
 };

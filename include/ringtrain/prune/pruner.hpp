@@ -21,14 +21,14 @@ class Optimizer;
 enum class PruneScope { layer, global };
 
 struct PruneConfig {
-  bool enabled = false;               // method = "magnitude"
+  bool enabled = false;                  // method = "magnitude"
   PruneScope scope = PruneScope::layer;  // one threshold per weight tensor, or one over all of them
-  double sparsity = 0.0;              // final fraction pruned (of weights; of neurons when structured)
-  std::int64_t start_step = 0;        // first mask update (after this many optimizer steps)
-  std::int64_t end_step = 0;          // last one, at the final sparsity (== start_step: one-shot)
-  std::int64_t every_steps = 100;     // mask updates in between
-  std::vector<std::int64_t> layers;   // model.layers indices; empty: every linear and conv2d layer
-  bool structured = false;            // whole output neurons of linear layers, by L2 norm
+  double sparsity = 0.0;                 // final fraction pruned (of weights; of neurons when structured)
+  std::int64_t start_step = 0;           // first mask update (after this many optimizer steps)
+  std::int64_t end_step = 0;             // last one, at the final sparsity (== start_step: one-shot)
+  std::int64_t every_steps = 100;        // mask updates in between
+  std::vector<std::int64_t> layers;      // model.layers indices; empty: every linear and conv2d layer
+  bool structured = false;               // whole output neurons of linear layers, by L2 norm
 };
 
 // Reads [prune]: method ("none" | "magnitude"), scope ("layer" | "global"), sparsity,
@@ -50,8 +50,7 @@ struct ArenaRange {
 // Sets mask to 0 on exactly round(sparsity * n) of the n elements of `ranges` (taken together)
 // with the smallest |params|, to 1 on the others. Ties go to elements already masked, then to
 // the lower arena offset, so the result is the same on every rank and every run.
-void mask_smallest_magnitudes(const float* params, float* mask, const std::vector<ArenaRange>& ranges,
-                              double sparsity);
+void mask_smallest_magnitudes(const float* params, float* mask, const std::vector<ArenaRange>& ranges, double sparsity);
 
 // A linear layer's weight [rows, cols] and bias (bias_offset -1: none) in the arena.
 struct NeuronRange {
@@ -79,8 +78,7 @@ class Pruner {
  public:
   // Checks `layers` against the model (ConfigError naming prune.layers). `comm` compares the
   // masks of all ranks after each update; total_steps is only for the "won't be reached" warning.
-  Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Communicator& comm,
-         std::int64_t total_steps);
+  Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Communicator& comm, std::int64_t total_steps);
 
   // After optimizer step `step` (steps completed): at scheduled steps recomputes the mask
   // (collective: checks it is identical on all ranks, CollectiveError if not) and logs it;

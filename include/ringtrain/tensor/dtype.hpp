@@ -81,9 +81,9 @@ inline std::uint16_t float_to_f16(float f) {
   std::memcpy(&u, &f, 4);
   const std::uint16_t sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
   const std::uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs < 0x38800000u) {                                                    // result is subnormal or zero
     if (abs < 0x33000000u) return sign;
     const std::uint32_t exp = abs >> 23;
     const std::uint32_t man = (abs & 0x7fffffu) | 0x800000u;

@@ -42,7 +42,7 @@ class HostMemory final : public DeviceMemory {
   void release(void* ptr) override;
   MemoryInfo info() const override;  // free = capacity - outstanding bytes
   std::string name() const override { return "host"; }
-  std::size_t outstanding() const;   // allocations not yet released
+  std::size_t outstanding() const;  // allocations not yet released
 
  private:
   mutable std::mutex mutex_;
@@ -59,10 +59,10 @@ std::unique_ptr<DeviceMemory> make_cuda_memory();
 using StreamHandle = const void*;
 
 struct PoolStats {
-  std::size_t in_use = 0;       // bytes handed out (requests rounded up to kBlockGranularity)
-  std::size_t peak_in_use = 0;  // the most in_use has been
-  std::size_t reserved = 0;     // bytes held from the source; reserved - in_use is cached
-  std::size_t segments = 0;     // allocations held from the source
+  std::size_t in_use = 0;         // bytes handed out (requests rounded up to kBlockGranularity)
+  std::size_t peak_in_use = 0;    // the most in_use has been
+  std::size_t reserved = 0;       // bytes held from the source; reserved - in_use is cached
+  std::size_t segments = 0;       // allocations held from the source
   std::uint64_t allocations = 0;  // successful allocate calls
   std::uint64_t cache_hits = 0;   // of which served from cached blocks, without a new segment
 };
@@ -88,7 +88,7 @@ class MemoryPool {
 
   void* allocate(std::size_t bytes, StreamHandle stream = nullptr);  // 0 bytes: nullptr
   void free(void* ptr);                                              // nullptr: nothing
-  void empty_cache();  // returns the wholly free segments to the source
+  void empty_cache();                                                // returns the wholly free segments to the source
   PoolStats stats() const;
   // Restarts peak_in_use from the current in_use, so that it measures what comes next (one
   // candidate batch size of `tune batch`).

@@ -54,10 +54,12 @@ class Tensor {
   void* raw() const { return data_; }
   float* f32() const;  // checks dtype
   template <typename T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
-  Tensor reshape(const Shape& shape) const;                      // same elements, new shape
-  Tensor rows(std::int64_t begin, std::int64_t count) const;     // view along dimension 0
+  Tensor reshape(const Shape& shape) const;                          // same elements, new shape
+  Tensor rows(std::int64_t begin, std::int64_t count) const;         // view along dimension 0
   Tensor flat_slice(std::int64_t offset, const Shape& shape) const;  // view at element offset
 
  private:

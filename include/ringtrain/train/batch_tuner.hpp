@@ -42,8 +42,8 @@ struct MemoryModel {
 // ran out of device memory on some rank, so it fits on none).
 enum class SearchStop { none, max_batch, dataset, memory_limit, out_of_memory };
 // max_by_dataset: the largest per-rank batch whose global batch the training set still fills.
-SearchStop search_stop(std::int64_t batch, std::int64_t max_batch, std::int64_t max_by_dataset,
-                       double estimated_bytes, std::int64_t memory_limit);
+SearchStop search_stop(std::int64_t batch, std::int64_t max_batch, std::int64_t max_by_dataset, double estimated_bytes,
+                       std::int64_t memory_limit);
 
 // A timed batch size: per-rank throughput from the slowest rank's median step time.
 struct BatchPoint {

@@ -49,17 +49,17 @@ struct StepOptions {
 };
 
 struct StepResult {
-  double loss = 0.0;         // mean over the global batch (all ranks, all micro-batches)
-  double correct = 0.0;      // correct predictions in the global batch
-  double compute_s = 0.0;    // forward, backward, optimizer
-  double forward_s = 0.0;    // of which: forward and loss (all micro-batches); as a CUDA
-                             //           graph, forward, loss and backward
-  double backward_s = 0.0;   //           backward (all micro-batches); as a graph, the
-                             //           bucket launch
-  double optimizer_s = 0.0;  //           the optimizer update
-  double allreduce_s = 0.0;  // gradient buckets' allreduce time (overlapped or not)
-  double exposed_s = 0.0;    // end of backward until all buckets are reduced, + statistics
-  bool skipped = false;      // fp16 overflow: the optimizer did not step
+  double loss = 0.0;          // mean over the global batch (all ranks, all micro-batches)
+  double correct = 0.0;       // correct predictions in the global batch
+  double compute_s = 0.0;     // forward, backward, optimizer
+  double forward_s = 0.0;     // of which: forward and loss (all micro-batches); as a CUDA
+                              //           graph, forward, loss and backward
+  double backward_s = 0.0;    //           backward (all micro-batches); as a graph, the
+                              //           bucket launch
+  double optimizer_s = 0.0;   //           the optimizer update
+  double allreduce_s = 0.0;   // gradient buckets' allreduce time (overlapped or not)
+  double exposed_s = 0.0;     // end of backward until all buckets are reduced, + statistics
+  bool skipped = false;       // fp16 overflow: the optimizer did not step
   double scale_before = 1.0;  // loss scale this step ran with
   double scale_after = 1.0;   // loss scale of the next step
 };
@@ -111,7 +111,7 @@ class DataParallelStep {
   GradScaler* scaler_;
   std::unique_ptr<StepLoss> loss_;
   std::unique_ptr<DeviceBatch> placer_;  // puts the host batch where the model computes
-  std::unique_ptr<StepGraph> graph_;    // null unless the step runs as a CUDA graph
+  std::unique_ptr<StepGraph> graph_;     // null unless the step runs as a CUDA graph
   std::string graph_refused_;
   Tensor dlogits_;
   Tensor carry_;       // gradients summed over the earlier micro-batches (accumulation only)

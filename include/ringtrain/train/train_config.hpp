@@ -18,45 +18,45 @@ class Config;
 // SIGTERM/SIGUSR1 whenever enabled).
 struct CheckpointConfig {
   bool enabled = true;
-  std::string dir;                 // default: <run.dir>/checkpoints
-  std::int64_t every_steps = 0;    // 0: off
-  double every_seconds = 0.0;      // 0: off
-  std::int64_t keep = 3;           // newest files kept
+  std::string dir;               // default: <run.dir>/checkpoints
+  std::int64_t every_steps = 0;  // 0: off
+  double every_seconds = 0.0;    // 0: off
+  std::int64_t keep = 3;         // newest files kept
 };
 
 struct TrainConfig {
   // [run]
-  std::string run_dir;             // where metrics.jsonl, summary.json, config.toml go
+  std::string run_dir;  // where metrics.jsonl, summary.json, config.toml go
   // [train]
   std::int64_t epochs = 1;
-  std::int64_t max_steps = 0;      // stop after this many optimizer steps (0: no limit)
-  std::int64_t batch_size = 64;    // per rank
+  std::int64_t max_steps = 0;    // stop after this many optimizer steps (0: no limit)
+  std::int64_t batch_size = 64;  // per rank
   std::int64_t eval_batch_size = 256;
   std::uint64_t seed = 0;
-  std::int64_t log_every = 100;    // steps between progress lines
+  std::int64_t log_every = 100;         // steps between progress lines
   std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
-  std::string resume = "none";     // "auto" (newest intact checkpoint), "none", or a checkpoint path
-  std::int64_t exit_at_step = 0;   // end the run after this step with a checkpoint (0: never)
-  DType precision = DType::f32;    // train.precision "fp32" | "bf16" | "fp16": the compute dtype
-  bool cuda_graph = false;         // cuda: replay forward, loss and backward as one CUDA graph
+  std::string resume = "none";          // "auto" (newest intact checkpoint), "none", or a checkpoint path
+  std::int64_t exit_at_step = 0;        // end the run after this step with a checkpoint (0: never)
+  DType precision = DType::f32;         // train.precision "fp32" | "bf16" | "fp16": the compute dtype
+  bool cuda_graph = false;              // cuda: replay forward, loss and backward as one CUDA graph
   // [loss_scale] (fp16 only; read and validated whenever present)
   LossScaleOptions loss_scale;
   CheckpointConfig checkpoint;
   // [data]
   DataConfig data;
   // [runtime]
-  std::string backend = "cpu";     // "cpu" or "cuda" (falls back to cpu, with a warning, without a GPU)
-  std::int64_t threads = 0;        // 0: split the node's cores among local ranks
-  bool tf32 = false;               // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
+  std::string backend = "cpu";  // "cpu" or "cuda" (falls back to cpu, with a warning, without a GPU)
+  std::int64_t threads = 0;     // 0: split the node's cores among local ranks
+  bool tf32 = false;            // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
   // [comm]
   std::string allreduce = "ring";  // gradients: "ring" or "mpi" (MPI, host memory), or "nccl" (cuda)
   std::string wire_dtype = "f32";  // gradients travel as f32 or bf16 (ring only)
   bool overlap = true;             // bucket allreduces during backward on a comm thread
   double bucket_mb = 1.0;
   double first_bucket_mb = 0.25;
-  double timeout_s = 300.0;        // watchdog: a collective taking longer ends the job
+  double timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
   // [monitor]
-  bool trace = false;              // Chrome/Perfetto timeline in run.dir/trace.json
+  bool trace = false;                       // Chrome/Perfetto timeline in run.dir/trace.json
   std::int64_t monitor_interval_ms = 1000;  // resource sampling period (0: off)
 };
 

@@ -70,8 +70,7 @@ const char* epilogue_name(Epilogue e) {
 // vector of the same alignment. The heuristic also reads it (for that alignment).
 void set_vector(cublasLtMatmulDesc_t desc, float* vector) {
   void* pointer = vector;
-  RT_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
 }
 
 // Whether cuBLASLt's epilogue is asked for at all. The bias vector's type is documented to be
@@ -89,8 +88,8 @@ cublasLtHandle_t create_blaslt() {
   return handle;
 }
 
-Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType type, std::int64_t rows,
-                                                                         std::int64_t cols, std::int64_t ld) {
+Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType type, std::int64_t rows, std::int64_t cols,
+                                                                       std::int64_t ld) {
   cublasLtMatrixLayout_t layout = nullptr;
   RT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_type(type), static_cast<std::uint64_t>(rows),
                                              static_cast<std::uint64_t>(cols), ld));
@@ -101,11 +100,12 @@ Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType typ
 
 std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
-  return fmt::format("gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{}{} (alignment "
-                     "A/B/C/vector {}/{}/{}/{} bytes)",
-                     s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, dtype_name(key.ab_type),
-                     dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
-                     epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector);
+  return fmt::format(
+      "gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{}{} (alignment "
+      "A/B/C/vector {}/{}/{}/{} bytes)",
+      s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, dtype_name(key.ab_type), dtype_name(key.ab_type),
+      dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "", epilogue_name(key.epilogue), key.align_a,
+      key.align_b, key.align_c, key.align_vector);
 }
 
 BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspace_(workspace_bytes) {}
@@ -131,16 +131,14 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
              "{}: a leading dimension is shorter than its row", describe(key));
   RT_REQUIRE(key.align_a > 0 && key.align_b > 0 && key.align_c > 0, Error, "{}: null pointer", describe(key));
   // The unfused path's kernels (gemm) read C and A packed; the fused form is held to the same.
-  RT_REQUIRE(key.epilogue == Epilogue::none || key.align_vector > 0, Error, "{}: null epilogue vector",
-             describe(key));
+  RT_REQUIRE(key.epilogue == Epilogue::none || key.align_vector > 0, Error, "{}: null epilogue vector", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias || s.ldc == s.n, Error, "{}: the bias epilogue needs ldc == n",
              describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
              "{}: the bias-gradient epilogue needs A packed (lda == {})", describe(key), s.trans_a ? s.m : s.k);
   auto plan = std::make_unique<Plan>();
-  const cublasComputeType_t compute = key.ab_type == DType::f32 && key.math == MathMode::tf32
-                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                          : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute =
+      key.ab_type == DType::f32 && key.math == MathMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t desc = nullptr;
   RT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   plan->desc.reset(desc);
@@ -158,8 +156,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
     RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     // Our vectors are f32 whatever C is (cuBLASLt's default is C's type).
     const std::int32_t vector_type = CUDA_R_32F;
-    RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
-                                                   sizeof(vector_type)));
+    RT_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)));
     plan->fused = key.epilogue;
   }
   return plan;
@@ -174,10 +172,10 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
                                                        sizeof(workspace)));
   // Operands may be views at any offset into an arena: tell the heuristic their real alignment.
   const std::uint32_t align_first = key.align_b, align_second = key.align_a, align_c = key.align_c;
-  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                       &align_first, sizeof(align_first)));
-  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                       &align_second, sizeof(align_second)));
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_first,
+                                                       sizeof(align_first)));
+  RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_second,
+                                                       sizeof(align_second)));
   RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
                                                        sizeof(align_c)));
   RT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
@@ -185,12 +183,12 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<std::size_t>(count));
   int returned = 0;
   const cublasStatus_t rc =
-      cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan.desc.get(), plan.first.get(), plan.second.get(),
-                                     plan.c.get(), plan.c.get(), pref, count, results.data(), &returned);
+      cublasLtMatmulAlgoGetHeuristic(handle_.get(), plan.desc.get(), plan.first.get(), plan.second.get(), plan.c.get(),
+                                     plan.c.get(), pref, count, results.data(), &returned);
   // NOT_SUPPORTED is the heuristic's answer "nothing fits", not a failure of the call; with an
   // epilogue INVALID_VALUE can be too (a vector type or alignment it does not take).
-  const bool refused = rc == CUBLAS_STATUS_NOT_SUPPORTED ||
-                       (key.epilogue != Epilogue::none && rc == CUBLAS_STATUS_INVALID_VALUE);
+  const bool refused =
+      rc == CUBLAS_STATUS_NOT_SUPPORTED || (key.epilogue != Epilogue::none && rc == CUBLAS_STATUS_INVALID_VALUE);
   if (rc != CUBLAS_STATUS_SUCCESS && !refused)
     throw_cublas_error(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   results.resize(rc == CUBLAS_STATUS_SUCCESS ? static_cast<std::size_t>(returned) : 0);
@@ -208,9 +206,10 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
     set_vector(plan->desc.get(), vector);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
-      log::warn("cuBLASLt has no algorithm for {}: running the plain GEMM, then a kernel for the epilogue "
-                "(slower; warned once, other such GEMMs fall back silently)",
-                describe(key));
+      log::warn(
+          "cuBLASLt has no algorithm for {}: running the plain GEMM, then a kernel for the epilogue "
+          "(slower; warned once, other such GEMMs fall back silently)",
+          describe(key));
       warned_unfused_ = true;
     }
   }
@@ -252,11 +251,11 @@ void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b,
   }
 }
 
-std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, const void* b, void* c,
-                                            DType ab_type, DType c_type, MathMode math, void* stream, int repeats,
+std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, const void* b, void* c, DType ab_type,
+                                            DType c_type, MathMode math, void* stream, int repeats,
                                             int max_candidates) {
-  RT_REQUIRE(repeats > 0 && max_candidates > 0, Error, "time_candidates: repeats ({}) and max_candidates ({}) must be > 0",
-             repeats, max_candidates);
+  RT_REQUIRE(repeats > 0 && max_candidates > 0, Error,
+             "time_candidates: repeats ({}) and max_candidates ({}) must be > 0", repeats, max_candidates);
   const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr);
   const auto plan = make_plan(key);
   const auto offered = candidates(key, *plan, max_candidates);

@@ -83,8 +83,8 @@ class BlasLt {
   // What the heuristic offers, best first. Throws Error when nothing fits, except with an
   // epilogue: then empty (plan_for falls back to the plain GEMM).
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
-  void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-           float beta, void* c, float* vector, void* stream) const;
+  void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b, float beta,
+           void* c, float* vector, void* stream) const;
 
   Owned<cublasLtHandle_t, cublasLtDestroy> handle_;  // before workspace_: created first
   DeviceBuffer workspace_;

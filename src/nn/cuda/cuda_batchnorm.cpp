@@ -39,8 +39,7 @@ void CudaBatchNorm2d::forward(const Tensor& x, Tensor& y, const StepInfo& info) 
     op.forward_training(in, out, gamma_.f32(), beta_.f32(), running_mean_.f32(), running_var_.f32(), save_mean_.f32(),
                         save_inv_std_.f32(), compute_->stream);
   } else {
-    op.forward_inference(in, out, gamma_.f32(), beta_.f32(), running_mean_.f32(), running_var_.f32(),
-                         compute_->stream);
+    op.forward_inference(in, out, gamma_.f32(), beta_.f32(), running_mean_.f32(), running_var_.f32(), compute_->stream);
   }
   if (staged_) kernels::launch_cast(out, DType::f32, y.raw(), y.dtype(), y.numel(), compute_->stream);
 }
@@ -51,8 +50,9 @@ void CudaBatchNorm2d::backward(const Tensor& x, const Tensor&, const Tensor& dy,
   const void* grad_in = staged_ ? as_f32(dy, y_f32_, compute_->stream) : dy.raw();
   // cuDNN always writes dx: into scratch when the caller needs none or it must be cast back.
   void* out = (dx != nullptr && !staged_) ? dx->raw() : scratch(dx_scratch_, n, staged_ ? DType::f32 : x.dtype()).raw();
-  op_for(x.shape()[0]).backward(in, grad_in, out, gamma_.f32(), dgamma_.f32(), dbeta_.f32(), save_mean_.f32(),
-                                save_inv_std_.f32(), compute_->stream);
+  op_for(x.shape()[0])
+      .backward(in, grad_in, out, gamma_.f32(), dgamma_.f32(), dbeta_.f32(), save_mean_.f32(), save_inv_std_.f32(),
+                compute_->stream);
   if (dx != nullptr && staged_) kernels::launch_cast(out, DType::f32, dx->raw(), dx->dtype(), n, compute_->stream);
 }
 

@@ -16,7 +16,8 @@ void CudaReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 }
 
 void CudaReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (dx != nullptr) kernels::launch_relu_backward(dx->raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), compute_->stream);
+  if (dx != nullptr)
+    kernels::launch_relu_backward(dx->raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), compute_->stream);
 }
 
 void CudaFlatten::forward(const Tensor& x, Tensor& y, const StepInfo&) {

@@ -13,7 +13,9 @@ class CudaLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> linear(std::int64_t out, bool bias) override {
     return std::make_unique<cuda::CudaLinear>(compute_, out, bias);
   }
-  std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override { return std::make_unique<cuda::CudaConv2d>(compute_, o); }
+  std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override {
+    return std::make_unique<cuda::CudaConv2d>(compute_, o);
+  }
   std::unique_ptr<Layer> relu() override { return std::make_unique<cuda::CudaReLU>(compute_); }
   std::unique_ptr<Layer> maxpool2d(std::int64_t k, std::int64_t s) override {
     return std::make_unique<cuda::CudaMaxPool2d>(compute_, k, s);

@@ -78,7 +78,7 @@ class CudaMaxPool2d final : public MaxPool2d {
  private:
   MaxPoolOp& op_for(std::int64_t batch);
   ComputePtr compute_;
-  bool staged_;                   // bf16: the op runs in f32 on cast copies (max pooling is exact either way)
+  bool staged_;  // bf16: the op runs in f32 on cast copies (max pooling is exact either way)
   Tensor x_f32_, y_f32_, dy_f32_, dx_f32_;
   PerBatchOp<MaxPoolOp> op_;
 };
@@ -104,11 +104,11 @@ class CudaDropout final : public Dropout {
   // Queues the store of info's mask key into key_ unless it is there already (begin_step did it).
   void store_key(const StepInfo& info);
   ComputePtr compute_;
-  Tensor key_;                // device u64: the mask key the forward kernel reads
+  Tensor key_;  // device u64: the mask key the forward kernel reads
   std::uint64_t stored_key_ = 0;
   bool key_stored_ = false;
-  Tensor mask_;         // u8 keep flags of the last training forward, at the largest batch seen
-  bool masked_ = false; // false after an evaluation forward or with p = 0: backward copies
+  Tensor mask_;          // u8 keep flags of the last training forward, at the largest batch seen
+  bool masked_ = false;  // false after an evaluation forward or with p = 0: backward copies
 };
 
 class CudaBatchNorm2d final : public BatchNorm2d {

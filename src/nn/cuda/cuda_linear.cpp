@@ -27,8 +27,8 @@ void CudaLinear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tens
               DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
               has_bias_ ? db_.f32() : nullptr);
   if (dx != nullptr)
-    c.blas.gemm(GemmShape{false, false, n, in_, out_, out_, in_, in_}, 1.0f, dy.raw(), weight_.get(), 0.0f,
-                dx->raw(), c.act, c.act, c.math, c.stream);
+    c.blas.gemm(GemmShape{false, false, n, in_, out_, out_, in_, in_}, 1.0f, dy.raw(), weight_.get(), 0.0f, dx->raw(),
+                c.act, c.act, c.math, c.stream);
 }
 
 }  // namespace ringtrain::cuda

@@ -69,8 +69,8 @@ auto choose_algorithm(const std::vector<Perf>& offered, cudnnConvolutionDescript
       *bytes = need;
       return p.algo;
     }
-  throw Error(fmt::format("cuDNN offers no {} algorithm for {} within {} bytes of workspace ({} candidates)",
-                          direction, problem, bound, offered.size()));
+  throw Error(fmt::format("cuDNN offers no {} algorithm for {} within {} bytes of workspace ({} candidates)", direction,
+                          problem, bound, offered.size()));
 }
 
 cudnnHandle_t create_cudnn() {
@@ -95,10 +95,10 @@ cudnnHandle_t Cudnn::on(void* stream) const {
 ConvOp::ConvOp(Cudnn& dnn, const ConvGeometry& g, DType dtype, MathMode math, std::size_t max_workspace_bytes)
     : dnn_(dnn) {
   constexpr std::string_view op = "conv2d";
-  RT_REQUIRE(g.n > 0 && g.c > 0 && g.h > 0 && g.w > 0 && g.out_channels > 0 && g.kernel > 0 && g.stride > 0 &&
-                 g.padding >= 0,
-             Error, "conv2d: invalid geometry n={} c={} h={} w={} out_channels={} kernel={} stride={} padding={}",
-             g.n, g.c, g.h, g.w, g.out_channels, g.kernel, g.stride, g.padding);
+  RT_REQUIRE(
+      g.n > 0 && g.c > 0 && g.h > 0 && g.w > 0 && g.out_channels > 0 && g.kernel > 0 && g.stride > 0 && g.padding >= 0,
+      Error, "conv2d: invalid geometry n={} c={} h={} w={} out_channels={} kernel={} stride={} padding={}", g.n, g.c,
+      g.h, g.w, g.out_channels, g.kernel, g.stride, g.padding);
   const cudnnDataType_t type = cudnn_type(dtype, op);
   const bool strict_f32 = dtype == DType::f32 && math == MathMode::strict_f32;
   const std::string problem = describe(g, dtype, math);
@@ -142,14 +142,14 @@ ConvOp::ConvOp(Cudnn& dnn, const ConvGeometry& g, DType dtype, MathMode math, st
     int count = 0;
     RT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &count));
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(static_cast<std::size_t>(count));
-    RT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_.get(), w_desc, fwd_desc_.get(),
-                                                          y_desc_.get(), count, &count, perf.data()));
+    RT_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x_desc_.get(), w_desc, fwd_desc_.get(), y_desc_.get(),
+                                                          count, &count, perf.data()));
     perf.resize(static_cast<std::size_t>(count));
     fwd_algo_ = choose_algorithm(
         perf, fwd_desc_.get(), strict_f32, max_workspace_bytes,
         [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
-          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_.get(), w_desc, fwd_desc_.get(),
-                                                         y_desc_.get(), algo, bytes);
+          return cudnnGetConvolutionForwardWorkspaceSize(handle, x_desc_.get(), w_desc, fwd_desc_.get(), y_desc_.get(),
+                                                         algo, bytes);
         },
         "forward", problem, &fwd_bytes);
   }
@@ -172,9 +172,8 @@ ConvOp::ConvOp(Cudnn& dnn, const ConvGeometry& g, DType dtype, MathMode math, st
     int count = 0;
     RT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &count));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<std::size_t>(count));
-    RT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x_desc_.get(), y_desc_.get(),
-                                                                 bwd_filter_desc_.get(), w_desc, count, &count,
-                                                                 perf.data()));
+    RT_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        handle, x_desc_.get(), y_desc_.get(), bwd_filter_desc_.get(), w_desc, count, &count, perf.data()));
     perf.resize(static_cast<std::size_t>(count));
     bwd_filter_algo_ = choose_algorithm(
         perf, bwd_filter_desc_.get(), strict_f32, max_workspace_bytes,
@@ -206,8 +205,8 @@ void ConvOp::backward_filter(const void* x, const void* dy, void* dw, void* stre
 
 // ---- MaxPoolOp ----------------------------------------------------------------------------
 
-MaxPoolOp::MaxPoolOp(Cudnn& dnn, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w,
-                     std::int64_t kernel, std::int64_t stride, DType dtype)
+MaxPoolOp::MaxPoolOp(Cudnn& dnn, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, std::int64_t kernel,
+                     std::int64_t stride, DType dtype)
     : dnn_(dnn) {
   constexpr std::string_view op = "maxpool2d";
   RT_REQUIRE(n > 0 && c > 0 && kernel > 0 && stride > 0 && h >= kernel && w >= kernel, Error,
@@ -222,13 +221,13 @@ MaxPoolOp::MaxPoolOp(Cudnn& dnn, std::int64_t n, std::int64_t c, std::int64_t h,
   pool_desc_.reset(desc);
   // The deterministic variant: the same gradients on every run (ringtrain's runs are reproducible).
   const int k = to_int(kernel, op, "kernel"), s = to_int(stride, op, "stride");
-  RT_CUDNN_CHECK(cudnnSetPooling2dDescriptor(desc, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, k, k, 0, 0,
-                                             s, s));
+  RT_CUDNN_CHECK(
+      cudnnSetPooling2dDescriptor(desc, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN, k, k, 0, 0, s, s));
 }
 
 void MaxPoolOp::forward(const void* x, void* y, void* stream) {
-  RT_CUDNN_CHECK(cudnnPoolingForward(dnn_.on(stream), pool_desc_.get(), &kOne, x_desc_.get(), x, &kZero,
-                                     y_desc_.get(), y));
+  RT_CUDNN_CHECK(
+      cudnnPoolingForward(dnn_.on(stream), pool_desc_.get(), &kOne, x_desc_.get(), x, &kZero, y_desc_.get(), y));
 }
 
 void MaxPoolOp::backward(const void* x, const void* y, const void* dy, void* dx, void* stream) {
@@ -258,9 +257,8 @@ BatchNormOp::BatchNormOp(Cudnn& dnn, std::int64_t n, std::int64_t c, std::int64_
 
 // cuDNN's running update is running = (1 - factor) * running + factor * batch with the
 // unbiased variance: the CPU layer's convention with factor = momentum.
-void BatchNormOp::forward_training(const void* x, void* y, const float* gamma, const float* beta,
-                                   float* running_mean, float* running_var, float* save_mean, float* save_inv_std,
-                                   void* stream) {
+void BatchNormOp::forward_training(const void* x, void* y, const float* gamma, const float* beta, float* running_mean,
+                                   float* running_var, float* save_mean, float* save_inv_std, void* stream) {
   RT_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
       dnn_.on(stream), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_desc_.get(), x, x_desc_.get(), y, param_desc_.get(),
       gamma, beta, momentum_, running_mean, running_var, eps_, save_mean, save_inv_std));
@@ -275,10 +273,9 @@ void BatchNormOp::forward_inference(const void* x, void* y, const float* gamma, 
 
 void BatchNormOp::backward(const void* x, const void* dy, void* dx, const float* gamma, float* dgamma, float* dbeta,
                            const float* save_mean, const float* save_inv_std, void* stream) {
-  RT_CUDNN_CHECK(cudnnBatchNormalizationBackward(dnn_.on(stream), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne,
-                                                 &kZero, x_desc_.get(), x, x_desc_.get(), dy, x_desc_.get(), dx,
-                                                 param_desc_.get(), gamma, dgamma, dbeta, eps_, save_mean,
-                                                 save_inv_std));
+  RT_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+      dnn_.on(stream), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_desc_.get(), x, x_desc_.get(), dy,
+      x_desc_.get(), dx, param_desc_.get(), gamma, dgamma, dbeta, eps_, save_mean, save_inv_std));
 }
 
 }  // namespace ringtrain::cuda

@@ -48,8 +48,8 @@ class ConvOp {
   std::int64_t out_w() const { return out_w_; }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
 
-  void forward(const void* x, const void* w, void* y, void* stream);           // overwrites y
-  void backward_data(const void* w, const void* dy, void* dx, void* stream);   // overwrites dx
+  void forward(const void* x, const void* w, void* y, void* stream);            // overwrites y
+  void backward_data(const void* w, const void* dy, void* dx, void* stream);    // overwrites dx
   void backward_filter(const void* x, const void* dy, void* dw, void* stream);  // overwrites dw
 
  private:

@@ -72,8 +72,7 @@ double bias_error(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, f
   auto dc = DeviceBuffer::of_values(c_ref, t.c);
   if (beta == 0.0f) dc.poison();
 
-  lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, Epilogue::bias,
-          dbias.as<float>());
+  lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, Epilogue::bias, dbias.as<float>());
   blas::sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), s.lda, b.data(), s.ldb, beta, c_ref.data(), s.ldc);
   for (std::int64_t i = 0; i < s.m; ++i)
     for (std::int64_t j = 0; j < s.n; ++j) {
@@ -90,8 +89,8 @@ struct GradErrors {
 
 // Backward, dW = dy^T x in CudaLinear (trans_a): C[out, in] = op(A) op(B) + beta C and
 // vector[i] = sum over the batch of op(A)[i][k], written onto NaN.
-GradErrors bias_grad_errors(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, float beta,
-                            const TypeCase& t, std::uint64_t seed) {
+GradErrors bias_grad_errors(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, float beta, const TypeCase& t,
+                            std::uint64_t seed) {
   const GemmShape s = packed(trans_a, trans_b, g.out, g.in, g.batch);
   const auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), seed, t.ab);
   const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), seed + 1, t.ab);
@@ -115,12 +114,10 @@ GradErrors bias_grad_errors(BlasLt& lt, const LinearCase& g, bool trans_a, bool 
 }
 
 // Low-precision inputs are compared with the tolerance of their type even when C is f32.
-const auto kTypes = ::testing::Values(TypeCase{DType::f32, DType::f32, MathMode::strict_f32},
-                                      TypeCase{DType::f32, DType::f32, MathMode::tf32},
-                                      TypeCase{DType::bf16, DType::f32, MathMode::strict_f32},
-                                      TypeCase{DType::bf16, DType::bf16, MathMode::strict_f32},
-                                      TypeCase{DType::f16, DType::f32, MathMode::strict_f32},
-                                      TypeCase{DType::f16, DType::f16, MathMode::strict_f32});
+const auto kTypes = ::testing::Values(
+    TypeCase{DType::f32, DType::f32, MathMode::strict_f32}, TypeCase{DType::f32, DType::f32, MathMode::tf32},
+    TypeCase{DType::bf16, DType::f32, MathMode::strict_f32}, TypeCase{DType::bf16, DType::bf16, MathMode::strict_f32},
+    TypeCase{DType::f16, DType::f32, MathMode::strict_f32}, TypeCase{DType::f16, DType::f16, MathMode::strict_f32});
 
 class BlasLtBiasEpilogue : public ::testing::TestWithParam<TypeCase> {};
 

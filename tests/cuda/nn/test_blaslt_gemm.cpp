@@ -99,8 +99,7 @@ INSTANTIATE_TEST_SUITE_P(Types, BlasLtGemm,
                                            TypeCase{DType::f16, DType::f32, MathMode::strict_f32},
                                            TypeCase{DType::f16, DType::f16, MathMode::strict_f32}),
                          [](const ::testing::TestParamInfo<TypeCase>& info) {
-                           return std::string(dtype_name(info.param.ab)) + "_" +
-                                  std::string(dtype_name(info.param.c)) +
+                           return std::string(dtype_name(info.param.ab)) + "_" + std::string(dtype_name(info.param.c)) +
                                   (info.param.math == MathMode::tf32 ? "_tf32" : "");
                          });
 
@@ -129,30 +128,29 @@ TEST(BlasLtGemmErrors, RejectsBadArguments) {
   BlasLt lt;
   const DeviceBuffer d(64 * sizeof(float));
   const GemmShape short_ld{false, false, 4, 4, 4, 3, 4, 4};  // lda < k
-  EXPECT_THROW(lt.gemm(short_ld, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::f32, DType::f32, MathMode::strict_f32,
-                       nullptr),
-               Error);
+  EXPECT_THROW(
+      lt.gemm(short_ld, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::f32, DType::f32, MathMode::strict_f32, nullptr),
+      Error);
   const GemmShape ok{false, false, 4, 4, 4, 4, 4, 4};
-  EXPECT_THROW(lt.gemm(ok, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::bf16, DType::f16, MathMode::strict_f32,
-                       nullptr),
-               Error);  // C neither f32 nor the input type
-  EXPECT_THROW(lt.gemm(ok, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::i32, DType::i32, MathMode::strict_f32,
-                       nullptr),
-               Error);
+  EXPECT_THROW(
+      lt.gemm(ok, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::bf16, DType::f16, MathMode::strict_f32, nullptr),
+      Error);  // C neither f32 nor the input type
+  EXPECT_THROW(
+      lt.gemm(ok, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::i32, DType::i32, MathMode::strict_f32, nullptr), Error);
 }
 
 TEST(BlasLtGemmBench, TimesEveryCandidate) {
   RT_SKIP_WITHOUT_GPU();
   BlasLt lt;
   const std::int64_t m = 256, n = 512, k = 384;
-  const auto a = DeviceBuffer::of_values(test::random_values(static_cast<std::size_t>(m * k), 1, DType::bf16),
-                                         DType::bf16);
-  const auto b = DeviceBuffer::of_values(test::random_values(static_cast<std::size_t>(k * n), 2, DType::bf16),
-                                         DType::bf16);
+  const auto a =
+      DeviceBuffer::of_values(test::random_values(static_cast<std::size_t>(m * k), 1, DType::bf16), DType::bf16);
+  const auto b =
+      DeviceBuffer::of_values(test::random_values(static_cast<std::size_t>(k * n), 2, DType::bf16), DType::bf16);
   const DeviceBuffer c(static_cast<std::size_t>(m * n) * sizeof(float));
   const GemmShape s{false, true, m, n, k, k, k, n};
-  const auto ms = lt.time_candidates(s, a.get(), b.get(), c.get(), DType::bf16, DType::f32, MathMode::strict_f32,
-                                     nullptr, 5);
+  const auto ms =
+      lt.time_candidates(s, a.get(), b.get(), c.get(), DType::bf16, DType::f32, MathMode::strict_f32, nullptr, 5);
   ASSERT_FALSE(ms.empty());
   EXPECT_LE(ms.size(), 16u);
   for (double t : ms) EXPECT_TRUE(std::isfinite(t) && t > 0.0) << t;

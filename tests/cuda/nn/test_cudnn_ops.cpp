@@ -33,7 +33,7 @@ std::size_t count(const Shape& s) { return static_cast<std::size_t>(s.numel()); 
 // ---- convolution --------------------------------------------------------------------------
 
 constexpr ConvGeometry kConvCases[] = {
-    {3, 5, 11, 9, 7, 3, 1, 1},  // odd sizes, same padding
+    {3, 5, 11, 9, 7, 3, 1, 1},   // odd sizes, same padding
     {2, 4, 12, 13, 6, 5, 2, 2},  // stride 2, large kernel
     {4, 3, 8, 8, 8, 1, 1, 0},    // 1x1
     {2, 16, 7, 7, 32, 3, 1, 0},  // more channels, no padding
@@ -220,10 +220,10 @@ TEST_P(CudnnBatchNorm, MatchesCpuBatchNorm2d) {
     const DeviceBuffer d_save_mean(nc * sizeof(float)), d_save_inv(nc * sizeof(float)), d_dgamma(nc * sizeof(float)),
         d_dbeta(nc * sizeof(float));
     const auto f = [](const DeviceBuffer& d) { return d.as<float>(); };
-    op.forward_training(d_x.get(), d_y.get(), f(d_gamma), f(d_beta), f(d_mean), f(d_var), f(d_save_mean),
-                        f(d_save_inv), nullptr);
-    op.backward(d_x.get(), d_dy.get(), d_dx.get(), f(d_gamma), f(d_dgamma), f(d_dbeta), f(d_save_mean),
-                f(d_save_inv), nullptr);
+    op.forward_training(d_x.get(), d_y.get(), f(d_gamma), f(d_beta), f(d_mean), f(d_var), f(d_save_mean), f(d_save_inv),
+                        nullptr);
+    op.backward(d_x.get(), d_dy.get(), d_dx.get(), f(d_gamma), f(d_dgamma), f(d_dbeta), f(d_save_mean), f(d_save_inv),
+                nullptr);
     op.forward_inference(d_x.get(), d_y_eval.get(), f(d_gamma), f(d_beta), f(d_mean1), f(d_var1), nullptr);
 
     EXPECT_LT(test::max_rel_error(d_y.read_values(dtype), test::round_to(dtype, y)), tol) << "forward_training y";

@@ -163,7 +163,7 @@ CheckpointMeta sample_meta(std::int64_t step) {
   m.data_strategy = "stream";
   m.config = "[train]\nseed = 7\nname = \"r\xc3\xa9sum\xc3\xa9\"\n\n[optim]\nname = \"adamw\"\n";
   m.ringtrain_version = "not this";  // filled in by the writer
-  m.world_size = 999;               // likewise
+  m.world_size = 999;                // likewise
   return m;
 }
 
@@ -358,12 +358,11 @@ TEST(CheckpointFile, PerRankRowsOfAnotherWorldSizeAreAveraged) {
         RT_H5_CHECK(H5Ldelete(file, "state", H5P_DEFAULT));
         const hsize_t dims[2] = {static_cast<hsize_t>(rows), 7};
         h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(2, dims, nullptr)));
-        h5::Dataset dset(RT_H5_CHECK(
-            H5Dcreate2(file, "state", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+        h5::Dataset dset(
+            RT_H5_CHECK(H5Dcreate2(file, "state", H5T_IEEE_F32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
         RT_H5_CHECK(H5Dwrite(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
         h5::write_attr<std::uint64_t>(
-            dset, "checksum",
-            checkpoint_checksum(data.data(), static_cast<std::int64_t>(data.size() * sizeof(float))));
+            dset, "checksum", checkpoint_checksum(data.data(), static_cast<std::int64_t>(data.size() * sizeof(float))));
       }
       // The edited file is a valid checkpoint for this layout.
       check_checkpoint_layout(copy, out.list);
@@ -602,9 +601,7 @@ TEST(CheckpointDirectory, ConstructorRemovesStaleTemporariesOnly) {
     write_text(dir / "notes.txt", "the user's");
   }));
   const CheckpointDir cd(ctx(), dir.string(), 3);
-  ASSERT_TRUE(on_root([&] {
-    EXPECT_EQ(names_in(dir), (std::set<std::string>{"notes.txt"}));
-  }));
+  ASSERT_TRUE(on_root([&] { EXPECT_EQ(names_in(dir), (std::set<std::string>{"notes.txt"})); }));
   EXPECT_TRUE(cd.list().empty());
   // Nothing to resume from.
   Buffers in = dir_layout();

@@ -59,8 +59,7 @@ constexpr std::size_t kRoundF32 = comm::kShmSlotBytes / sizeof(float);
 // side so that a write past either end of the reduced range is caught.
 class Buffer {
  public:
-  Buffer(DType dtype, std::size_t count)
-      : dtype_(dtype), count_(count), bytes_((count + 2) * dtype_size(dtype)) {
+  Buffer(DType dtype, std::size_t count) : dtype_(dtype), count_(count), bytes_((count + 2) * dtype_size(dtype)) {
     std::memset(bytes_.data(), kGuard, bytes_.size());
   }
   void* data() { return bytes_.data() + dtype_size(dtype_); }
@@ -99,14 +98,17 @@ class Buffer {
   std::uint64_t hash() const {
     std::uint64_t h = 1469598103934665603ull;
     const std::size_t e = dtype_size(dtype_);
-    for (std::size_t b = e; b < e + count_ * e; ++b) h = (h ^ std::to_integer<std::uint64_t>(bytes_[b])) * 1099511628211ull;
+    for (std::size_t b = e; b < e + count_ * e; ++b)
+      h = (h ^ std::to_integer<std::uint64_t>(bytes_[b])) * 1099511628211ull;
     return h;
   }
 
  private:
   static constexpr unsigned char kGuard = 0xA5;
   template <typename T>
-  static void store(std::byte* p, T v) { std::memcpy(p, &v, sizeof v); }
+  static void store(std::byte* p, T v) {
+    std::memcpy(p, &v, sizeof v);
+  }
   template <typename T>
   static T load(const std::byte* p) {
     T v;
@@ -202,8 +204,8 @@ TEST_P(AllreduceTest, ExactSumForAwkwardCounts) {
   auto comm = make(path());
   const std::size_t w = static_cast<std::size_t>(context().world_size());
   // Largest first, then smaller: later calls run on a scratch grown by an earlier one.
-  for (std::size_t count : {std::size_t{65537}, std::size_t{0}, std::size_t{1}, w - 1, w, w + 1, std::size_t{7},
-                            std::size_t{1009}})
+  for (std::size_t count :
+       {std::size_t{65537}, std::size_t{0}, std::size_t{1}, w - 1, w, w + 1, std::size_t{7}, std::size_t{1009}})
     check_exact_sum(*comm, dtype(), count);
 }
 
@@ -333,10 +335,15 @@ TEST_P(RingPathTest, RepeatedCallsOfVaryingSizesAndDtypes) {
   // Several rounds with a short last one (the first two timed rounds of a communicator write
   // with plain, then streaming stores, see StoreChoice), then sizes that leave the staging
   // slots at odd phases, dtypes whose wire elements have other sizes, empty and tiny calls.
-  const std::tuple<std::size_t, DType> calls[] = {
-      {3 * kRoundF32 + 5, DType::f32}, {1, DType::f32},       {0, DType::f64},
-      {kRoundF32, DType::bf16},        {kRoundF32 - 1, DType::f64}, {7, DType::i32},
-      {2 * kRoundF32 + 1, DType::f16}, {65537, DType::f32},    {kRoundF32 + 1, DType::f32}};
+  const std::tuple<std::size_t, DType> calls[] = {{3 * kRoundF32 + 5, DType::f32},
+                                                  {1, DType::f32},
+                                                  {0, DType::f64},
+                                                  {kRoundF32, DType::bf16},
+                                                  {kRoundF32 - 1, DType::f64},
+                                                  {7, DType::i32},
+                                                  {2 * kRoundF32 + 1, DType::f16},
+                                                  {65537, DType::f32},
+                                                  {kRoundF32 + 1, DType::f32}};
   for (int pass = 0; pass < 2; ++pass)
     for (const auto& [count, dtype] : calls) check_exact_sum(*comm, dtype, count);
 }
@@ -481,9 +488,11 @@ TEST(Broadcast, CopiesFromNonZeroRootForOddSizes) {
   const int rank = context().world_rank();
   const int size = context().world_size();
   for (int root : {size - 1, 1}) {
-    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001},
-                              (std::size_t{3} << 20) + 5}) {
-      auto pattern = [&](std::size_t i) { return static_cast<unsigned char>((i * 31 + static_cast<std::size_t>(root) * 7 + 1) & 0xff); };
+    for (std::size_t bytes :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1001}, (std::size_t{3} << 20) + 5}) {
+      auto pattern = [&](std::size_t i) {
+        return static_cast<unsigned char>((i * 31 + static_cast<std::size_t>(root) * 7 + 1) & 0xff);
+      };
       std::vector<unsigned char> data(bytes + 1, 0xEE);  // last byte: guard, never sent
       if (rank == root)
         for (std::size_t i = 0; i < bytes; ++i) data[i] = pattern(i);

@@ -182,12 +182,32 @@ class DeviceBuffer {
 
 void store(std::byte* p, DType dtype, double v) {
   switch (dtype) {
-    case DType::f32: { const float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
+    case DType::f32: {
+      const float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
     case DType::f64: std::memcpy(p, &v, 8); break;
-    case DType::bf16: { const auto x = float_to_bf16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DType::f16: { const auto x = float_to_f16(static_cast<float>(v)); std::memcpy(p, &x, 2); break; }
-    case DType::i32: { const auto x = static_cast<std::int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case DType::u8: { const auto x = static_cast<std::uint8_t>(v); std::memcpy(p, &x, 1); break; }
+    case DType::bf16: {
+      const auto x = float_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::f16: {
+      const auto x = float_to_f16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DType::i32: {
+      const auto x = static_cast<std::int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DType::u8: {
+      const auto x = static_cast<std::uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
   }
 }
 

@@ -55,7 +55,8 @@ out = 10
 // A deterministic synthetic sample: its pixels and label depend only on its global index.
 void fill_sample(std::int64_t index, float* x, std::int32_t* label) {
   for (std::int64_t j = 0; j < kSample.numel(); ++j)
-    x[j] = static_cast<float>(std::sin(0.37 * static_cast<double>(index) + 0.11 * static_cast<double>(j * (index % 7 + 1))));
+    x[j] = static_cast<float>(
+        std::sin(0.37 * static_cast<double>(index) + 0.11 * static_cast<double>(j * (index % 7 + 1))));
   *label = static_cast<std::int32_t>((index * 7) % 10);
 }
 

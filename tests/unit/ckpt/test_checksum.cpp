@@ -62,9 +62,21 @@ TEST(CheckpointChecksum, EverySingleBitFlipChangesIt) {
   const std::int64_t n = 2 * kBlock + 123;
   auto buf = pattern(n);
   const std::uint64_t clean = sum_of(buf);
-  const std::vector<std::int64_t> positions = {0,          1,         7,         31,        32,        4095,
-                                               kBlock - 1, kBlock,    kBlock + 1, kBlock + 31, 2 * kBlock - 1,
-                                               2 * kBlock, 2 * kBlock + 64, n - 2, n - 1};
+  const std::vector<std::int64_t> positions = {0,
+                                               1,
+                                               7,
+                                               31,
+                                               32,
+                                               4095,
+                                               kBlock - 1,
+                                               kBlock,
+                                               kBlock + 1,
+                                               kBlock + 31,
+                                               2 * kBlock - 1,
+                                               2 * kBlock,
+                                               2 * kBlock + 64,
+                                               n - 2,
+                                               n - 1};
   std::set<std::uint64_t> seen = {clean};
   for (const std::int64_t at : positions) {
     for (const int bit : {0, 3, 7}) {
@@ -116,8 +128,8 @@ TEST(CheckpointChecksum, EdgeSizesAreAllDistinctAndBitSensitive) {
 }
 
 TEST(CheckpointChecksum, EqualsTheCombinationOfItsBlockHashes) {
-  for (const std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{33}, kBlock, kBlock + 1,
-                               3 * kBlock + 77}) {
+  for (const std::int64_t n :
+       {std::int64_t{0}, std::int64_t{1}, std::int64_t{33}, kBlock, kBlock + 1, 3 * kBlock + 77}) {
     const auto buf = pattern(n);
     std::vector<std::uint64_t> blocks(static_cast<std::size_t>(ckpt::block_count(n)));
     ckpt::hash_blocks(buf.data(), n, blocks.data());

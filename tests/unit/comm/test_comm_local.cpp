@@ -172,7 +172,6 @@ TEST(Watchdog, DecoratorPassesMarksThrough) {
   EXPECT_EQ(x, 1.0f);
 }
 
-
 TEST(Watchdog, FiresForAnOverdueOperationOnly) {
   std::atomic<int> fired{0};
   std::string message;

@@ -388,8 +388,8 @@ TEST_F(LoaderTest, RawBatchesDecodeToTheSameBatches) {
   for (const ReadStrategy st : kStrategies)
     for (const int prefetch : {0, 2})
       for (const auto& [start_epoch, start_step] : {std::pair<std::int64_t, std::int64_t>{0, 0}, {1, 3}}) {
-        SCOPED_TRACE(fmt::format("{} prefetch {} start {}/{}", read_strategy_name(st), prefetch, start_epoch,
-                                 start_step));
+        SCOPED_TRACE(
+            fmt::format("{} prefetch {} start {}/{}", read_strategy_name(st), prefetch, start_epoch, start_step));
         const auto data = open({path("d.h5")}, st);
         LoaderOptions o = options(8, 3, prefetch);
         o.start_epoch = start_epoch;

@@ -14,7 +14,7 @@ TEST(ProcSelf, CpuTicksAreUtimePlusStimeAfterTheCommandName) {
 }
 
 TEST(ProcSelf, MalformedStatIsNullopt) {
-  EXPECT_EQ(cpu_ticks_from_stat("4242 ringtrain R 1 2"), std::nullopt);   // no ')'
+  EXPECT_EQ(cpu_ticks_from_stat("4242 ringtrain R 1 2"), std::nullopt);      // no ')'
   EXPECT_EQ(cpu_ticks_from_stat("4242 (ringtrain) R 1 2 3"), std::nullopt);  // too few fields
   EXPECT_EQ(cpu_ticks_from_stat("1 (x) R 1 1 1 0 -1 0 0 0 0 0 abc 5"), std::nullopt);
 }

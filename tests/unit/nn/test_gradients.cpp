@@ -62,8 +62,7 @@ struct Harness {
       v = saved;
       const double numeric = (up - down) / (2.0 * kEps);
       const double a = analytic.f32()[i];
-      EXPECT_NEAR(a, numeric, 2e-3 + 1e-2 * std::fabs(numeric))
-          << layer.kind() << " d" << what << "[" << i << "]";
+      EXPECT_NEAR(a, numeric, 2e-3 + 1e-2 * std::fabs(numeric)) << layer.kind() << " d" << what << "[" << i << "]";
     }
   }
 

@@ -16,10 +16,14 @@ namespace ringtrain {
 namespace {
 
 // A small CNN touching every layer kind that changes values.
-const std::vector<std::string> kLayers = {
-    "type = \"conv2d\"\nout_channels = 4\n", "type = \"batchnorm2d\"\n", "type = \"relu\"\n",
-    "type = \"maxpool2d\"\n",                "type = \"flatten\"\n",     "type = \"linear\"\nout = 16\n",
-    "type = \"relu\"\n",                     "type = \"linear\"\nout = 10\n"};
+const std::vector<std::string> kLayers = {"type = \"conv2d\"\nout_channels = 4\n",
+                                          "type = \"batchnorm2d\"\n",
+                                          "type = \"relu\"\n",
+                                          "type = \"maxpool2d\"\n",
+                                          "type = \"flatten\"\n",
+                                          "type = \"linear\"\nout = 16\n",
+                                          "type = \"relu\"\n",
+                                          "type = \"linear\"\nout = 10\n"};
 const Shape kInput{1, 8, 8};
 
 // The first `count` layers of kLayers.
@@ -74,8 +78,8 @@ TEST(MixedPrecision, EveryActivationAndGradientIsRepresentable) {
       auto m = build(count, t);
       const Tensor& y = m->forward(input(3), StepInfo{});
       for (std::int64_t i = 0; i < y.numel(); ++i)
-        ASSERT_TRUE(representable(y.f32()[i], t)) << dtype_name(t) << " layer " << count - 1 << " output " << i
-                                                  << " = " << y.f32()[i];
+        ASSERT_TRUE(representable(y.f32()[i], t))
+            << dtype_name(t) << " layer " << count - 1 << " output " << i << " = " << y.f32()[i];
       if (m->num_params() == 0) continue;
       Tensor dy = Tensor::empty(y.shape());
       for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = std::cos(0.11f * static_cast<float>(i)) * 0.3f;
@@ -95,7 +99,8 @@ TEST(MixedPrecision, EveryActivationAndGradientIsRepresentable) {
 TEST(MixedPrecision, MasterStaysF32AndItsChangesAreSeen) {
   auto m = build(kLayers.size(), DType::bf16);
   std::int64_t not_bf16 = 0;
-  for (std::int64_t i = 0; i < m->num_params(); ++i) not_bf16 += representable(m->params().f32()[i], DType::bf16) ? 0 : 1;
+  for (std::int64_t i = 0; i < m->num_params(); ++i)
+    not_bf16 += representable(m->params().f32()[i], DType::bf16) ? 0 : 1;
   EXPECT_GT(not_bf16, m->num_params() / 2);  // random f32 values are almost never bf16 values
   const std::vector<float> master = values(m->params());
   const Tensor x = input(4);

@@ -72,9 +72,9 @@ TEST(LrSchedule, ConstantStepCosineWarmup) {
   o.total_steps = 110;
   o.min_lr = 0.1;
   const LrSchedule s(o);
-  EXPECT_DOUBLE_EQ(s.at(0), 0.1);   // warmup: (step + 1) / warmup
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);  // warmup: (step + 1) / warmup
   EXPECT_DOUBLE_EQ(s.at(9), 1.0);
-  EXPECT_DOUBLE_EQ(s.at(10), 1.0);  // cosine starts at base
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);     // cosine starts at base
   EXPECT_NEAR(s.at(60), 0.55, 1e-12);  // halfway: (base + min) / 2
   EXPECT_NEAR(s.at(110), 0.1, 1e-12);
 }

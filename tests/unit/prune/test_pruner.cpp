@@ -60,8 +60,10 @@ TEST(MagnitudeMask, PrunesExactlyRoundedCountOfSmallest) {
   EXPECT_EQ(pruned, std::llround(0.37 * 1001));
   float largest_pruned = 0.0f, smallest_kept = 2.0f;
   for (std::size_t i = 0; i < w.size(); ++i) {
-    if (mask[i] == 0.0f) largest_pruned = std::max(largest_pruned, std::fabs(w[i]));
-    else smallest_kept = std::min(smallest_kept, std::fabs(w[i]));
+    if (mask[i] == 0.0f)
+      largest_pruned = std::max(largest_pruned, std::fabs(w[i]));
+    else
+      smallest_kept = std::min(smallest_kept, std::fabs(w[i]));
   }
   EXPECT_LE(largest_pruned, smallest_kept);
 }
@@ -253,9 +255,9 @@ TEST(PruneConfigErrors, NameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error("method = \"magnitude\"\nend_step = 5\nscope = \"net\"").find("prune.scope"),
             std::string::npos);
-  EXPECT_NE(config_error("method = \"magnitude\"\nend_step = 5\nscope = \"global\"\nstructured = true")
-                .find("prune.scope"),
-            std::string::npos);
+  EXPECT_NE(
+      config_error("method = \"magnitude\"\nend_step = 5\nscope = \"global\"\nstructured = true").find("prune.scope"),
+      std::string::npos);
   EXPECT_EQ(config_error("method = \"magnitude\"\nend_step = 5\nsparsity = 0.8"), "");
 
   auto model = mlp(kMlp);

@@ -120,11 +120,11 @@ TEST(MemoryPool, StatisticsAreExactAfterAScriptedSequence) {
   int stream = 0;
   EXPECT_EQ(pool.allocate(0), nullptr);
   pool.free(nullptr);
-  void* a = pool.allocate(100);                  // 512, new segment (2 MiB)
-  void* b = pool.allocate(3 * kMiB, &stream);    // 3 MiB, new segment (4 MiB)
-  void* c = pool.allocate(513);                  // 1024, cache hit
+  void* a = pool.allocate(100);                // 512, new segment (2 MiB)
+  void* b = pool.allocate(3 * kMiB, &stream);  // 3 MiB, new segment (4 MiB)
+  void* c = pool.allocate(513);                // 1024, cache hit
   pool.free(b);
-  void* d = pool.allocate(kMiB, &stream);        // 1 MiB, cache hit
+  void* d = pool.allocate(kMiB, &stream);  // 1 MiB, cache hit
   pool.free(a);
 
   PoolStats s = pool.stats();

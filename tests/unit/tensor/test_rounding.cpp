@@ -75,12 +75,12 @@ TEST(Rounding, F16MatchesDtypeConversionsOnRandomBits) {
 }
 
 TEST(Rounding, Bf16SpecialValues) {
-  EXPECT_EQ(rounded(1.0f + 0x1p-8f, DType::bf16), 1.0f);                  // tie to even (down)
-  EXPECT_EQ(rounded(1.0f + 3 * 0x1p-8f, DType::bf16), 1.0f + 0x1p-6f);    // tie to even (up)
-  EXPECT_EQ(rounded(1.0f + 0x1p-8f + 0x1p-20f, DType::bf16), 1.0f + 0x1p-7f);  // above the tie
+  EXPECT_EQ(rounded(1.0f + 0x1p-8f, DType::bf16), 1.0f);                         // tie to even (down)
+  EXPECT_EQ(rounded(1.0f + 3 * 0x1p-8f, DType::bf16), 1.0f + 0x1p-6f);           // tie to even (up)
+  EXPECT_EQ(rounded(1.0f + 0x1p-8f + 0x1p-20f, DType::bf16), 1.0f + 0x1p-7f);    // above the tie
   EXPECT_EQ(rounded(std::numeric_limits<float>::max(), DType::bf16), INFINITY);  // rounds past bf16's max
-  EXPECT_EQ(rounded(0x1p-130f, DType::bf16), 0x1p-130f);                  // a subnormal that fits
-  EXPECT_EQ(rounded(0x1p-140f, DType::bf16), 0.0f);                       // below bf16's smallest subnormal (2^-133)
+  EXPECT_EQ(rounded(0x1p-130f, DType::bf16), 0x1p-130f);                         // a subnormal that fits
+  EXPECT_EQ(rounded(0x1p-140f, DType::bf16), 0.0f);  // below bf16's smallest subnormal (2^-133)
   EXPECT_EQ(bits(rounded(-0.0f, DType::bf16)), bits(-0.0f));
   EXPECT_EQ(rounded(-INFINITY, DType::bf16), -INFINITY);
   EXPECT_TRUE(std::isnan(rounded(NAN, DType::bf16)));
@@ -88,17 +88,17 @@ TEST(Rounding, Bf16SpecialValues) {
 }
 
 TEST(Rounding, F16SpecialValues) {
-  EXPECT_EQ(rounded(65504.0f, DType::f16), 65504.0f);      // the largest f16
-  EXPECT_EQ(rounded(65519.0f, DType::f16), 65504.0f);      // below the midpoint to 65536
-  EXPECT_EQ(rounded(65520.0f, DType::f16), INFINITY);      // the midpoint ties to "65536": Inf, like real fp16
+  EXPECT_EQ(rounded(65504.0f, DType::f16), 65504.0f);  // the largest f16
+  EXPECT_EQ(rounded(65519.0f, DType::f16), 65504.0f);  // below the midpoint to 65536
+  EXPECT_EQ(rounded(65520.0f, DType::f16), INFINITY);  // the midpoint ties to "65536": Inf, like real fp16
   EXPECT_EQ(rounded(-1e6f, DType::f16), -INFINITY);
-  EXPECT_EQ(rounded(1.0f + 0x1p-11f, DType::f16), 1.0f);   // tie to even (down)
+  EXPECT_EQ(rounded(1.0f + 0x1p-11f, DType::f16), 1.0f);                // tie to even (down)
   EXPECT_EQ(rounded(1.0f + 3 * 0x1p-11f, DType::f16), 1.0f + 0x1p-9f);  // tie to even (up)
-  EXPECT_EQ(rounded(0x1p-24f, DType::f16), 0x1p-24f);      // the smallest subnormal
-  EXPECT_EQ(rounded(0x1p-25f, DType::f16), 0.0f);          // half of it: tie to even zero
-  EXPECT_EQ(rounded(0x1.8p-25f, DType::f16), 0x1p-24f);    // above half: up
-  EXPECT_EQ(rounded(3 * 0x1p-25f, DType::f16), 2 * 0x1p-24f);  // 1.5 subnormal steps: tie to even (2)
-  EXPECT_EQ(rounded(0x1p-15f + 0x1p-30f, DType::f16), 0x1p-15f);  // subnormal range, 10-bit step 2^-24
+  EXPECT_EQ(rounded(0x1p-24f, DType::f16), 0x1p-24f);                   // the smallest subnormal
+  EXPECT_EQ(rounded(0x1p-25f, DType::f16), 0.0f);                       // half of it: tie to even zero
+  EXPECT_EQ(rounded(0x1.8p-25f, DType::f16), 0x1p-24f);                 // above half: up
+  EXPECT_EQ(rounded(3 * 0x1p-25f, DType::f16), 2 * 0x1p-24f);           // 1.5 subnormal steps: tie to even (2)
+  EXPECT_EQ(rounded(0x1p-15f + 0x1p-30f, DType::f16), 0x1p-15f);        // subnormal range, 10-bit step 2^-24
   EXPECT_EQ(bits(rounded(-0x1p-26f, DType::f16)), bits(-0.0f));
   EXPECT_TRUE(std::isnan(rounded(NAN, DType::f16)));
 }

@@ -45,7 +45,8 @@ TEST(AugmentOn, CpuAndGpuAreHonouredOrRefused) {
   EXPECT_TRUE(augment_on_gpu(gpu, true, SampleType::u8));
   EXPECT_EQ(error_of(gpu, false, SampleType::u8),
             "data.augment_on: \"gpu\" needs a run on the cuda backend; this one runs on the CPU");
-  EXPECT_EQ(error_of(gpu, true, SampleType::f32), "data.augment_on: \"gpu\" needs uint8 samples; data.train holds float32");
+  EXPECT_EQ(error_of(gpu, true, SampleType::f32),
+            "data.augment_on: \"gpu\" needs uint8 samples; data.train holds float32");
 }
 
 }  // namespace

@@ -115,9 +115,7 @@ TEST(Knee, ALaterDipDoesNotMoveTheKnee) {
   EXPECT_EQ(choose_knee(curve({1000, 1400, 1450, 1300, 1470, 1460})).index, 2u);
 }
 
-TEST(Knee, ExactlyFivePercentStillCountsAsAGain) {
-  EXPECT_EQ(choose_knee(curve({1000, 1050, 1050})).index, 1u);
-}
+TEST(Knee, ExactlyFivePercentStillCountsAsAGain) { EXPECT_EQ(choose_knee(curve({1000, 1050, 1050})).index, 1u); }
 
 TEST(Knee, SlowerWhenDoubledIsAKnee) {
   const KneeChoice k = choose_knee(curve({1000, 1500, 1400}));

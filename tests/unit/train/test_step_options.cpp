@@ -51,7 +51,8 @@ std::vector<float> train_mlp(bool cuda_graph, std::string* refused) {
   Tensor x = Tensor::empty(sample.with_batch(8));
   std::vector<std::int32_t> labels(8);
   for (std::int64_t s = 0; s < 5; ++s) {
-    for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(std::cos(0.1 * static_cast<double>(i + s)));
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      x.f32()[i] = static_cast<float>(std::cos(0.1 * static_cast<double>(i + s)));
     for (std::int64_t i = 0; i < 8; ++i) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i + s) % 10);
     step.run(x, labels.data(), StepInfo{true, 1, s, 0}, 0.1f);
   }
