@@ -33,48 +33,28 @@ struct PruneBenchOptions {
   int threads = 1;
 };
 
-// One [[model.layers]] entry of an MLP.
-struct MlpLayer {
-  std::string type;
-  std::int64_t out = 0;
-  bool bias = true;
-  double p = 0.5;
-};
-
-std::vector<MlpLayer> read_mlp(const std::string& path) {
-  Config config = Config::load_file(path);
-  Config model = config.section("model");
-  std::vector<MlpLayer> layers;
-  for (Config& c : model.table_array("layers")) {
-    MlpLayer l{c.require_string("type")};
-    if (l.type == "linear") {
-      l.out = c.require_int("out");
-      l.bias = c.get_bool("bias", true);
-    } else if (l.type == "dropout") {
-      l.p = c.get_double("p", 0.5);
-    } else {
-      RT_REQUIRE(l.type == "flatten" || l.type == "relu", ConfigError,
-                 "bench prune: {}: layer type '{}': only MLPs (flatten, linear, relu, dropout) can be shrunk", path,
-                 l.type);
-    }
-    layers.push_back(l);
-  }
-  return layers;
-}
-
-// The MLP with its linear layers' widths replaced by `outs` (empty: as configured).
-std::unique_ptr<Model> build_mlp(const std::vector<MlpLayer>& layers, const std::vector<std::int64_t>& outs,
-                                 const Shape& input) {
-  std::string toml;
-  std::size_t linear = 0;
-  for (const MlpLayer& l : layers) {
-    toml += fmt::format("[[model.layers]]\ntype = \"{}\"\n", l.type);
-    if (l.type == "linear") toml += fmt::format("out = {}\nbias = {}\n", outs.empty() ? l.out : outs[linear++], l.bias);
-    if (l.type == "dropout") toml += fmt::format("p = {}\n", l.p);
-  }
-  Config config = Config::parse(toml, "bench prune");
+// The config's model with each linear layer's width replaced by `outs` (empty: as configured),
+// through the same overrides as `--set model.layers[i].out=N`.
+std::unique_ptr<Model> build_mlp(const std::string& path, const std::vector<std::int64_t>& outs, const Shape& input,
+                                 const std::vector<std::size_t>& linear_layers) {
+  ConfigOverrides widths;
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    widths.set.push_back(fmt::format("model.layers[{}].out={}", linear_layers[i], outs[i]));
+  Config config = Config::load_file(path, widths);
   Config model = config.section("model");
   return build_model(model, input);
+}
+
+// The indices of the model's linear layers; only MLPs (parameters in linear layers only) shrink.
+std::vector<std::size_t> linear_layers_of(const Model& model, const std::string& path) {
+  std::vector<std::size_t> linear;
+  for (const auto& t : model.param_tensors()) {
+    RT_REQUIRE(t.kind == "linear", ConfigError,
+               "bench prune: {}: layer {} is a {}: only MLPs (flatten, linear, relu, dropout) can be shrunk", path,
+               t.layer, t.kind);
+    if (t.name == "weight") linear.push_back(t.layer);
+  }
+  return linear;
 }
 
 // Milliseconds per training forward + loss + backward, averaged over `iterations` steps.
@@ -93,8 +73,8 @@ double step_ms(Model& model, const Tensor& x, const std::vector<std::int32_t>& l
 void bench_prune(Context& ctx, const PruneBenchOptions& o) {
   ctx.bind("cpu", o.threads);
   const Shape input{std::vector<std::int64_t>(o.input)};
-  const std::vector<MlpLayer> layers = read_mlp(o.config);
-  auto dense = build_mlp(layers, {}, input);
+  auto dense = build_mlp(o.config, {}, input, {});
+  const std::vector<std::size_t> linear_layers = linear_layers_of(*dense, o.config);
   dense->init_params(1);
   float* p = dense->params().f32();
   Tensor mask = Tensor::empty(Shape{dense->num_params()});
@@ -109,7 +89,7 @@ void bench_prune(Context& ctx, const PruneBenchOptions& o) {
   }
   for (std::int64_t i = 0; i < dense->num_params(); ++i) p[i] *= mask.f32()[i];
   const std::vector<std::int64_t> kept = kept_neurons_per_linear(*dense, mask.f32());
-  auto shrunk = build_mlp(layers, kept, input);
+  auto shrunk = build_mlp(o.config, kept, input, linear_layers);
   copy_kept_neurons(*dense, mask.f32(), *shrunk);
 
   Tensor x = Tensor::empty(input.with_batch(o.batch));

@@ -23,6 +23,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/train/session.hpp"
 #include "ringtrain/train/train_config.hpp"
 
 namespace ringtrain {
@@ -32,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 struct TrainBenchOptions {
   std::string config;
-  std::vector<std::string> overrides;
+  ConfigOverrides overrides;
   bool synthetic = false;
   int warmup = 5;
   int steps = 30;
@@ -52,41 +53,22 @@ double median_of(const std::vector<StepParts>& steps, F field) {
 }
 
 void bench_train(Context& ctx, const TrainBenchOptions& o) {
-  std::unique_ptr<Config> config;
-  TrainConfig tc;
-  RunComms comms;
-  std::shared_ptr<const Dataset> data;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<LrSchedule> schedule;
-  run_collectively(ctx, [&] {
-    config = std::make_unique<Config>(Config::load_file(o.config, o.overrides));
-    tc = read_train_config(*config, std::filesystem::path(o.config).stem().string());
-    ctx.bind(tc.backend, static_cast<int>(tc.threads));
-    comms = make_run_comms(ctx, tc);
-  });
-  run_collectively(ctx, [&] {
-    DatasetSpec spec = tc.data.spec(tc.data.train);
-    // Synthetic inputs only need the sample shape: the stream strategy opens without reading samples.
-    if (o.synthetic) spec.strategy = ReadStrategy::stream;
-    data = Dataset::open(ctx, spec);
-  });
-  run_collectively(ctx, [&] {
-    Config model_config = config->section("model");
-    model = build_model(model_config, data->sample_shape(), compute_options(tc, ctx));
-    Config optim_config = config->section("optim");
-    OptimSetup built = build_optimizer(optim_config, model->num_params(), o.warmup + o.steps, model->device());
-    optimizer = std::move(built.optimizer);
-    schedule = std::make_unique<LrSchedule>(built.schedule);
-    config->finish();
-  });
-  const std::int64_t classes = model->output_shape()[0];
+  const std::unique_ptr<Session> session =
+      open_session(ctx, o.config, o.overrides,
+                   {.data = o.synthetic ? SessionOptions::Data::shape : SessionOptions::Data::samples,
+                    .schedule_steps = o.warmup + o.steps});
+  const TrainConfig& tc = session->tc;
+  RunComms& comms = session->comms;
+  const std::shared_ptr<const Dataset>& data = session->train;
+  Model* model = session->model.get();
+  LrSchedule* schedule = session->schedule.get();
+  const std::int64_t classes = session->num_classes;
   const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
   const StepOptions options = step_options(tc, ctx, *comms.gradient);
   Communicator& stats = *comms.main;
-  GradScaler scaler;  // fp16 scales the loss as in training; skipped steps still count
-  if (tc.precision == DType::f16) scaler = GradScaler(tc.loss_scale);
-  DataParallelStep step(*model, *optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr, &scaler);
+  // fp16 scales the loss as in training (session->scaler); skipped steps still count
+  DataParallelStep step(*model, *session->optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr,
+                        &session->scaler);
   start_from_root_params(*model, stats, tc.seed);
 
   std::unique_ptr<Loader> loader;
@@ -100,7 +82,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   } else {
     run_collectively(ctx, [&] {
       LoaderOptions lo = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
-      const std::int64_t spe = loader_steps_per_epoch(data, lo);
+      const std::int64_t spe = session->steps_per_epoch;
       lo.epochs = (o.warmup + o.steps + spe - 1) / spe;
       loader = std::make_unique<Loader>(data, lo);
     });
@@ -157,7 +139,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                             {"buckets", step.num_buckets()},
                             {"bucket_mb", tc.bucket_mb},
                             {"grad_bytes", grad_bytes},
-                            {"wire_dtype", tc.wire_dtype},
+                            {"wire_dtype", dtype_name(tc.wire_dtype)},
                             {"allreduce", comms.gradient->name()},
                             {"allreduce_algbw_GBps", algbw},
                             {"allreduce_busbw_GBps", busbw},
@@ -191,7 +173,7 @@ Command add_bench_train_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("train", "Timed training steps of a config: samples/s and step-time breakdown");
   auto o = std::make_shared<TrainBenchOptions>();
   cmd->add_option("config", o->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", o->overrides, "override a config key (repeatable)")->type_name("KEY=VALUE");
+  add_config_overrides(*cmd, o->overrides);
   cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
   cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));

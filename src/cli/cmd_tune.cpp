@@ -32,6 +32,7 @@
 #include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/train/batch_tuner.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/session.hpp"
 #include "ringtrain/train/train_config.hpp"
 
 namespace ringtrain {
@@ -41,7 +42,7 @@ using Clock = std::chrono::steady_clock;
 
 struct TuneOptions {
   std::string config;
-  std::vector<std::string> sets;
+  ConfigOverrides sets;
   std::int64_t min_batch = 8;
   std::int64_t max_batch = 4096;
   int steps = 5;   // per round
@@ -92,13 +93,11 @@ double max_of(const std::vector<double>& v) { return *std::max_element(v.begin()
 double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 struct Tuner {
-  std::string config_path;
-  std::unique_ptr<Config> config;
+  std::unique_ptr<Session> session;                  // its model and optimizer are dropped: every size builds its own
   std::optional<Config> model_config, optim_config;  // rebuilt for every batch size
   TrainConfig tc;
-  std::unique_ptr<Watchdog> watchdog;
-  std::unique_ptr<Communicator> comm;       // set-up and statistics
-  std::unique_ptr<Communicator> grad_comm;  // gradient buckets, as in training
+  Communicator* comm = nullptr;             // set-up and statistics (the session's)
+  Communicator* grad_comm = nullptr;        // gradient buckets, as in training
   std::unique_ptr<Communicator> self_comm;  // GPU: this rank alone, for the rehearsal step of each size
   bool gpu = false;                         // bound to a GPU: the sizes are allocated there
   ComputeOptions compute;
@@ -117,7 +116,6 @@ struct Tuner {
 // like the trainer's, so bad input ends every rank with the same one-line error.
 std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   auto t = std::make_unique<Tuner>();
-  t->config_path = o.config;
   run_collectively(ctx, [&] {
     RT_REQUIRE(o.max_batch >= o.min_batch, ConfigError, "--max-batch {} is below --min-batch {}", o.max_batch,
                o.min_batch);
@@ -129,46 +127,33 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
       }
       t->memory_limit_source = "--memory-limit";
     }
-    t->config = std::make_unique<Config>(Config::load_file(o.config, o.sets));
-    t->tc = read_train_config(*t->config, std::filesystem::path(o.config).stem().string());
-    if (t->tc.accumulation_steps > 1)
-      t->notes.push_back(
-          fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
-                      "micro-batch, so the batch tuned is train.batch_size",
-                      t->tc.accumulation_steps));
-    ctx.bind(t->tc.backend, static_cast<int>(t->tc.threads));  // cuda without a GPU: the CPU, with a warning
-    t->gpu = ctx.binding().backend == "cuda";
-    t->compute = compute_options(t->tc, ctx);
-    RunComms comms = make_run_comms(ctx, t->tc);
-    t->watchdog = std::move(comms.watchdog);
-    t->comm = std::move(comms.main);
-    t->grad_comm = std::move(comms.gradient);
-    if (t->gpu) t->self_comm = make_mpi_self_communicator(AllreduceAlgo::ring);
   });
-  run_collectively(ctx, [&] {
-    DatasetSpec spec = t->tc.data.spec(t->tc.data.train);
-    spec.strategy = ReadStrategy::stream;
-    try {
-      const std::shared_ptr<const Dataset> train = Dataset::open(ctx, spec);
-      t->sample_shape = train->sample_shape();
-      t->usable_samples = train->usable_size();
-    } catch (const DataError& e) {
-      throw DataError(fmt::format("data.train: {}", e.what()));
-    }
-  });
+  t->session = open_session(ctx, o.config, o.sets, {.data = SessionOptions::Data::shape, .schedule_steps = 1});
+  Session& s = *t->session;
+  t->num_params = s.model->num_params();
+  s.pruner.reset();  // before the model it refers to
+  s.model.reset();
+  s.optimizer.reset();
+  t->tc = s.tc;
+  if (t->tc.accumulation_steps > 1)
+    t->notes.push_back(
+        fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
+                    "micro-batch, so the batch tuned is train.batch_size",
+                    t->tc.accumulation_steps));
+  t->gpu = ctx.binding().backend == "cuda";
+  t->compute = compute_options(t->tc, ctx);
+  t->comm = s.comms.main.get();
+  t->grad_comm = s.comms.gradient.get();
+  t->sample_shape = s.train->sample_shape();
+  t->usable_samples = s.train->usable_size();
+  t->num_classes = s.num_classes;
+  t->model_config = s.config->section("model");
+  t->optim_config = s.config->section("optim");
   double device_total = 0.0;
   run_collectively(ctx, [&] {
-    t->model_config = t->config->section("model");
-    t->optim_config = t->config->section("optim");
-    if (t->gpu) device_total = static_cast<double>(make_cuda_memory()->info().total);
-    const std::unique_ptr<Model> model = build_model(*t->model_config, t->sample_shape, t->compute);
-    const Shape& out = model->output_shape();
-    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
-               o.config, out.str());
-    t->num_classes = out[0];
-    t->num_params = model->num_params();
-    build_optimizer(*t->optim_config, t->num_params, 1);
-    t->config->finish();
+    if (!t->gpu) return;
+    t->self_comm = make_mpi_self_communicator(AllreduceAlgo::ring);
+    device_total = static_cast<double>(make_cuda_memory()->info().total);
   });
   if (t->memory_limit == 0 && t->gpu) {
     t->memory_limit = static_cast<std::int64_t>(min_of(from_all_ranks(*t->comm, ctx, device_total)));
@@ -497,9 +482,7 @@ Command add_tune_command(CLI::App& app) {
       },
       "POWER OF TWO");
   batch->add_option("config", o->config, "run configuration (TOML), as for train")->required();
-  batch->add_option("--set", o->sets, "override a config key, e.g. --set optim.name=adamw (repeatable)")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false);
+  add_config_overrides(*batch, o->sets);
   batch->add_option("--min-batch", o->min_batch, "smallest per-rank batch tried")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30) & power_of_two);
   batch->add_option("--max-batch", o->max_batch, "largest per-rank batch tried")

@@ -9,6 +9,7 @@ class App;
 namespace ringtrain {
 
 class Context;
+struct ConfigOverrides;
 using Command = std::function<int(Context&)>;  // returns the exit status
 
 // Each adds its subcommand to `app` and returns the action to run when it was chosen.
@@ -18,5 +19,9 @@ Command add_bench_command(CLI::App& app);
 Command add_ckpt_command(CLI::App& app);
 Command add_doctor_command(CLI::App& app);
 Command add_tune_command(CLI::App& app);
+Command add_config_command(CLI::App& app);
+
+// --set KEY=VALUE and --unset KEY, collected into `overrides` (which must outlive parsing).
+void add_config_overrides(CLI::App& cmd, ConfigOverrides& overrides);
 
 }  // namespace ringtrain

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, ringtrain::Command>> commands;
   for (auto add : {ringtrain::add_train_command, ringtrain::add_data_command, ringtrain::add_bench_command,
-                   ringtrain::add_ckpt_command, ringtrain::add_tune_command, ringtrain::add_doctor_command}) {
+                   ringtrain::add_ckpt_command, ringtrain::add_tune_command, ringtrain::add_doctor_command,
+                   ringtrain::add_config_command}) {
     ringtrain::Command cmd = add(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(cmd));
   }

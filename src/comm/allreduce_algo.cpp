@@ -1,18 +1,12 @@
-// The config spellings of the communicator's options: AllreduceAlgo <-> "ring" / "mpi"
-// (comm.allreduce picks the MPI backend's allreduce, reports name the one that ran) and the
-// wire dtype "f32" / "bf16" (comm.wire_dtype).
+// The spellings of the communicator's options: AllreduceAlgo -> "ring" / "mpi" (reports name
+// the one that ran) and the wire dtype "f32" / "bf16" of command-line options such as
+// `bench allreduce --wire-dtype` (the config's comm.* keys are declared in train_config.cpp).
 #include <string_view>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain {
-
-AllreduceAlgo parse_allreduce_algo(std::string_view value, std::string_view key) {
-  if (value == "ring") return AllreduceAlgo::ring;
-  if (value == "mpi") return AllreduceAlgo::mpi;
-  throw ConfigError(fmt::format("{}: unknown value '{}' (known: ring, mpi)", key, value));
-}
 
 std::string_view allreduce_algo_name(AllreduceAlgo algo) {
   switch (algo) {

@@ -1,12 +1,18 @@
-// Config on top of toml++. All keys are dotted paths relative to this Config's table; the
-// shared State owns the document and the set of keys read, for unknown-key detection.
+// Config on top of toml++. Readers address keys by declared name relative to a Config's table;
+// the shared State owns the document, the keys read (for unknown-key detection) and the keys
+// the command line set (so a message can say where a stray key came from).
 #include "ringtrain/core/config.hpp"
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <sstream>
-#include <type_traits>
 #include <toml++/toml.h>
+#include <type_traits>
 
 #include "ringtrain/core/error.hpp"
 
@@ -15,21 +21,39 @@ namespace ringtrain {
 struct Config::State {
   toml::table root;
   std::string source;
-  std::set<std::string> used;  // full dotted paths that were read
+  std::set<std::string> used;      // full dotted paths that were read
+  std::set<std::string> from_set;  // full dotted paths given by --set
 };
 
 namespace {
 
-std::vector<std::string> split_key(std::string_view key) {
-  std::vector<std::string> parts;
+// One dotted component: "layers[2]" is the name "layers" and the index 2.
+struct KeyPart {
+  std::string name;
+  std::optional<std::size_t> index;
+};
+
+std::vector<KeyPart> split_key(std::string_view key, std::string_view context) {
+  std::vector<KeyPart> parts;
   std::size_t start = 0;
   while (true) {
     const auto dot = key.find('.', start);
-    parts.emplace_back(key.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    std::string text(key.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    KeyPart part;
+    if (const auto open = text.find('['); open != std::string::npos && text.back() == ']') {
+      const std::string digits = text.substr(open + 1, text.size() - open - 2);
+      RT_REQUIRE(!digits.empty() && digits.find_first_not_of("0123456789") == std::string::npos && digits.size() < 10,
+                 ConfigError, "{}: malformed key '{}' (an index is [0], [1], ...)", context, key);
+      part.index = std::stoul(digits);
+      text.resize(open);
+    }
+    RT_REQUIRE(!text.empty() && text.find_first_of("[]") == std::string::npos, ConfigError, "{}: malformed key '{}'",
+               context, key);
+    part.name = std::move(text);
+    parts.push_back(std::move(part));
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
-  for (const auto& p : parts) RT_REQUIRE(!p.empty(), ConfigError, "config: malformed key '{}'", key);
   return parts;
 }
 
@@ -53,11 +77,39 @@ std::string describe(const toml::node& n) {
   return type_name(n) + " " + s;
 }
 
-// "train.epochs=3" -> sets root.train.epochs = 3 (TOML value syntax; bare words are strings).
-void apply_override(toml::table& root, const std::string& assignment) {
+// The table a key's last part lives in, walking (and with `create`, making) the parts before
+// it; an indexed part steps into an array of tables. Null when absent and not created.
+toml::table* parent_table(toml::table& root, const std::vector<KeyPart>& parts, bool create, std::string_view key,
+                          std::string_view context) {
+  toml::table* table = &root;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    toml::node* next = table->get(parts[i].name);
+    if (next == nullptr) {
+      if (!create || parts[i].index) return nullptr;
+      table->insert(parts[i].name, toml::table{});
+      next = table->get(parts[i].name);
+    }
+    if (parts[i].index) {
+      RT_REQUIRE(next->is_array_of_tables(), ConfigError, "{}: '{}' is a {}, not an array of tables ([[{}]])", context,
+                 parts[i].name, type_name(*next), parts[i].name);
+      toml::array& arr = *next->as_array();
+      RT_REQUIRE(*parts[i].index < arr.size(), ConfigError, "{}: '{}' has {} table{}, no index {}", context,
+                 parts[i].name, arr.size(), arr.size() == 1 ? "" : "s", *parts[i].index);
+      next = arr.get(*parts[i].index);
+    }
+    RT_REQUIRE(next->is_table(), ConfigError, "{}: '{}' in '{}' is a {}, not a table", context, parts[i].name, key,
+               type_name(*next));
+    table = next->as_table();
+  }
+  RT_REQUIRE(!parts.back().index, ConfigError, "{}: '{}' must name a key, not a table of an array", context, key);
+  return table;
+}
+
+// "train.epochs=3" -> root.train.epochs = 3 (TOML value syntax; a bare word is a string).
+std::string apply_set(toml::table& root, const std::string& assignment) {
+  const std::string context = "--set '" + assignment + "'";
   const auto eq = assignment.find('=');
-  RT_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "--set '{}': expected key=value (e.g. train.epochs=3)",
-             assignment);
+  RT_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "{}: expected key=value (e.g. train.epochs=3)", context);
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
   toml::table parsed;
@@ -66,32 +118,125 @@ void apply_override(toml::table& root, const std::string& assignment) {
   } catch (const toml::parse_error&) {
     parsed = toml::table{{"v", text}};  // not TOML syntax: take it as a plain string
   }
-  const auto parts = split_key(key);
-  toml::table* table = &root;
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    toml::node* next = table->get(parts[i]);
-    if (next == nullptr) {
-      table->insert(parts[i], toml::table{});
-      next = table->get(parts[i]);
-    }
-    RT_REQUIRE(next->is_table(), ConfigError, "--set {}: '{}' is a {}, not a table", key, parts[i], type_name(*next));
-    table = next->as_table();
-  }
-  table->insert_or_assign(parts.back(), *parsed.get("v"));
+  const auto parts = split_key(key, context);
+  toml::table* table = parent_table(root, parts, true, key, context);
+  RT_REQUIRE(table != nullptr, ConfigError, "{}: the config has no '{}'", context, key);
+  table->insert_or_assign(parts.back().name, *parsed.get("v"));
+  return key;
 }
 
-void collect_unknown(const toml::table& table, const std::string& prefix, const std::set<std::string>& used,
-                     std::vector<std::string>& unknown) {
+void apply_unset(toml::table& root, const std::string& key) {
+  const std::string context = "--unset '" + key + "'";
+  const auto parts = split_key(key, context);
+  toml::table* table = parent_table(root, parts, false, key, context);
+  RT_REQUIRE(table != nullptr && table->contains(parts.back().name), ConfigError, "{}: the config has no such key",
+             context);
+  table->erase(parts.back().name);
+}
+
+void collect_unread(const toml::table& table, const std::string& prefix, const std::set<std::string>& used,
+                    std::vector<std::string>& unread) {
   for (const auto& [k, v] : table) {
     const std::string path = prefix + std::string(k.str());
     if (v.is_table()) {
-      collect_unknown(*v.as_table(), path + ".", used, unknown);
+      collect_unread(*v.as_table(), path + ".", used, unread);
     } else if (v.is_array_of_tables() && used.count(path)) {
       const auto& arr = *v.as_array();
       for (std::size_t i = 0; i < arr.size(); ++i)
-        collect_unknown(*arr[i].as_table(), path + "[" + std::to_string(i) + "].", used, unknown);
+        collect_unread(*arr[i].as_table(), path + "[" + std::to_string(i) + "].", used, unread);
     } else if (!used.count(path)) {
-      unknown.push_back(path);
+      unread.push_back(path);
+    }
+  }
+}
+
+// The value at a full dotted path (indices allowed), or null.
+const toml::node* find_path(toml::table& root, std::string_view path) {
+  const auto parts = split_key(path, "config");
+  toml::table* table = parent_table(root, parts, false, path, "config");
+  return table ? table->get(parts.back().name) : nullptr;
+}
+
+// Why `path` (set but never read) is refused, in words.
+std::string unread_reason(toml::table& root, const std::string& path) {
+  if (const KeyInfo* key = find_registered_key(path)) {
+    const KeyCondition& when = key->read_when;
+    if (when.key.empty()) return fmt::format("key '{}' is not used by this config", path);
+    std::string condition = when.key;  // a key of the same [[model.layers]] table: that table's index
+    if (const auto open = condition.find("[]"); open != std::string::npos)
+      condition = path.substr(0, path.find(']', open) + 1) + condition.substr(open + 2);
+    const toml::node* value = find_path(root, condition);
+    std::string only;
+    for (const auto& v : when.values) only += (only.empty() ? "\"" : ", \"") + v + "\"";
+    std::string current = "(absent)";
+    if (value != nullptr && value->is_string())
+      current = "\"" + value->as_string()->get() + "\"";
+    else if (value != nullptr)
+      current = describe(*value).substr(type_name(*value).size() + 1);
+    return fmt::format("key '{}' is not used by {} = {} (only by {})", path, condition, current, only);
+  }
+  const std::string nearest = nearest_registered_key(path);
+  if (nearest.empty()) return fmt::format("unknown key '{}'", path);
+  return fmt::format("unknown key '{}' (did you mean '{}'?)", path, nearest);
+}
+
+// TOML text of one value; floats shortest round-trip (0.05, not 0.050000000000000003).
+void emit_value(std::ostream& os, const toml::node& n) {
+  if (n.is_floating_point()) {
+    const double v = n.as_floating_point()->get();
+    if (std::isnan(v)) {
+      os << "nan";
+    } else if (std::isinf(v)) {
+      os << (v < 0 ? "-inf" : "inf");
+    } else {
+      std::string s = fmt::format("{}", v);
+      if (s.find_first_of(".e") == std::string::npos) s += ".0";
+      os << s;
+    }
+  } else if (n.is_array()) {
+    os << "[";
+    bool first = true;
+    for (const auto& e : *n.as_array()) {
+      os << (first ? " " : ", ");
+      emit_value(os, e);
+      first = false;
+    }
+    os << (first ? "]" : " ]");
+  } else if (n.is_table()) {
+    os << toml::toml_formatter{*n.as_table()};  // inline tables inside arrays: rare, no floats to fix
+  } else {
+    n.visit([&](auto&& v) { os << toml::toml_formatter{v}; });
+  }
+}
+
+std::string quoted_key(std::string_view k) {
+  const bool bare =
+      !k.empty() &&
+      k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == std::string_view::npos;
+  if (bare) return std::string(k);
+  std::ostringstream os;
+  os << toml::toml_formatter{toml::value<std::string>(std::string(k))};
+  return os.str();
+}
+
+// Values first, then sub-tables ([a.b]) and arrays of tables ([[a.b]]), as TOML requires.
+void emit_table(std::ostream& os, const toml::table& table, const std::string& path) {
+  for (const auto& [k, v] : table) {
+    if (v.is_table() || v.is_array_of_tables()) continue;
+    os << quoted_key(k.str()) << " = ";
+    emit_value(os, v);
+    os << "\n";
+  }
+  for (const auto& [k, v] : table) {
+    const std::string sub = path.empty() ? quoted_key(k.str()) : path + "." + quoted_key(k.str());
+    if (v.is_table()) {
+      os << "\n[" << sub << "]\n";
+      emit_table(os, *v.as_table(), sub);
+    } else if (v.is_array_of_tables()) {
+      for (const auto& e : *v.as_array()) {
+        os << "\n[[" << sub << "]]\n";
+        emit_table(os, *e.as_table(), sub);
+      }
     }
   }
 }
@@ -101,7 +246,7 @@ void collect_unknown(const toml::table& table, const std::string& prefix, const 
 Config::Config(std::shared_ptr<State> state, void* table, std::string prefix)
     : state_(std::move(state)), table_(table), prefix_(std::move(prefix)) {}
 
-Config Config::parse(std::string_view text, const std::string& source, const std::vector<std::string>& overrides) {
+Config Config::parse(std::string_view text, const std::string& source, const ConfigOverrides& overrides) {
   auto state = std::make_shared<State>();
   state->source = source;
   try {
@@ -110,12 +255,13 @@ Config Config::parse(std::string_view text, const std::string& source, const std
     throw ConfigError(
         fmt::format("config: {}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
   }
-  for (const auto& o : overrides) apply_override(state->root, o);
+  for (const auto& o : overrides.set) state->from_set.insert(apply_set(state->root, o));
+  for (const auto& key : overrides.unset) apply_unset(state->root, key);
   void* root = &state->root;
   return Config(std::move(state), root, "");
 }
 
-Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
+Config Config::load_file(const std::string& path, const ConfigOverrides& overrides) {
   std::error_code ec;
   RT_REQUIRE(std::filesystem::is_regular_file(path, ec), ConfigError, "config: {}: no such file", path);
   std::ifstream in(path);
@@ -128,34 +274,66 @@ Config Config::load_file(const std::string& path, const std::vector<std::string>
 std::string Config::path_of(std::string_view key) const { return prefix_ + std::string(key); }
 const std::string& Config::source() const { return state_->source; }
 
+// A declared name relative to this table: "model.layers[].out" read from model.layers[2] is "out".
+std::string Config::relative_name(const KeyBase& key) const {
+  std::string scope;  // this table's prefix with indices dropped: "model.layers[]."
+  for (std::size_t i = 0; i < prefix_.size(); ++i) {
+    if (prefix_[i] == '[') {
+      scope += "[]";
+      i = prefix_.find(']', i);
+    } else {
+      scope += prefix_[i];
+    }
+  }
+  if (key.name().rfind(scope, 0) == 0) return key.name().substr(scope.size());
+  // A document rooted lower (a test's bare [[layers]] for model.layers[]): the scope's tail.
+  if (const auto at = key.name().find("." + scope); !scope.empty() && at != std::string::npos)
+    return key.name().substr(at + 1 + scope.size());
+  throw std::logic_error(fmt::format("config key '{}' read from table '{}'", key.name(), prefix_));
+}
+
 void* Config::node(std::string_view key) const {
-  const auto parts = split_key(key);
+  const auto parts = split_key(key, "config");
   toml::node* n = static_cast<toml::table*>(table_);
   for (const auto& p : parts) {
     if (n == nullptr || !n->is_table()) return nullptr;
-    n = n->as_table()->get(p);
+    n = n->as_table()->get(p.name);
   }
   if (n != nullptr && !n->is_table()) state_->used.insert(path_of(key));
   return n;
 }
 
-bool Config::has(std::string_view key) const { return node(key) != nullptr; }
+bool Config::has(std::string_view name) const { return node(name) != nullptr; }
+
+void Config::require_present(std::string_view name) const {
+  RT_REQUIRE(has(name), ConfigError, "config: {}: missing required key '{}'", source(), path_of(name));
+}
+
+void Config::check_range(const KeyBase& key, double value) const {
+  RT_REQUIRE(key.range().contains(value), ConfigError, "config: {}: key '{}': must be {}, got {}", source(),
+             prefix_ + relative_name(key), key.range().requirement(), value);
+}
+
+void Config::reject_choice(const KeyBase& key, const std::string& spelling) const {
+  throw ConfigError(fmt::format("config: {}: key '{}': '{}' is not one of {}", source(), prefix_ + relative_name(key),
+                                spelling, key.info().allowed));
+}
 
 void* Config::insert_default(std::string_view key, void* value_node) {
-  const auto parts = split_key(key);
+  const auto parts = split_key(key, "config");
   toml::table* table = static_cast<toml::table*>(table_);
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    toml::node* next = table->get(parts[i]);
+    toml::node* next = table->get(parts[i].name);
     if (next == nullptr) {
-      table->insert(parts[i], toml::table{});
-      next = table->get(parts[i]);
+      table->insert(parts[i].name, toml::table{});
+      next = table->get(parts[i].name);
     }
     RT_REQUIRE(next->is_table(), ConfigError, "config: {}: '{}' must be a table", source(), path_of(key));
     table = next->as_table();
   }
-  table->insert_or_assign(parts.back(), std::move(*static_cast<toml::node*>(value_node)));
+  table->insert_or_assign(parts.back().name, std::move(*static_cast<toml::node*>(value_node)));
   state_->used.insert(path_of(key));
-  return table->get(parts.back());
+  return table->get(parts.back().name);
 }
 
 namespace {
@@ -180,14 +358,14 @@ T Config::with_default(std::string_view key, const T& fallback) {
   return fallback;
 }
 
-std::int64_t Config::get_int(std::string_view key, std::int64_t fallback) {
+std::int64_t Config::read(std::string_view key, std::int64_t fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   if (!n->is_integer()) wrong_type(*this, key, "an integer", *n);
   return n->as_integer()->get();
 }
 
-double Config::get_double(std::string_view key, double fallback) {
+double Config::read(std::string_view key, double fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   if (n->is_integer()) return static_cast<double>(n->as_integer()->get());
@@ -195,21 +373,21 @@ double Config::get_double(std::string_view key, double fallback) {
   return n->as_floating_point()->get();
 }
 
-bool Config::get_bool(std::string_view key, bool fallback) {
+bool Config::read(std::string_view key, bool fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   if (!n->is_boolean()) wrong_type(*this, key, "true or false", *n);
   return n->as_boolean()->get();
 }
 
-std::string Config::get_string(std::string_view key, const std::string& fallback) {
+std::string Config::read(std::string_view key, const std::string& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   if (!n->is_string()) wrong_type(*this, key, "a string", *n);
   return n->as_string()->get();
 }
 
-std::vector<std::int64_t> Config::get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback) {
+std::vector<std::int64_t> Config::read(std::string_view key, const std::vector<std::int64_t>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   if (!n->is_array()) wrong_type(*this, key, "an array of integers", *n);
@@ -221,8 +399,8 @@ std::vector<std::int64_t> Config::get_int_list(std::string_view key, const std::
   return out;
 }
 
-// One T or an array of T (numbers: integers accepted for doubles), as get_double_list and
-// get_string_list read them; `expected` names the accepted form in the error.
+// One T or an array of T (numbers: integers accepted for doubles); `expected` names the
+// accepted form in the error.
 namespace {
 template <typename T>
 std::vector<T> one_or_list(Config& c, toml::node* n, std::string_view key, const char* expected) {
@@ -242,36 +420,26 @@ std::vector<T> one_or_list(Config& c, toml::node* n, std::string_view key, const
 }
 }  // namespace
 
-std::vector<double> Config::get_double_list(std::string_view key, const std::vector<double>& fallback) {
+std::vector<double> Config::read(std::string_view key, const std::vector<double>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   return one_or_list<double>(*this, n, key, "a number or an array of numbers");
 }
 
-std::vector<std::string> Config::get_string_list(std::string_view key, const std::vector<std::string>& fallback) {
+std::vector<std::string> Config::read(std::string_view key, const std::vector<std::string>& fallback) {
   auto* n = static_cast<toml::node*>(node(key));
   if (n == nullptr) return with_default(key, fallback);
   return one_or_list<std::string>(*this, n, key, "a string or an array of strings");
 }
 
-std::int64_t Config::require_int(std::string_view key) {
-  RT_REQUIRE(has(key), ConfigError, "config: {}: missing required key '{}'", source(), path_of(key));
-  return get_int(key, 0);
-}
-
-std::string Config::require_string(std::string_view key) {
-  RT_REQUIRE(has(key), ConfigError, "config: {}: missing required key '{}'", source(), path_of(key));
-  return get_string(key, "");
-}
-
 Config Config::section(std::string_view key) {
-  const auto parts = split_key(key);
+  const auto parts = split_key(key, "config");
   toml::table* table = static_cast<toml::table*>(table_);
   for (const auto& p : parts) {
-    toml::node* next = table->get(p);
+    toml::node* next = table->get(p.name);
     if (next == nullptr) {
-      table->insert(p, toml::table{});
-      next = table->get(p);
+      table->insert(p.name, toml::table{});
+      next = table->get(p.name);
     }
     if (!next->is_table()) wrong_type(*this, key, "a table", *next);
     table = next->as_table();
@@ -292,18 +460,24 @@ std::vector<Config> Config::table_array(std::string_view key) {
 }
 
 void Config::finish() const {
-  std::vector<std::string> unknown;
-  collect_unknown(state_->root, "", state_->used, unknown);
-  if (unknown.empty()) return;
+  std::vector<std::string> unread;
+  collect_unread(state_->root, "", state_->used, unread);
+  if (unread.empty()) return;
   std::string list;
-  for (std::size_t i = 0; i < unknown.size(); ++i) list += (i ? ", " : "") + unknown[i];
-  throw ConfigError(fmt::format("config: {}: unknown key{} {}", source(), unknown.size() > 1 ? "s" : "", list));
+  for (const auto& path : unread) {
+    list += list.empty() ? "" : "; ";
+    list += unread_reason(state_->root, path);
+    if (state_->from_set.count(path)) list += " (from --set)";
+  }
+  throw ConfigError(fmt::format("config: {}: {}", source(), list));
 }
 
 std::string Config::to_toml() const {
   std::ostringstream os;
-  os << state_->root;
-  return os.str();
+  emit_table(os, state_->root, "");
+  std::string text = os.str();
+  const auto first = text.find_first_not_of('\n');
+  return first == std::string::npos ? std::string() : text.substr(first);
 }
 
 }  // namespace ringtrain

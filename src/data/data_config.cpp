@@ -1,5 +1,5 @@
-// read_data_config: defaults, types and ranges of the [data] keys. A file list may be one
-// string or an array; `test = ""` means no test set.
+// read_data_config: the [data] keys, each declared once below with its default, range and doc.
+// A file list may be one string or an array; `test = ""` means no test set.
 #include "ringtrain/data/data_config.hpp"
 
 #include "ringtrain/core/config.hpp"
@@ -8,18 +8,76 @@
 namespace ringtrain {
 namespace {
 
-std::vector<std::string> file_list(Config& data, std::string_view key, bool required) {
-  RT_REQUIRE(!required || data.has(key), ConfigError, "config: {}: missing required key '{}'", data.source(),
-             data.path_of(key));
-  std::vector<std::string> files = data.get_string_list(key, {});
-  std::erase(files, "");
-  RT_REQUIRE(!required || !files.empty(), ConfigError, "config: {}: key '{}': no file given", data.source(),
-             data.path_of(key));
-  return files;
-}
+const StringListKey kTrain({.name = "data.train",
+                            .doc = "a file, a glob (`\"shards/train-*.h5\"`, matches sorted) or a list of them; every "
+                                   "file holds samples `[N,C,H,W]` (uint/int 8-64 bit or IEEE float16/32/64) and "
+                                   "integer `labels` `[N]`, with the same names, dtypes and sample shape; the sample "
+                                   "index runs through the files in order",
+                            .required = true},
+                           {});
+const StringListKey kTest(
+    {.name = "data.test",
+     .doc = "the test set, as `data.train` (empty or `\"\"`: none; then no accuracy is evaluated)"},
+    {});
+const StringKey kImagesKey({.name = "data.images_key", .doc = "name of the samples dataset inside the files"},
+                           "images");
+const StringKey kLabelsKey({.name = "data.labels_key", .doc = "name of the labels dataset inside the files"}, "labels");
+const EnumKey<ReadStrategy> kStrategy(
+    {.name = "data.strategy",
+     .doc = "`memory` (the dataset fits in each node's shared memory): each rank reads its contiguous 1/W of the data "
+            "once, in large reads, into one shared copy per node; epochs come from memory. `stream`, for data larger "
+            "than memory: read while training, HDF5 chunk by chunk in a shuffled chunk order (what the number of "
+            "ranks changes: docs/ARCHITECTURE.md)"},
+    ReadStrategy::memory,
+    {{std::string(read_strategy_name(ReadStrategy::memory)), ReadStrategy::memory},
+     {std::string(read_strategy_name(ReadStrategy::stream)), ReadStrategy::stream}});
+const EnumKey<NonFinite> kNonFinite({.name = "data.nonfinite",
+                                     .doc = "NaN or Inf in float samples (checked when the data is opened): stop with "
+                                            "an error, or `skip` those samples"},
+                                    NonFinite::error, {{"error", NonFinite::error}, {"skip", NonFinite::skip}});
+const IntKey kPrefetch({.name = "data.prefetch",
+                        .doc = "batches decoded, augmented and normalized ahead on a background thread (0: on the "
+                               "training thread)",
+                        .range = Range::between(0, 1024)},
+                       2);
+const IntKey kShuffleWindow({.name = "data.shuffle_window",
+                             .doc = "`stream`: samples shuffled together (whole chunks)",
+                             .range = Range::at_least(1)},
+                            16384);
+const IntKey kReadAhead(
+    {.name = "data.read_ahead", .doc = "`stream`: shuffle windows read ahead", .range = Range::at_least(1)}, 2);
+const NumberListKey kMean({.name = "data.mean",
+                           .doc = "one value or one per channel: inputs are `(x - mean) / std`, `x` = uint8 value / "
+                                  "255, other dtypes as stored"},
+                          {0.0});
+const NumberListKey kStd({.name = "data.std",
+                          .doc = "one value or one per channel (see `data.mean`); the count is checked against the "
+                                 "samples' channels",
+                          .range = Range::above(0)},
+                         {1.0});
+const EnumKey<AugmentOn> kAugmentOn(
+    {.name = "data.augment_on",
+     .doc = "where training batches are cropped, flipped and normalized: `cpu` (loader threads, f32 batches uploaded), "
+            "`gpu` (uint8 batches uploaded, a quarter of the bytes, augmented on the device into the activation dtype; "
+            "the same values bit for bit), `auto` (`gpu` on the `cuda` backend with uint8 data, else `cpu`). `gpu` on "
+            "a CPU run or non-uint8 data is an error. Evaluation always decodes on the host"},
+    AugmentOn::automatic, {{"auto", AugmentOn::automatic}, {"cpu", AugmentOn::cpu}, {"gpu", AugmentOn::gpu}});
+const IntKey kCropPadding({.name = "data.augment.crop_padding",
+                           .doc = "training only: a crop of the original size at a random offset from the image "
+                                  "zero-padded by this many pixels, drawn from (seed, epoch, sample index)",
+                           .range = Range::at_least(0)},
+                          0);
+const BoolKey kFlip({.name = "data.augment.flip",
+                     .doc = "training only: left-right mirror with probability 1/2, drawn like the crop"},
+                    false);
 
-void require_at_least(const Config& c, std::string_view key, std::int64_t v, std::int64_t min) {
-  RT_REQUIRE(v >= min, ConfigError, "config: {}: key '{}': must be >= {}, got {}", c.source(), c.path_of(key), min, v);
+// The files of a list, without empty entries; the training list must name at least one.
+std::vector<std::string> file_list(Config& data, const StringListKey& key) {
+  std::vector<std::string> files = data.get(key);
+  std::erase(files, "");
+  RT_REQUIRE(!key.required() || !files.empty(), ConfigError, "config: {}: key '{}': no file given", data.source(),
+             key.name());
+  return files;
 }
 
 }  // namespace
@@ -36,49 +94,20 @@ DatasetSpec DataConfig::spec(const std::vector<std::string>& sources) const {
 
 DataConfig read_data_config(Config& data) {
   DataConfig d;
-  d.train = file_list(data, "train", true);
-  d.test = file_list(data, "test", false);
-  d.images_key = data.get_string("images_key", d.images_key);
-  d.labels_key = data.get_string("labels_key", d.labels_key);
-
-  const std::string strategy = data.get_string("strategy", std::string(read_strategy_name(d.strategy)));
-  const auto parsed = read_strategy_from_name(strategy);
-  RT_REQUIRE(parsed.has_value(), ConfigError, "config: {}: key '{}': '{}' is not a strategy (memory, stream)",
-             data.source(), data.path_of("strategy"), strategy);
-  d.strategy = *parsed;
-  const std::string nonfinite = data.get_string("nonfinite", "error");
-  RT_REQUIRE(nonfinite == "error" || nonfinite == "skip", ConfigError,
-             "config: {}: key '{}': '{}' is not one of error, skip", data.source(), data.path_of("nonfinite"),
-             nonfinite);
-  d.nonfinite = nonfinite == "skip" ? NonFinite::skip : NonFinite::error;
-
-  const std::int64_t prefetch = data.get_int("prefetch", d.prefetch);
-  require_at_least(data, "prefetch", prefetch, 0);
-  RT_REQUIRE(prefetch <= 1024, ConfigError, "config: {}: key '{}': must be <= 1024, got {}", data.source(),
-             data.path_of("prefetch"), prefetch);
-  d.prefetch = static_cast<int>(prefetch);
-  d.shuffle_window = data.get_int("shuffle_window", d.shuffle_window);
-  require_at_least(data, "shuffle_window", d.shuffle_window, 1);
-  d.read_ahead = data.get_int("read_ahead", d.read_ahead);
-  require_at_least(data, "read_ahead", d.read_ahead, 1);
-
-  d.normalize.mean = data.get_double_list("mean", d.normalize.mean);
-  // The number of values is checked against the samples' channels by the loader.
-  d.normalize.std = data.get_double_list("std", d.normalize.std);
-  for (const double s : d.normalize.std)
-    RT_REQUIRE(s > 0.0, ConfigError, "config: {}: key '{}': must be > 0, got {}", data.source(), data.path_of("std"),
-               s);
-
-  const std::string augment_on = data.get_string("augment_on", "auto");
-  RT_REQUIRE(augment_on == "auto" || augment_on == "cpu" || augment_on == "gpu", ConfigError,
-             "config: {}: key '{}': '{}' is not one of \"auto\", \"cpu\", \"gpu\"", data.source(),
-             data.path_of("augment_on"), augment_on);
-  d.augment_on = augment_on == "gpu" ? AugmentOn::gpu : augment_on == "cpu" ? AugmentOn::cpu : AugmentOn::automatic;
-
-  Config augment = data.section("augment");
-  d.augment.crop_padding = augment.get_int("crop_padding", d.augment.crop_padding);
-  require_at_least(augment, "crop_padding", d.augment.crop_padding, 0);
-  d.augment.flip = augment.get_bool("flip", d.augment.flip);
+  d.train = file_list(data, kTrain);
+  d.test = file_list(data, kTest);
+  d.images_key = data.get(kImagesKey);
+  d.labels_key = data.get(kLabelsKey);
+  d.strategy = data.get(kStrategy);
+  d.nonfinite = data.get(kNonFinite);
+  d.prefetch = static_cast<int>(data.get(kPrefetch));
+  d.shuffle_window = data.get(kShuffleWindow);
+  d.read_ahead = data.get(kReadAhead);
+  d.normalize.mean = data.get(kMean);
+  d.normalize.std = data.get(kStd);
+  d.augment_on = data.get(kAugmentOn);
+  d.augment.crop_padding = data.get(kCropPadding);
+  d.augment.flip = data.get(kFlip);
   return d;
 }
 

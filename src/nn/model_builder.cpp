@@ -1,5 +1,5 @@
-// build_model: [[model.layers]] tables -> layers. Each layer type reads only its own keys
-// (everything else is reported as unknown by Config::finish).
+// build_model: [[model.layers]] tables -> layers; the layer keys are declared once below. Each
+// layer type reads only its own keys (others are refused by Config::finish, naming the type).
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -24,30 +24,88 @@ class CpuLayerMaker final : public LayerMaker {
   }
 };
 
+// The keys of one [[model.layers]] table; each layer type reads only its own.
+const EnumKey<std::string> kType({.name = "model.layers[].type",
+                                  .doc = "the layer; the model is the tables in order, the last one a `linear` "
+                                         "producing one output per class",
+                                  .required = true},
+                                 "linear",
+                                 {{"linear", "linear"},
+                                  {"conv2d", "conv2d"},
+                                  {"relu", "relu"},
+                                  {"maxpool2d", "maxpool2d"},
+                                  {"flatten", "flatten"},
+                                  {"dropout", "dropout"},
+                                  {"batchnorm2d", "batchnorm2d"}});
+const IntKey kOut({.name = "model.layers[].out",
+                   .doc = "output features",
+                   .range = Range::at_least(1),
+                   .required = true,
+                   .read_when = {"model.layers[].type", {"linear"}}},
+                  0);
+const BoolKey kBias({.name = "model.layers[].bias",
+                     .doc = "add a learned bias",
+                     .read_when = {"model.layers[].type", {"linear", "conv2d"}}},
+                    true);
+const IntKey kOutChannels({.name = "model.layers[].out_channels",
+                           .doc = "output channels",
+                           .range = Range::at_least(1),
+                           .required = true,
+                           .read_when = {"model.layers[].type", {"conv2d"}}},
+                          0);
+const IntKey kKernel({.name = "model.layers[].kernel",
+                      .doc = "square window side",
+                      .range = Range::at_least(1),
+                      .default_doc = "`3` (conv2d), `2` (maxpool2d)",
+                      .read_when = {"model.layers[].type", {"conv2d", "maxpool2d"}}},
+                     3);
+const IntKey kStride({.name = "model.layers[].stride",
+                      .doc = "window step",
+                      .range = Range::at_least(1),
+                      .default_doc = "`1` (conv2d), the kernel (maxpool2d)",
+                      .read_when = {"model.layers[].type", {"conv2d", "maxpool2d"}}},
+                     1);
+const IntKey kPadding({.name = "model.layers[].padding",
+                       .doc = "zero padding on each side",
+                       .range = Range::at_least(0),
+                       .read_when = {"model.layers[].type", {"conv2d"}}},
+                      0);
+const NumberKey kDropoutP({.name = "model.layers[].p",
+                           .doc = "probability of zeroing an activation (training only)",
+                           .range = Range::fraction(),
+                           .read_when = {"model.layers[].type", {"dropout"}}},
+                          0.5);
+const NumberKey kBnMomentum({.name = "model.layers[].momentum",
+                             .doc = "running statistics' update factor",
+                             .range = {0.0, 1.0},
+                             .read_when = {"model.layers[].type", {"batchnorm2d"}}},
+                            0.1);
+const NumberKey kBnEps({.name = "model.layers[].eps",
+                        .doc = "variance term",
+                        .range = Range::above(0),
+                        .read_when = {"model.layers[].type", {"batchnorm2d"}}},
+                       1e-5);
+
 std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
-  const std::string type = c.require_string("type");
-  if (type == "linear") return maker.linear(c.require_int("out"), c.get_bool("bias", true));
+  const std::string type = c.get(kType);
+  if (type == "linear") return maker.linear(c.get(kOut), c.get(kBias));
   if (type == "conv2d") {
     Conv2dOptions o;
-    o.out_channels = c.require_int("out_channels");
-    o.kernel = c.get_int("kernel", 3);
-    o.stride = c.get_int("stride", 1);
-    o.padding = c.get_int("padding", 0);
-    o.bias = c.get_bool("bias", true);
+    o.out_channels = c.get(kOutChannels);
+    o.kernel = c.get(kKernel);
+    o.stride = c.get(kStride);
+    o.padding = c.get(kPadding);
+    o.bias = c.get(kBias);
     return maker.conv2d(o);
   }
   if (type == "relu") return maker.relu();
   if (type == "maxpool2d") {
-    const std::int64_t k = c.get_int("kernel", 2);
-    return maker.maxpool2d(k, c.get_int("stride", k));
+    const std::int64_t k = c.get(kKernel, std::int64_t{2});
+    return maker.maxpool2d(k, c.get(kStride, k));
   }
   if (type == "flatten") return maker.flatten();
-  if (type == "dropout") return maker.dropout(c.get_double("p", 0.5), index);
-  if (type == "batchnorm2d") return maker.batchnorm2d(c.get_double("momentum", 0.1), c.get_double("eps", 1e-5));
-  throw ConfigError(
-      fmt::format("config: {}: {}: unknown layer type '{}' (known: linear, conv2d, relu, maxpool2d, "
-                  "flatten, dropout, batchnorm2d)",
-                  c.source(), c.path_of("type"), type));
+  if (type == "dropout") return maker.dropout(c.get(kDropoutP), index);
+  return maker.batchnorm2d(c.get(kBnMomentum), c.get(kBnEps));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// build_optimizer: [optim] -> optimizer + schedule. Each optimizer reads only its own keys,
-// so e.g. `beta1` with name = "sgd" is reported as an unknown key.
+// build_optimizer: [optim] -> optimizer + schedule; the keys are declared once below. Each
+// optimizer and schedule reads only its own keys, so e.g. `beta1` with name = "sgd" is refused
+// as a key that optimizer does not use.
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -7,58 +8,100 @@
 namespace ringtrain {
 namespace {
 
-LrSchedule::Kind parse_schedule(Config& c) {
-  const std::string s = c.get_string("schedule", "constant");
-  if (s == "constant") return LrSchedule::Kind::constant;
-  if (s == "step") return LrSchedule::Kind::step;
-  if (s == "cosine") return LrSchedule::Kind::cosine;
-  throw ConfigError(fmt::format("config: {}: {}: unknown schedule '{}' (known: constant, step, cosine)", c.source(),
-                                c.path_of("schedule"), s));
-}
+const EnumKey<std::string> kName({.name = "optim.name", .doc = "the optimizer"}, "sgd",
+                                 {{"sgd", "sgd"}, {"adamw", "adamw"}});
+const NumberKey kLr({.name = "optim.lr",
+                     .doc = "peak learning rate",
+                     .range = Range::above(0),
+                     .default_doc = "`0.01` (sgd), `0.001` (adamw)"},
+                    0.01);
+const NumberKey kWeightDecay({.name = "optim.weight_decay",
+                              .doc = "sgd: L2 added to the gradient; adamw: decoupled decay",
+                              .range = Range::at_least(0),
+                              .default_doc = "`0` (sgd), `0.01` (adamw)"},
+                             0.0);
+const NumberKey kMomentum({.name = "optim.momentum",
+                           .doc = "heavy-ball momentum",
+                           .range = Range::fraction(),
+                           .read_when = {"optim.name", {"sgd"}}},
+                          0.0);
+const BoolKey kNesterov({.name = "optim.nesterov",
+                         .doc = "Nesterov momentum (needs momentum > 0)",
+                         .read_when = {"optim.name", {"sgd"}}},
+                        false);
+const NumberKey kBeta1({.name = "optim.beta1",
+                        .doc = "first-moment decay",
+                        .range = Range::fraction(),
+                        .read_when = {"optim.name", {"adamw"}}},
+                       0.9);
+const NumberKey kBeta2({.name = "optim.beta2",
+                        .doc = "second-moment decay",
+                        .range = Range::fraction(),
+                        .read_when = {"optim.name", {"adamw"}}},
+                       0.999);
+const NumberKey kEps(
+    {.name = "optim.eps", .doc = "denominator term", .range = Range::above(0), .read_when = {"optim.name", {"adamw"}}},
+    1e-8);
+const EnumKey<LrSchedule::Kind> kSchedule(
+    {.name = "optim.schedule", .doc = "learning-rate schedule after the warm-up"}, LrSchedule::Kind::constant,
+    {{"constant", LrSchedule::Kind::constant}, {"step", LrSchedule::Kind::step}, {"cosine", LrSchedule::Kind::cosine}});
+const IntKey kWarmupSteps({.name = "optim.warmup_steps",
+                           .doc = "linear ramp from 0 to `lr` over these optimizer steps",
+                           .range = Range::at_least(0)},
+                          0);
+const IntKey kStepSize({.name = "optim.step_size",
+                        .doc = "multiply the rate by `gamma` every this many steps",
+                        .range = Range::at_least(1),
+                        .read_when = {"optim.schedule", {"step"}}},
+                       1000);
+const NumberKey kGamma({.name = "optim.gamma",
+                        .doc = "the step schedule's factor",
+                        .range = Range::above(0),
+                        .read_when = {"optim.schedule", {"step"}}},
+                       0.1);
+const NumberKey kMinLr({.name = "optim.min_lr",
+                        .doc = "the cosine schedule's floor, reached at the run's last step (at most `lr`)",
+                        .range = Range::at_least(0),
+                        .read_when = {"optim.schedule", {"cosine"}}},
+                       0.0);
 
 }  // namespace
 
 OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps, Device device) {
-  const std::string name = c.get_string("name", "sgd");
+  const std::string name = c.get(kName);
+  const bool adamw = name == "adamw";
   LrSchedule::Options so;
-  so.base_lr = c.get_double("lr", name == "adamw" ? 1e-3 : 0.01);
+  so.base_lr = c.get(kLr, adamw ? 1e-3 : 0.01);
   std::unique_ptr<Optimizer> opt;
-  if (name == "sgd") {
-    SgdHyper h;
-    h.momentum = static_cast<float>(c.get_double("momentum", 0.0));
-    h.nesterov = c.get_bool("nesterov", false);
-    h.weight_decay = static_cast<float>(c.get_double("weight_decay", 0.0));
-    RT_REQUIRE(h.momentum >= 0.0f && h.momentum < 1.0f, ConfigError, "config: {}: {}: must be in [0, 1), got {}",
-               c.source(), c.path_of("momentum"), h.momentum);
-    RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: {}: nesterov needs momentum > 0", c.source(),
-               c.path_of("nesterov"));
-    opt = std::make_unique<Sgd>(num_params, h, device);
-  } else if (name == "adamw") {
+  if (adamw) {
     AdamWHyper h;
-    h.beta1 = static_cast<float>(c.get_double("beta1", 0.9));
-    h.beta2 = static_cast<float>(c.get_double("beta2", 0.999));
-    h.eps = static_cast<float>(c.get_double("eps", 1e-8));
-    h.weight_decay = static_cast<float>(c.get_double("weight_decay", 0.01));
-    RT_REQUIRE(h.beta1 >= 0.0f && h.beta1 < 1.0f && h.beta2 >= 0.0f && h.beta2 < 1.0f, ConfigError,
-               "config: {}: optim.beta1/beta2 must be in [0, 1)", c.source());
+    h.beta1 = static_cast<float>(c.get(kBeta1));
+    h.beta2 = static_cast<float>(c.get(kBeta2));
+    h.eps = static_cast<float>(c.get(kEps));
+    h.weight_decay = static_cast<float>(c.get(kWeightDecay, 0.01));
     opt = std::make_unique<AdamW>(num_params, h, device);
   } else {
-    throw ConfigError(
-        fmt::format("config: {}: {}: unknown optimizer '{}' (known: sgd, adamw)", c.source(), c.path_of("name"), name));
+    SgdHyper h;
+    h.momentum = static_cast<float>(c.get(kMomentum));
+    h.nesterov = c.get(kNesterov);
+    h.weight_decay = static_cast<float>(c.get(kWeightDecay));
+    RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: key '{}': nesterov needs momentum > 0",
+               c.source(), kNesterov.name());
+    opt = std::make_unique<Sgd>(num_params, h, device);
   }
-  so.kind = parse_schedule(c);
-  so.warmup_steps = c.get_int("warmup_steps", 0);
+  so.kind = c.get(kSchedule);
+  so.warmup_steps = c.get(kWarmupSteps);
   if (so.kind == LrSchedule::Kind::step) {
-    so.step_size = c.get_int("step_size", 1000);
-    so.gamma = c.get_double("gamma", 0.1);
+    so.step_size = c.get(kStepSize);
+    so.gamma = c.get(kGamma);
   }
-  if (so.kind == LrSchedule::Kind::cosine) so.min_lr = c.get_double("min_lr", 0.0);
+  if (so.kind == LrSchedule::Kind::cosine) {
+    so.min_lr = c.get(kMinLr);
+    RT_REQUIRE(so.min_lr <= so.base_lr, ConfigError, "config: {}: key '{}': must be at most optim.lr ({}), got {}",
+               c.source(), kMinLr.name(), so.base_lr, so.min_lr);
+  }
   so.total_steps = total_steps;
-  try {
-    return OptimSetup{std::move(opt), LrSchedule(so)};
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("config: {}: {}", c.source(), e.what()));
-  }
+  return OptimSetup{std::move(opt), LrSchedule(so)};
 }
 
 }  // namespace ringtrain

@@ -14,11 +14,11 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
     log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
     ctx.abort(1);
   });
-  const bool nccl = tc.allreduce == "nccl";
+  const bool nccl = tc.allreduce == GradientAllreduce::nccl;
   CommOptions options;
-  options.algo = parse_allreduce_algo(nccl ? "ring" : tc.allreduce);
+  options.algo = tc.allreduce == GradientAllreduce::mpi ? AllreduceAlgo::mpi : AllreduceAlgo::ring;
   c.main = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "main");
-  options.wire_dtype = parse_wire_dtype(tc.wire_dtype);
+  options.wire_dtype = tc.wire_dtype;
   if (nccl && ctx.binding().backend != "cuda")
     log::warn("comm.allreduce=nccl needs the cuda backend (this rank computes on the CPU); gradients use the MPI ring");
   // NCCL only where every rank has a GPU (binding falls back per rank), so all ranks agree.

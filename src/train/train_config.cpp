@@ -1,5 +1,6 @@
-// read_train_config: defaults, types and ranges of the [run], [train], [runtime] and [comm]
-// keys ([data] is read by read_data_config); every message names the key and the value.
+// read_train_config: the [run], [train], [loss_scale], [checkpoint], [runtime], [comm] and
+// [monitor] keys, each declared once below with its default, range and doc ([data] is read by
+// read_data_config). Ranges and spellings are checked by Config::get, with one message format.
 #include "ringtrain/train/train_config.hpp"
 
 #include "ringtrain/core/config.hpp"
@@ -9,120 +10,207 @@
 namespace ringtrain {
 namespace {
 
-void require_positive(const Config& c, std::string_view key, std::int64_t v, std::int64_t min) {
-  RT_REQUIRE(v >= min, ConfigError, "config: {}: key '{}': must be >= {}, got {}", c.source(), c.path_of(key), min, v);
-}
+const StringKey kRunDir(
+    {.name = "run.dir",
+     .doc = "where `config.toml` (resolved), `metrics.jsonl`, `summary.json` go",
+     .default_doc = "`runs/<config name>` (under Slurm `runs/<config name>-<job id>[_<array task>]`)"},
+    "");
+
+const IntKey kEpochs({.name = "train.epochs", .doc = "epochs over the training set", .range = Range::at_least(1)}, 1);
+const IntKey kMaxSteps({.name = "train.max_steps",
+                        .doc = "stop after this many optimizer steps of the run, counted from its step 0 across "
+                               "resumes (0: no limit)",
+                        .range = Range::at_least(0)},
+                       0);
+const IntKey kBatchSize({.name = "train.batch_size",
+                         .doc = "per-rank micro-batch; the global batch is `world x batch_size x accumulation_steps`",
+                         .range = Range::at_least(1)},
+                        64);
+const IntKey kEvalBatchSize(
+    {.name = "train.eval_batch_size", .doc = "per-rank batch for evaluation", .range = Range::at_least(1)}, 256);
+const IntKey kSeed({.name = "train.seed",
+                    .doc = "seeds initialisation, the sampler's per-epoch permutation and dropout",
+                    .range = Range::at_least(0)},
+                   0);
+const IntKey kLogEvery({.name = "train.log_every",
+                        .doc = "steps between progress lines and `metrics.jsonl` records",
+                        .range = Range::at_least(1)},
+                       100);
+const IntKey kAccumulationSteps({.name = "train.accumulation_steps",
+                                 .doc = "micro-batches of `batch_size` per optimizer step (gradients allreduced once, "
+                                        "on the last)",
+                                 .range = Range::at_least(1)},
+                                1);
+const StringKey kResume({.name = "train.resume",
+                         .doc = "`auto`: continue from the newest intact checkpoint in `checkpoint.dir` (damaged ones "
+                                "are skipped with a warning; none there: start fresh); `none`; or a checkpoint file. "
+                                "Any rank count works if the global batch stays the same (docs/CHECKPOINT.md)"},
+                        "none");
+const IntKey kExitAtStep({.name = "train.exit_at_step",
+                          .doc = "end the run after this optimizer step of the run (counted from step 0 across "
+                                 "resumes) with a checkpoint and exit status 75, like a preemption (0: never)",
+                          .range = Range::at_least(0)},
+                         0);
+const BoolKey kCudaGraph({.name = "train.cuda_graph",
+                          .doc = "`cuda`: replay each step's forward, loss and backward as one CUDA graph (from the "
+                                 "second step; the gradient allreduce then follows backward instead of overlapping "
+                                 "it). Refused with a warning for `accumulation_steps > 1`"},
+                         false);
+const EnumKey<DType> kPrecision({.name = "train.precision",
+                                 .doc = "f32 master weights, optimizer and allreduce; activations, GEMM inputs and "
+                                        "gradients in the low precision (emulated by rounding on the CPU backend; "
+                                        "docs/MIXED_PRECISION.md)"},
+                                DType::f32, {{"fp32", DType::f32}, {"bf16", DType::bf16}, {"fp16", DType::f16}});
+
+// fp16 only (read whenever [loss_scale] is present, so a mistyped key is still caught).
+const NumberKey kLossScaleInit({.name = "loss_scale.init",
+                                .doc = "`fp16`: the initial loss scale",
+                                .range = Range::at_least(GradScaler::kMinScale)},
+                               LossScaleOptions{}.init);
+const IntKey kLossScaleGrowthInterval({.name = "loss_scale.growth_interval",
+                                       .doc = "`fp16`: clean steps after which the scale grows by `growth_factor`",
+                                       .range = Range::at_least(1)},
+                                      LossScaleOptions{}.growth_interval);
+const NumberKey kLossScaleGrowthFactor({.name = "loss_scale.growth_factor",
+                                        .doc = "`fp16`: growth of the scale",
+                                        .range = Range::above(1)},
+                                       LossScaleOptions{}.growth_factor);
+const NumberKey kLossScaleBackoffFactor({.name = "loss_scale.backoff_factor",
+                                         .doc = "`fp16`: the scale's factor on a step with Inf/NaN gradients, which "
+                                                "is skipped and logged",
+                                         .range = {0.0, 1.0, true, true}},
+                                        LossScaleOptions{}.backoff_factor);
+const BoolKey kLossScaleDynamic({.name = "loss_scale.dynamic",
+                                 .doc = "`fp16`: `false` keeps the scale at `init` (overflowing steps still skipped)"},
+                                LossScaleOptions{}.dynamic);
+
+const BoolKey kCheckpointEnabled({.name = "checkpoint.enabled",
+                                  .doc = "write checkpoints (at the end, on SIGTERM/SIGUSR1, and as below)"},
+                                 true);
+const StringKey kCheckpointDir({.name = "checkpoint.dir",
+                                .doc = "where `ckpt-<step>.h5` files and the `latest` pointer go; checked writable at "
+                                       "start",
+                                .default_doc = "`<run.dir>/checkpoints`"},
+                               "");
+const IntKey kCheckpointEverySteps(
+    {.name = "checkpoint.every_steps", .doc = "also save every N steps (0: off)", .range = Range::at_least(0)}, 0);
+const NumberKey kCheckpointEverySeconds({.name = "checkpoint.every_seconds",
+                                         .doc = "also save every N seconds of wall time (0: off)",
+                                         .range = Range::at_least(0)},
+                                        0.0);
+const IntKey kCheckpointKeep(
+    {.name = "checkpoint.keep", .doc = "newest checkpoint files kept", .range = Range::at_least(1)}, 3);
+
+const EnumKey<std::string> kBackend({.name = "runtime.backend",
+                                     .doc = "compute backend: one GPU per rank for `cuda` (local rank mod visible "
+                                            "GPUs; without a usable GPU it warns and runs on the CPU)"},
+                                    "cpu", {{"cpu", "cpu"}, {"cuda", "cuda"}});
+const BoolKey kTf32({.name = "runtime.tf32", .doc = "`cuda`, fp32: let GEMMs and convolutions use TF32 tensor cores"},
+                    false);
+const IntKey kThreads({.name = "runtime.threads",
+                       .doc = "BLAS threads per rank (0: the node's cores split among its ranks)",
+                       .range = Range::at_least(0)},
+                      0);
+
+const EnumKey<GradientAllreduce> kAllreduce(
+    {.name = "comm.allreduce",
+     .doc = "gradients: `ring` (our reduce-scatter + allgather) or `mpi` (`MPI_Allreduce`), through host memory; "
+            "`nccl` (every rank on a GPU; overlapped with backward; otherwise the ring is used, with a warning)"},
+    GradientAllreduce::ring,
+    {{"ring", GradientAllreduce::ring}, {"mpi", GradientAllreduce::mpi}, {"nccl", GradientAllreduce::nccl}});
+const EnumKey<DType> kWireDtype({.name = "comm.wire_dtype",
+                                 .doc = "`bf16` sends f32 gradients as bf16 (half the bytes; sums formed in f32; ring "
+                                        "only); pays only on links slower than ~5 GB/s"},
+                                DType::f32, {{"f32", DType::f32}, {"bf16", DType::bf16}});
+const BoolKey kOverlap({.name = "comm.overlap",
+                        .doc = "allreduce gradient buckets during backward on a communication thread; `false`: the "
+                               "same buckets after backward"},
+                       true);
+const NumberKey kBucketMb({.name = "comm.bucket_mb",
+                           .doc = "bucket target; buckets are cut at layer boundaries from the end of the gradient "
+                                  "arena",
+                           .range = Range::above(0)},
+                          1.0);
+const NumberKey kFirstBucketMb(
+    {.name = "comm.first_bucket_mb", .doc = "target of the first (last-layer) bucket", .range = Range::above(0)}, 0.25);
+const NumberKey kTimeoutS({.name = "comm.timeout_s",
+                           .doc = "watchdog: a collective that takes longer ends the job with a message naming it "
+                                  "(operation, sequence number, size)",
+                           .range = Range::above(0)},
+                          300.0);
+
+const BoolKey kTrace({.name = "monitor.trace",
+                      .doc = "write a Chrome/Perfetto timeline of every rank to `run.dir/trace.json` (open in "
+                             "ui.perfetto.dev or chrome://tracing)"},
+                     false);
+const IntKey kMonitorIntervalMs(
+    {.name = "monitor.interval_ms",
+     .doc = "every rank samples its CPU utilization and resident memory (and its GPU's through NVML where "
+            "`libnvidia-ml.so.1` loads) this often; rank 0's samples go to `metrics.jsonl`, the end prints one line "
+            "per rank and warns about a rank > 25% slower than the median rank (0: off)",
+     .range = Range::at_least(0)},
+    1000);
 
 }  // namespace
 
 TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   TrainConfig t;
-  Config run = config.section("run");
   // Under Slurm the default names the job, so runs of one config (and requeues) never mix.
   std::string default_dir = "runs/" + config_stem;
   if (const SlurmInfo slurm = slurm_info(); slurm.active()) default_dir.append("-").append(slurm.run_id());
-  t.run_dir = run.get_string("dir", default_dir);
+  t.run_dir = config.get(kRunDir, default_dir);
   RT_REQUIRE(!t.run_dir.empty(), ConfigError, "config: {}: key 'run.dir' is empty", config.source());
 
-  Config train = config.section("train");
-  t.epochs = train.get_int("epochs", t.epochs);
-  require_positive(train, "epochs", t.epochs, 1);
-  t.max_steps = train.get_int("max_steps", t.max_steps);
-  require_positive(train, "max_steps", t.max_steps, 0);
-  t.batch_size = train.get_int("batch_size", t.batch_size);
-  require_positive(train, "batch_size", t.batch_size, 1);
-  t.eval_batch_size = train.get_int("eval_batch_size", t.eval_batch_size);
-  require_positive(train, "eval_batch_size", t.eval_batch_size, 1);
-  const std::int64_t seed = train.get_int("seed", 0);
-  require_positive(train, "seed", seed, 0);
-  t.seed = static_cast<std::uint64_t>(seed);
-  t.log_every = train.get_int("log_every", t.log_every);
-  require_positive(train, "log_every", t.log_every, 1);
-  t.accumulation_steps = train.get_int("accumulation_steps", t.accumulation_steps);
-  require_positive(train, "accumulation_steps", t.accumulation_steps, 1);
-  t.resume = train.get_string("resume", t.resume);
+  t.epochs = config.get(kEpochs);
+  t.max_steps = config.get(kMaxSteps);
+  t.batch_size = config.get(kBatchSize);
+  t.eval_batch_size = config.get(kEvalBatchSize);
+  t.seed = static_cast<std::uint64_t>(config.get(kSeed));
+  t.log_every = config.get(kLogEvery);
+  t.accumulation_steps = config.get(kAccumulationSteps);
+  t.resume = config.get(kResume);
   RT_REQUIRE(!t.resume.empty(), ConfigError, "config: {}: key 'train.resume': must be \"auto\", \"none\" or a path",
              config.source());
-  t.exit_at_step = train.get_int("exit_at_step", t.exit_at_step);
-  t.cuda_graph = train.get_bool("cuda_graph", t.cuda_graph);
-  require_positive(train, "exit_at_step", t.exit_at_step, 0);
-  const std::string precision = train.get_string("precision", "fp32");
-  if (precision == "bf16") {
-    t.precision = DType::bf16;
-  } else if (precision == "fp16") {
-    t.precision = DType::f16;
-  } else {
-    RT_REQUIRE(precision == "fp32", ConfigError,
-               "config: {}: key 'train.precision': '{}' is not one of \"fp32\", \"bf16\", \"fp16\"", config.source(),
-               precision);
-  }
+  t.exit_at_step = config.get(kExitAtStep);
+  t.cuda_graph = config.get(kCudaGraph);
+  t.precision = config.get(kPrecision);
   if (t.precision == DType::f16 || config.has("loss_scale")) {  // only then: other resolved configs get no [loss_scale]
-    Config ls = config.section("loss_scale");
-    t.loss_scale.init = ls.get_double("init", t.loss_scale.init);
-    t.loss_scale.growth_interval = ls.get_int("growth_interval", t.loss_scale.growth_interval);
-    t.loss_scale.growth_factor = ls.get_double("growth_factor", t.loss_scale.growth_factor);
-    t.loss_scale.backoff_factor = ls.get_double("backoff_factor", t.loss_scale.backoff_factor);
-    t.loss_scale.dynamic = ls.get_bool("dynamic", t.loss_scale.dynamic);
-    try {
-      GradScaler check(t.loss_scale);  // the scaler's own validation, with the key names
-    } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("config: {}: {}", config.source(), e.what()));
-    }
+    t.loss_scale.init = config.get(kLossScaleInit);
+    t.loss_scale.growth_interval = config.get(kLossScaleGrowthInterval);
+    t.loss_scale.growth_factor = config.get(kLossScaleGrowthFactor);
+    t.loss_scale.backoff_factor = config.get(kLossScaleBackoffFactor);
+    t.loss_scale.dynamic = config.get(kLossScaleDynamic);
   }
 
-  Config ckpt = config.section("checkpoint");
-  t.checkpoint.enabled = ckpt.get_bool("enabled", t.checkpoint.enabled);
-  t.checkpoint.dir = ckpt.get_string("dir", t.run_dir + "/checkpoints");
+  t.checkpoint.enabled = config.get(kCheckpointEnabled);
+  t.checkpoint.dir = config.get(kCheckpointDir, t.run_dir + "/checkpoints");
   RT_REQUIRE(!t.checkpoint.dir.empty(), ConfigError, "config: {}: key 'checkpoint.dir' is empty", config.source());
-  t.checkpoint.every_steps = ckpt.get_int("every_steps", t.checkpoint.every_steps);
-  require_positive(ckpt, "every_steps", t.checkpoint.every_steps, 0);
-  t.checkpoint.every_seconds = ckpt.get_double("every_seconds", t.checkpoint.every_seconds);
-  RT_REQUIRE(t.checkpoint.every_seconds >= 0.0, ConfigError,
-             "config: {}: key 'checkpoint.every_seconds': must be >= 0, "
-             "got {}",
-             config.source(), t.checkpoint.every_seconds);
-  t.checkpoint.keep = ckpt.get_int("keep", t.checkpoint.keep);
-  require_positive(ckpt, "keep", t.checkpoint.keep, 1);
+  t.checkpoint.every_steps = config.get(kCheckpointEverySteps);
+  t.checkpoint.every_seconds = config.get(kCheckpointEverySeconds);
+  t.checkpoint.keep = config.get(kCheckpointKeep);
 
   Config data = config.section("data");
   t.data = read_data_config(data);
 
-  Config runtime = config.section("runtime");
-  t.backend = runtime.get_string("backend", t.backend);
-  RT_REQUIRE(t.backend == "cpu" || t.backend == "cuda", ConfigError,
-             "config: {}: key 'runtime.backend': '{}' is not one of \"cpu\", \"cuda\"", config.source(), t.backend);
-  t.tf32 = runtime.get_bool("tf32", t.tf32);
-  t.threads = runtime.get_int("threads", t.threads);
-  require_positive(runtime, "threads", t.threads, 0);
+  t.backend = config.get(kBackend);
+  t.tf32 = config.get(kTf32);
+  t.threads = config.get(kThreads);
 
-  Config comm = config.section("comm");
-  t.allreduce = comm.get_string("allreduce", t.allreduce);
-  RT_REQUIRE(t.allreduce == "ring" || t.allreduce == "mpi" || t.allreduce == "nccl", ConfigError,
-             "config: {}: key 'comm.allreduce': '{}' is not one of \"ring\", \"mpi\", \"nccl\"", config.source(),
-             t.allreduce);
-  t.wire_dtype = comm.get_string("wire_dtype", t.wire_dtype);
-  t.overlap = comm.get_bool("overlap", t.overlap);
-  t.bucket_mb = comm.get_double("bucket_mb", t.bucket_mb);
-  t.first_bucket_mb = comm.get_double("first_bucket_mb", t.first_bucket_mb);
-  t.timeout_s = comm.get_double("timeout_s", t.timeout_s);
-  for (const auto& [key, value] : {std::pair{"bucket_mb", t.bucket_mb}, std::pair{"first_bucket_mb", t.first_bucket_mb},
-                                   std::pair{"timeout_s", t.timeout_s}})
-    RT_REQUIRE(value > 0.0, ConfigError, "config: {}: key 'comm.{}': must be > 0, got {}", config.source(), key, value);
+  t.allreduce = config.get(kAllreduce);
+  t.wire_dtype = config.get(kWireDtype);
+  t.overlap = config.get(kOverlap);
+  t.bucket_mb = config.get(kBucketMb);
+  t.first_bucket_mb = config.get(kFirstBucketMb);
+  t.timeout_s = config.get(kTimeoutS);
 
-  Config monitor = config.section("monitor");
-  t.trace = monitor.get_bool("trace", t.trace);
-  t.monitor_interval_ms = monitor.get_int("interval_ms", t.monitor_interval_ms);
-  require_positive(monitor, "interval_ms", t.monitor_interval_ms, 0);
+  t.trace = config.get(kTrace);
+  t.monitor_interval_ms = config.get(kMonitorIntervalMs);
   return t;
 }
 
-std::string_view precision_name(DType precision) {
-  switch (precision) {
-    case DType::bf16: return "bf16";
-    case DType::f16: return "fp16";
-    default: return "fp32";
-  }
-}
+std::string_view precision_name(DType precision) { return kPrecision.spelling(precision); }
+
+std::string_view allreduce_name(GradientAllreduce allreduce) { return kAllreduce.spelling(allreduce); }
 
 LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training) {
   LoaderOptions o;

@@ -29,6 +29,7 @@
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/train/session.hpp"
 #include "ringtrain/train/train_config.hpp"
 #include "train/checkpointing.hpp"
 #include "train/device_batch.hpp"
@@ -42,126 +43,48 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// The session (config, comms, data, model, optimizer) plus what only training needs: the
+// loaders, the checkpoints and the position a resumed run starts from.
 struct Setup {
-  std::string config_path;
-  std::string resolved_config;
-  TrainConfig tc;
-  std::unique_ptr<Watchdog> watchdog;
-  std::unique_ptr<Communicator> comm;          // set-up, statistics, evaluation
-  std::unique_ptr<Communicator> grad_comm;     // gradient buckets only (the comm thread's)
-  std::shared_ptr<const Dataset> train, test;  // test: null without data.test
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<LrSchedule> schedule;
-  std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
-  GradScaler scaler;               // enabled for train.precision = "fp16"; checkpointed
+  std::unique_ptr<Session> session;
   std::unique_ptr<Loader> train_loader, test_loader;
-  bool gpu_augment = false;  // data.augment_on resolved: raw training batches, augmented on the GPU
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
-  std::int64_t num_classes = 0;
-  std::int64_t steps_per_epoch = 0;
-  std::int64_t total_steps = 0;
 };
 
-// Errors name the config key first: "data.train: /x/a.h5: ...".
-template <typename F>
-auto for_key(const std::string& key, F&& fn) {
-  try {
-    return fn();
-  } catch (const DataError& e) {
-    throw DataError(fmt::format("{}: {}", key, e.what()));
-  }
-}
-
-void check_labels(const Dataset& d, std::int64_t classes, const std::string& key) {
-  for (std::int64_t i = 0; i < d.size(); ++i) {
-    if (d.label(i) >= 0 && d.label(i) < classes) continue;
-    const DatasetFile& f = d.file_of(i);
-    throw DataError(fmt::format("{}: {}: label {} at index {} out of range for a model with {} outputs", key, f.path,
-                                d.label(i), i - f.first, classes));
-  }
-}
-
-std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
-  auto s = std::make_unique<Setup>();
-  s->config_path = config_path;
-  std::unique_ptr<Config> config;
+std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides) {
+  auto setup = std::make_unique<Setup>();
+  setup->session = open_session(ctx, config_path, overrides);
+  Session& s = *setup->session;
+  const TrainConfig& tc = s.tc;
   run_collectively(ctx, [&] {
-    config = std::make_unique<Config>(Config::load_file(config_path, overrides));
-    s->tc = read_train_config(*config, std::filesystem::path(config_path).stem().string());
-    ctx.bind(s->tc.backend, static_cast<int>(s->tc.threads));
-    RunComms comms = make_run_comms(ctx, s->tc);
-    s->watchdog = std::move(comms.watchdog);
-    s->comm = std::move(comms.main);
-    s->grad_comm = std::move(comms.gradient);
-  });
-  const TrainConfig& tc = s->tc;
-  run_collectively(ctx, [&] {
-    s->train = for_key("data.train", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.train)); });
-    s->gpu_augment = augment_on_gpu(tc, ctx.binding().backend == "cuda", s->train->sample_type());
-    if (!tc.data.test.empty())
-      s->test = for_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
-  });
-  run_collectively(ctx, [&] {
-    Config model_config = config->section("model");
-    s->model = build_model(model_config, s->train->sample_shape(), compute_options(tc, ctx));
-    if (tc.precision == DType::f16) s->scaler = GradScaler(tc.loss_scale);
-    const Shape& out = s->model->output_shape();
-    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
-               config_path, out.str());
-    s->num_classes = out[0];
-    check_labels(*s->train, s->num_classes, "data.train");
-    if (s->test) {
-      RT_REQUIRE(s->test->sample_shape() == s->train->sample_shape(), DataError,
-                 "data.test: {}: samples are {} but data.train has {}", s->test->files().front().path,
-                 s->test->sample_shape().str(), s->train->sample_shape().str());
-      check_labels(*s->test, s->num_classes, "data.test");
-      s->test_loader = for_key("data.test", [&] {
-        return std::make_unique<Loader>(s->test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
+    if (s.test)
+      setup->test_loader = for_data_key("data.test", [&] {
+        return std::make_unique<Loader>(s.test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
       });
-    }
-    s->steps_per_epoch = for_key("data.train", [&] {
-      return loader_steps_per_epoch(s->train, loader_options(tc, ctx.world_size(), ctx.world_rank(), true));
-    });
-    s->total_steps = s->steps_per_epoch * tc.epochs;
-    if (tc.max_steps > 0) s->total_steps = std::min(s->total_steps, tc.max_steps);
-    Config optim_config = config->section("optim");
-    OptimSetup o = build_optimizer(optim_config, s->model->num_params(), s->total_steps, s->model->device());
-    s->optimizer = std::move(o.optimizer);
-    s->schedule = std::make_unique<LrSchedule>(o.schedule);
-    if (config->has("prune")) {  // read only when present: unpruned runs' resolved configs stay as they were
-      Config prune_config = config->section("prune");
-      const PruneConfig pc = read_prune_config(prune_config);
-      if (pc.enabled) s->pruner = std::make_unique<Pruner>(pc, *s->model, *s->optimizer, *s->comm, s->total_steps);
-    }
-    config->finish();
-    s->resolved_config = config->to_toml();
-  });
-  run_collectively(ctx, [&] {
     if (ctx.world_rank() != 0) return;
     std::error_code ec;
     std::filesystem::create_directories(tc.run_dir, ec);
     RT_REQUIRE(!ec, IoError, "run.dir: {}: cannot create: {}", tc.run_dir, ec.message());
-    write_file_atomic(tc.run_dir + "/config.toml", s->resolved_config + "\n");
+    write_file_atomic(tc.run_dir + "/config.toml", s.resolved_config + "\n");
   });
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
-  s->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s->model, *s->optimizer, s->scaler, s->resolved_config,
-                                                      global_batch, *s->watchdog);
-  if (s->pruner) s->checkpoints->add_replicated("prune/mask", s->pruner->mask().f32(), s->pruner->mask().numel());
-  s->resumed = s->checkpoints->resume(s->steps_per_epoch);
-  if (s->pruner && s->resumed) s->pruner->mask_written();  // the restored host mask, to the GPU's copy
+  setup->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s.model, *s.optimizer, s.scaler, s.resolved_config,
+                                                          global_batch, *s.comms.watchdog);
+  if (s.pruner) setup->checkpoints->add_replicated("prune/mask", s.pruner->mask().f32(), s.pruner->mask().numel());
+  setup->resumed = setup->checkpoints->resume(s.steps_per_epoch);
+  if (s.pruner && setup->resumed) s.pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
     LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
-    o.raw = s->gpu_augment;
-    if (s->resumed) {
-      o.start_epoch = s->resumed->epoch;
-      o.start_step = s->resumed->step_in_epoch;
+    o.raw = s.gpu_augment;
+    if (setup->resumed) {
+      o.start_epoch = setup->resumed->epoch;
+      o.start_step = setup->resumed->step_in_epoch;
     }
     if (o.start_epoch < o.epochs)
-      s->train_loader = for_key("data.train", [&] { return std::make_unique<Loader>(s->train, o); });
+      setup->train_loader = for_data_key("data.train", [&] { return std::make_unique<Loader>(s.train, o); });
   });
-  return s;
+  return setup;
 }
 
 // Sum (not mean) of loss and correct predictions over this rank's shard of the test set.
@@ -192,22 +115,22 @@ class Evaluator {
   std::unique_ptr<DeviceBatch> placer_;
 };
 
-EvalResult evaluate(Setup& s, const Context& ctx, Evaluator& evaluator) {
+EvalResult evaluate(Session& s, Loader& test_loader, const Context& ctx, Evaluator& evaluator) {
   // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
   for (Tensor& b : s.model->buffers())
     with_host_copy(b, [&](Tensor& h) {
-      s.comm->allreduce_sum(h.raw(), static_cast<std::size_t>(h.numel()), DType::f32);
+      s.comms.main->allreduce_sum(h.raw(), static_cast<std::size_t>(h.numel()), DType::f32);
       for (std::int64_t i = 0; i < h.numel(); ++i) h.f32()[i] /= static_cast<float>(ctx.world_size());
     });
   double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
-  for (std::int64_t i = 0; i < s.test_loader->steps_per_epoch(); ++i) {
-    const Batch& batch = *for_key("data.test", [&] { return &s.test_loader->next(); });
+  for (std::int64_t i = 0; i < test_loader.steps_per_epoch(); ++i) {
+    const Batch& batch = *for_data_key("data.test", [&] { return &test_loader.next(); });
     const LossSums r = evaluator.run(*s.model, batch);
     sums[0] += r.correct;
     sums[1] += r.loss;
     sums[2] += static_cast<double>(batch.size());
   }
-  s.comm->allreduce_sum(sums, 3, DType::f64);
+  s.comms.main->allreduce_sum(sums, 3, DType::f64);
   return EvalResult{sums[0] / sums[2], sums[1] / sums[2]};
 }
 
@@ -220,13 +143,13 @@ std::uint64_t fnv1a(const void* data, std::size_t bytes) {
 
 // Every rank must hold bitwise identical parameters at the end; a difference is a bug in
 // the data-parallel machinery and fails the run on all ranks.
-std::string verify_param_checksums(Setup& s, const Context& ctx) {
+std::string verify_param_checksums(Session& s, const Context& ctx) {
   const Tensor p = to_host(s.model->params());
   std::uint64_t mine = fnv1a(p.raw(), p.nbytes());
   std::uint64_t root = mine;
-  s.comm->broadcast(&root, sizeof(root), 0);
+  s.comms.main->broadcast(&root, sizeof(root), 0);
   std::int32_t differs = mine != root ? 1 : 0;
-  s.comm->allreduce_sum(&differs, 1, DType::i32);
+  s.comms.main->allreduce_sum(&differs, 1, DType::i32);
   if (differs != 0)
     throw CollectiveError(
         fmt::format("parameter checksums differ across ranks at the end of training: {} of {} "
@@ -237,7 +160,7 @@ std::string verify_param_checksums(Setup& s, const Context& ctx) {
 
 // Each rank writes its own trace; rank 0 merges them into run.dir/trace.json (the run dir
 // is on a file system every rank sees, as metrics and checkpoints assume too).
-void write_trace(const Tracer& tracer, Setup& s, const Context& ctx) {
+void write_trace(const Tracer& tracer, const Session& s, const Context& ctx) {
   const std::string dir = s.tc.run_dir;
   run_collectively(ctx, [&] { tracer.write(fmt::format("{}/trace-rank{}.json", dir, ctx.world_rank())); });
   run_collectively(ctx, [&] {
@@ -298,44 +221,44 @@ class BoundaryPolicy {
 
 }  // namespace
 
-int run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides) {
+int run_training(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides) {
   const auto setup_start = Clock::now();
   const StopSignals stop_signals;  // from the start: a signal during set-up stops after the first step
-  std::unique_ptr<Setup> sp = set_up(ctx, config_path, overrides);
-  Setup& s = *sp;
+  const std::unique_ptr<Setup> setup = set_up(ctx, config_path, overrides);
+  Session& s = *setup->session;
   const TrainConfig& tc = s.tc;
   Model& model = *s.model;
   const int world = ctx.world_size();
   const std::int64_t spe = s.steps_per_epoch;
   const std::int64_t b = tc.batch_size * tc.accumulation_steps;  // per rank and step
-  const TrainPosition start = s.resumed.value_or(TrainPosition{});
+  const TrainPosition start = setup->resumed.value_or(TrainPosition{});
   if (start.step >= s.total_steps) {
     log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step, s.total_steps);
     return 0;
   }
-  RunReport report(ctx, s.tc, s.comm->name(), start.step);
+  RunReport report(ctx, s.tc, s.comms.main->name(), start.step);
   report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
                 seconds_since(setup_start));
 
   // Parameters start identical everywhere: rank 0's initialisation is broadcast (a resumed
   // run's parameters were read from the same checkpoint by every rank).
-  if (!s.resumed) {
-    start_from_root_params(model, *s.comm, tc.seed);
+  if (!setup->resumed) {
+    start_from_root_params(model, *s.comms.main, tc.seed);
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
-  StepOptions options = step_options(tc, ctx, *s.grad_comm);
+  StepOptions options = step_options(tc, ctx, *s.comms.gradient);
   if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
   log::info("augment: crop, flip and normalization of training batches on the {}",
             s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
-  DataParallelStep dp_step(model, *s.optimizer, *s.comm, *s.grad_comm, tc.batch_size, s.num_classes, options, &tracer,
-                           &s.scaler);
+  DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, s.num_classes, options,
+                           &tracer, &s.scaler);
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
-  BoundaryPolicy policy(tc, *s.comm, ctx);
+  BoundaryPolicy policy(tc, *s.comms.main, ctx);
   Evaluator evaluator(model, tc.eval_batch_size, s.num_classes);
   TrainPosition at = start;
   double final_loss = 0.0;
@@ -343,7 +266,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
   while (at.step < s.total_steps) {
     const auto t0 = Clock::now();
     // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
-    const Batch& batch = *for_key("data.train", [&] { return &s.train_loader->next(); });
+    const Batch& batch = *for_data_key("data.train", [&] { return &setup->train_loader->next(); });
     const auto t1 = Clock::now();
     tracer.span("data wait", "data", t0, t1);
     const double lr = s.schedule->at(at.step);
@@ -358,8 +281,8 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     // An epoch ends with its evaluation, also the last, partial one (max_steps); evaluation
     // averages BatchNorm statistics, so it comes before any checkpoint of this step.
     if (++at.step_in_epoch == spe || at.step == s.total_steps) {
-      if (s.test_loader) {
-        last_eval = evaluate(s, ctx, evaluator);
+      if (setup->test_loader) {
+        last_eval = evaluate(s, *setup->test_loader, ctx, evaluator);
         report.epoch_end(at.epoch, tc.epochs, at.step, last_eval.accuracy, last_eval.loss);
       }
       if (at.step_in_epoch == spe) {
@@ -368,9 +291,9 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
       }
     }
     const Boundary boundary = policy.after_step(at.step, s.total_steps);
-    if (boundary.save && s.checkpoints->enabled()) s.checkpoints->save(at, boundary.why);
+    if (boundary.save && setup->checkpoints->enabled()) setup->checkpoints->save(at, boundary.why);
     if (boundary.stop) {
-      if (!s.checkpoints->enabled() && ctx.world_rank() == 0)
+      if (!setup->checkpoints->enabled() && ctx.world_rank() == 0)
         log::warn("stopping without a checkpoint (checkpoint.enabled = false): steps since the start are lost");
       log::info("stopped: {} after step {} of {}; continue with --set train.resume=auto (exit code {})", boundary.why,
                 at.step, s.total_steps, kExitResumable);
@@ -379,7 +302,7 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     }
   }
   const std::string checksum = verify_param_checksums(s, ctx);
-  report.resources(*s.comm);
+  report.resources(*s.comms.main);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
   report.graph_replays(dp_step.graph_replays());

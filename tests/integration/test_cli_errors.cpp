@@ -80,6 +80,15 @@ std::vector<Case> cases() {
   c.push_back({"unknown key",
                {"train", write_text("unknown.toml", config_for(good, "epoch = 2"))},
                {"unknown key", "train.epoch"}});
+  const std::string plain = write_text("plain.toml", config_for(good));
+  c.push_back({"unknown key from --set",
+               {"train", plain, "--set", "train.epoch=2"},
+               {"unknown key 'train.epoch' (did you mean 'train.epochs'?) (from --set)"}});
+  c.push_back({"key of another variant",
+               {"train", plain, "--set", "optim.beta1=0.9"},
+               {"key 'optim.beta1' is not used by optim.name = \"sgd\" (only by \"adamw\")"}});
+  c.push_back({"layer index out of range", {"train", plain, "--set", "model.layers[5].out=1"}, {"no index 5"}});
+  c.push_back({"unset of an absent key", {"train", plain, "--unset", "train.nope"}, {"--unset 'train.nope'"}});
   c.push_back({"wrong type",
                {"train", write_text("type.toml", config_for(good)), "--set", "train.epochs=\"three\""},
                {"train.epochs", "integer"}});
@@ -132,6 +141,28 @@ TEST_P(CliErrors, EveryBadInputGivesOneClearLine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CliErrors, ::testing::Values(1, 2));
+
+// --set reaches a [[model.layers]] table by index and --unset drops a key: both show in the
+// resolved config the run writes.
+TEST(CliOverrides, SetReachesLayerTablesAndUnsetDropsAKey) {
+  const auto good = write_h5("good-overrides.h5", {64, 1, 4, 4}, 64, kCycle);
+  const std::string config = write_text("overrides.toml", config_for(good, "max_steps = 1\nseed = 5"));
+  const auto r = run_ringtrain(1, {"train", config, "--set", "model.layers[1].out=16", "--unset", "train.seed"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(work_dir() / "run" / "config.toml");
+  const std::string resolved{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  EXPECT_NE(resolved.find("out = 16"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("seed = 0"), std::string::npos) << resolved;
+}
+
+TEST(CliOverrides, ConfigKeysListsTheDeclaredKeys) {
+  const auto r = run_ringtrain(1, {"config", "keys", "--markdown"}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* row :
+       {"| `train.epochs` | integer | `1` | >= 1 |", "| `optim.momentum` | number | `0` | [0, 1) |",
+        "| `data.train` | string(s) | (required) |", "| `model.layers[].type` | string | (required) |"})
+    EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+}
 
 }  // namespace
 }  // namespace ringtrain::test

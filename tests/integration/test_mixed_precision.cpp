@@ -166,7 +166,7 @@ TEST(PrecisionErrors, BadValueIsOneLine) {
   const fs::path dir = fresh_dir("bad");
   for (const auto& [set, expected] : std::vector<std::pair<std::string, std::string>>{
            {"train.precision=fp8", "key 'train.precision': 'fp8' is not one of \"fp32\", \"bf16\", \"fp16\""},
-           {"loss_scale.backoff_factor=2", "loss_scale.backoff_factor: must be in (0, 1), got 2"}}) {
+           {"loss_scale.backoff_factor=2", "key 'loss_scale.backoff_factor': must be in (0, 1), got 2"}}) {
     const CommandResult r = train(dir, {"--set", "train.precision=fp16", "--set", set});
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_LT(r.exit_code, 124) << r.output;

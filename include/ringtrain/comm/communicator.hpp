@@ -18,8 +18,6 @@ enum class AllreduceAlgo {
   mpi,   // the MPI library's MPI_Allreduce
 };
 
-// Parses "ring" / "mpi"; throws ConfigError naming `key` and the value otherwise.
-AllreduceAlgo parse_allreduce_algo(std::string_view value, std::string_view key = "comm.allreduce");
 std::string_view allreduce_algo_name(AllreduceAlgo algo);
 
 // Parses the wire dtype "f32" / "bf16"; throws ConfigError naming `key` and the value otherwise.

@@ -1,45 +1,68 @@
-// Config: the TOML run configuration with `--set key=value` overrides. Typed getters record
-// every key they read (and insert defaults, so the resolved config is complete); finish()
-// rejects any key nobody read, so a typo is an error, never silently ignored.
+// Config: the TOML run configuration with `--set key=value` / `--unset key` overrides. Keys are
+// read through their declarations (config_key.hpp): the getter checks type and range, records
+// the key and inserts its default, so the resolved config is complete; finish() rejects any key
+// nobody read, naming where it came from and the nearest declared key.
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ringtrain/core/config_key.hpp"
+
 namespace ringtrain {
+
+// The command line's changes to a config file, applied in this order: sets, then unsets.
+// A set is TOML `key=value` (a bare word is a string); keys of [[model.layers]] tables are
+// reached by index (`model.layers[1].out=128`).
+struct ConfigOverrides {
+  std::vector<std::string> set;
+  std::vector<std::string> unset;
+};
 
 class Config {
  public:
   // Throws ConfigError naming the file (and line:column for syntax errors) or the override.
-  static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {});
-  static Config parse(std::string_view text, const std::string& source, const std::vector<std::string>& overrides = {});
+  static Config load_file(const std::string& path, const ConfigOverrides& overrides = {});
+  static Config parse(std::string_view text, const std::string& source, const ConfigOverrides& overrides = {});
 
-  // Typed access with a default (inserted into the config when absent).
-  std::int64_t get_int(std::string_view key, std::int64_t fallback);
-  double get_double(std::string_view key, double fallback);  // integers are accepted
-  bool get_bool(std::string_view key, bool fallback);
-  std::string get_string(std::string_view key, const std::string& fallback);
-  std::vector<std::int64_t> get_int_list(std::string_view key, const std::vector<std::int64_t>& fallback);
-  // One value or an array of them: a single value reads as a one-element list.
-  std::vector<double> get_double_list(std::string_view key, const std::vector<double>& fallback);
-  std::vector<std::string> get_string_list(std::string_view key, const std::vector<std::string>& fallback);
-  // Required keys: ConfigError "missing required key" when absent.
-  std::int64_t require_int(std::string_view key);
-  std::string require_string(std::string_view key);
-  bool has(std::string_view key) const;
+  // The key's value; its default (inserted into the config) when absent. ConfigError naming the
+  // key for a missing required key, a wrong type or a value outside the key's range.
+  template <typename T>
+  T get(const Key<T>& key) {
+    return get(key, key.fallback());
+  }
+  // The same with a default computed by the caller (e.g. checkpoint.dir from run.dir).
+  template <typename T>
+  T get(const Key<T>& key, const T& fallback) {
+    const std::string name = relative_name(key);
+    if (key.required()) require_present(name);
+    T value = read(name, fallback);
+    check_range(key, value);
+    return value;
+  }
+  template <typename E>
+  E get(const EnumKey<E>& key) {
+    const std::string name = relative_name(key);
+    const std::string spelling = read(name, key.spelling(key.fallback()));
+    for (const auto& [s, v] : key.choices())
+      if (s == spelling) return v;
+    reject_choice(key, spelling);
+  }
+  bool has(const KeyBase& key) const { return has(relative_name(key)); }
+  bool has(std::string_view name) const;  // a key or table, by its name relative to this table
 
-  // The table at `key` (created empty when absent); its keys are reported as `key.x`.
-  Config section(std::string_view key);
+  // The table at `name` (created empty when absent); keys read from it keep their full names.
+  Config section(std::string_view name);
   // An array of tables ([[model.layers]]); each element is a Config whose keys are reported
   // as `model.layers[2].out`.
-  std::vector<Config> table_array(std::string_view key);
+  std::vector<Config> table_array(std::string_view name);
 
-  // Throws ConfigError listing keys never read (unknown keys).
+  // Throws ConfigError listing keys never read: unknown ones with the nearest declared key, and
+  // declared ones that this config does not use (optim.momentum with optim.name = "adamw").
   void finish() const;
-  std::string to_toml() const;                      // the resolved config
+  std::string to_toml() const;                      // the resolved config (floats shortest round-trip)
   const std::string& source() const;                // the file name, for messages
   std::string path_of(std::string_view key) const;  // full dotted key for messages
 
@@ -50,6 +73,29 @@ class Config {
   void* insert_default(std::string_view key, void* value_node);
   template <typename T>
   T with_default(std::string_view key, const T& fallback);
+  std::string relative_name(const KeyBase& key) const;
+  void require_present(std::string_view name) const;
+  void check_range(const KeyBase& key, double value) const;
+  void check_range(const KeyBase& key, std::int64_t value) const { check_range(key, static_cast<double>(value)); }
+  void check_range(const KeyBase& key, const std::vector<double>& values) const {
+    for (double v : values) check_range(key, v);
+  }
+  void check_range(const KeyBase& key, const std::vector<std::int64_t>& values) const {
+    for (auto v : values) check_range(key, static_cast<double>(v));
+  }
+  void check_range(const KeyBase&, bool) const {}
+  void check_range(const KeyBase&, const std::string&) const {}
+  void check_range(const KeyBase&, const std::vector<std::string>&) const {}
+  [[noreturn]] void reject_choice(const KeyBase& key, const std::string& spelling) const;
+
+  std::int64_t read(std::string_view name, std::int64_t fallback);
+  double read(std::string_view name, double fallback);  // integers are accepted
+  bool read(std::string_view name, bool fallback);
+  std::string read(std::string_view name, const std::string& fallback);
+  std::vector<std::int64_t> read(std::string_view name, const std::vector<std::int64_t>& fallback);
+  // One value or an array of them: a single value reads as a one-element list.
+  std::vector<double> read(std::string_view name, const std::vector<double>& fallback);
+  std::vector<std::string> read(std::string_view name, const std::vector<std::string>& fallback);
 
   std::shared_ptr<State> state_;
   void* table_ = nullptr;  // toml::table*

@@ -24,6 +24,13 @@ struct CheckpointConfig {
   std::int64_t keep = 3;         // newest files kept
 };
 
+// comm.allreduce: how gradients are summed over the ranks.
+enum class GradientAllreduce {
+  ring,  // ringtrain's ring over MPI point-to-point (host memory)
+  mpi,   // MPI_Allreduce (host memory)
+  nccl,  // NCCL on the GPUs (every rank on the cuda backend; otherwise the ring, with a warning)
+};
+
 struct TrainConfig {
   // [run]
   std::string run_dir;  // where metrics.jsonl, summary.json, config.toml go
@@ -49,9 +56,9 @@ struct TrainConfig {
   std::int64_t threads = 0;     // 0: split the node's cores among local ranks
   bool tf32 = false;            // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
   // [comm]
-  std::string allreduce = "ring";  // gradients: "ring" or "mpi" (MPI, host memory), or "nccl" (cuda)
-  std::string wire_dtype = "f32";  // gradients travel as f32 or bf16 (ring only)
-  bool overlap = true;             // bucket allreduces during backward on a comm thread
+  GradientAllreduce allreduce = GradientAllreduce::ring;
+  DType wire_dtype = DType::f32;  // gradients travel as f32 or bf16 (ring only)
+  bool overlap = true;            // bucket allreduces during backward on a comm thread
   double bucket_mb = 1.0;
   double first_bucket_mb = 0.25;
   double timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
@@ -62,6 +69,8 @@ struct TrainConfig {
 
 // The train.precision spelling of a compute dtype: "fp32", "bf16", "fp16".
 std::string_view precision_name(DType precision);
+// The comm.allreduce spelling: "ring", "mpi", "nccl".
+std::string_view allreduce_name(GradientAllreduce allreduce);
 
 // Reads and validates the keys above. `config_stem` names the default run directory.
 TrainConfig read_train_config(Config& config, const std::string& config_stem);

@@ -7,6 +7,7 @@
 namespace ringtrain {
 
 class Context;
+struct ConfigOverrides;
 
 // The exit status of a run that stopped before its end with a checkpoint to continue from
 // (SIGTERM/SIGUSR1, train.exit_at_step): EX_TEMPFAIL, "try again": resume with
@@ -16,6 +17,6 @@ inline constexpr int kExitResumable = 75;
 // Runs a training as configured; every rank calls it. Returns 0 when the training is complete,
 // kExitResumable when it stopped early with a checkpoint. Throws CollectiveError for bad
 // input (reported once), other Errors for failures on one rank.
-int run_training(Context& ctx, const std::string& config_path, const std::vector<std::string>& overrides);
+int run_training(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides);
 
 }  // namespace ringtrain

@@ -1,5 +1,6 @@
-// Config: typed access, defaults in the resolved config, overrides, and one-line errors for
-// syntax errors, unknown keys, wrong types and missing files.
+// Config: typed access through declared keys, defaults in the resolved config, --set/--unset
+// overrides (layer tables by index), and one-line errors for syntax errors, unknown or unused
+// keys (with their source and the nearest declared key), wrong types, ranges and spellings.
 #include <gtest/gtest.h>
 
 #include "ringtrain/core/config.hpp"
@@ -7,6 +8,19 @@
 
 namespace ringtrain {
 namespace {
+
+// Keys of a test document ("t." section), registered like the real ones.
+enum class Mode { fast, slow };
+const IntKey kEpochs({.name = "t.epochs", .doc = "epochs", .range = Range::at_least(1)}, 1);
+const NumberKey kLr({.name = "t.lr", .doc = "rate", .range = Range::above(0)}, 0.05);
+const StringKey kName({.name = "t.name", .doc = "name"}, "n");
+const BoolKey kFlag({.name = "t.flag", .doc = "flag"}, false);
+const NumberListKey kMean({.name = "t.mean", .doc = "one or many"}, {0.0});
+const EnumKey<Mode> kMode({.name = "t.mode", .doc = "mode"}, Mode::fast, {{"fast", Mode::fast}, {"slow", Mode::slow}});
+const NumberKey kMomentum({.name = "t.momentum", .doc = "slow only", .read_when = {"t.mode", {"slow"}}}, 0.0);
+const StringKey kRequired({.name = "t.path", .doc = "required", .required = true}, "");
+const StringKey kLayerType({.name = "t.layers[].type", .doc = "layer"}, "a");
+const IntKey kLayerOut({.name = "t.layers[].out", .doc = "width", .read_when = {"t.layers[].type", {"a"}}}, 1);
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -18,58 +32,113 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(Config, TypedValuesDefaultsAndResolvedOutput) {
-  Config c = Config::parse("[train]\nepochs = 3\nlr = 0.5\nname = \"x\"\nflag = true\n", "a.toml");
-  Config t = c.section("train");
-  EXPECT_EQ(t.get_int("epochs", 1), 3);
-  EXPECT_DOUBLE_EQ(t.get_double("lr", 0.1), 0.5);
-  EXPECT_EQ(t.get_string("name", ""), "x");
-  EXPECT_TRUE(t.get_bool("flag", false));
-  EXPECT_EQ(t.get_int("batch_size", 64), 64);
-  EXPECT_DOUBLE_EQ(c.get_double("train.epochs", 0.0), 3.0);  // integers are numbers too
+  Config c = Config::parse("[t]\nepochs = 3\nlr = 1\nname = \"x\"\nflag = true\nmean = 0.5\n", "a.toml");
+  EXPECT_EQ(c.get(kEpochs), 3);
+  EXPECT_DOUBLE_EQ(c.get(kLr), 1.0);  // integers are numbers too
+  EXPECT_EQ(c.get(kName), "x");
+  EXPECT_TRUE(c.get(kFlag));
+  EXPECT_EQ(c.get(kMean), std::vector<double>{0.5});  // one value reads as a list
+  EXPECT_EQ(c.get(kMode), Mode::fast);
   EXPECT_NO_THROW(c.finish());
-  EXPECT_NE(c.to_toml().find("batch_size = 64"), std::string::npos) << c.to_toml();
+  EXPECT_NE(c.to_toml().find("mode = 'fast'"), std::string::npos) << c.to_toml();
 }
 
-TEST(Config, OverridesReplaceAndAdd) {
-  Config c = Config::parse("[train]\nepochs = 3\n", "a.toml", {"train.epochs=5", "run.dir=runs/x", "optim.lr=1e-3"});
-  EXPECT_EQ(c.get_int("train.epochs", 0), 5);
-  EXPECT_EQ(c.get_string("run.dir", ""), "runs/x");
-  EXPECT_DOUBLE_EQ(c.get_double("optim.lr", 0.0), 1e-3);
+TEST(Config, ResolvedFloatsAreShortestRoundTrip) {
+  Config c = Config::parse("", "a.toml");
+  c.get(kLr);
+  c.get(kMomentum);
+  const std::string text = c.to_toml();
+  EXPECT_NE(text.find("lr = 0.05\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("momentum = 0.0\n"), std::string::npos) << text;
+  EXPECT_DOUBLE_EQ(Config::parse(text, "again").get(kLr), 0.05);
 }
 
-TEST(Config, SyntaxErrorNamesFileLineAndColumn) {
-  const auto msg = error_of([] { Config::parse("[train]\nepochs = = 3\n", "bad.toml"); });
-  EXPECT_NE(msg.find("bad.toml:2:"), std::string::npos) << msg;
+TEST(Config, SectionsReadKeysByTheirFullNames) {
+  Config c = Config::parse("[t]\nepochs = 4\n[[t.layers]]\ntype = \"a\"\nout = 7\n", "a.toml");
+  Config t = c.section("t");
+  EXPECT_EQ(t.get(kEpochs), 4);
+  auto layers = c.table_array("t.layers");
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0].get(kLayerOut), 7);
+  EXPECT_EQ(error_of([&] { Config::parse("[t]\nepochs = 0\n", "a.toml").get(kEpochs); }),
+            "config: a.toml: key 't.epochs': must be >= 1, got 0");
 }
 
-TEST(Config, UnknownKeysAreListed) {
-  Config c = Config::parse("[train]\nepochs = 3\nepoch = 4\n[data]\ntrian = \"x\"\n", "a.toml");
-  c.get_int("train.epochs", 1);
-  const auto msg = error_of([&] { c.finish(); });
-  EXPECT_NE(msg.find("train.epoch"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("data.trian"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("train.epochs"), std::string::npos) << msg;
-}
-
-TEST(Config, WrongTypeNamesKeyExpectedAndActual) {
-  Config c = Config::parse("[train]\nepochs = \"three\"\n", "a.toml");
-  const auto msg = error_of([&] { c.get_int("train.epochs", 1); });
-  EXPECT_NE(msg.find("train.epochs"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("integer"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("three"), std::string::npos) << msg;
-}
-
-TEST(Config, MissingFileAndBadOverride) {
-  EXPECT_NE(error_of([] { Config::load_file("/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
-  EXPECT_NE(error_of([] { Config::parse("", "a.toml", {"novalue"}); }).find("novalue"), std::string::npos);
-  EXPECT_NE(error_of([] { Config::parse("train = 3\n", "a.toml", {"train.epochs=1"}); }).find("train"),
+TEST(Config, OverridesSetUnsetAndReachLayerTablesByIndex) {
+  const std::string text = "[t]\nepochs = 3\nname = \"y\"\n[[t.layers]]\nout = 1\n[[t.layers]]\nout = 2\n";
+  Config c =
+      Config::parse(text, "a.toml", {.set = {"t.epochs=5", "t.lr=1e-3", "t.layers[1].out=128"}, .unset = {"t.name"}});
+  EXPECT_EQ(c.get(kEpochs), 5);
+  EXPECT_DOUBLE_EQ(c.get(kLr), 1e-3);
+  EXPECT_EQ(c.get(kName), "n");  // unset: the default
+  auto layers = c.table_array("t.layers");
+  EXPECT_EQ(layers[0].get(kLayerOut), 1);
+  EXPECT_EQ(layers[1].get(kLayerOut), 128);
+  EXPECT_NE(error_of([&] { Config::parse(text, "a.toml", {.set = {"t.layers[2].out=1"}}); }).find("no index 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Config::parse(text, "a.toml", {.set = {"t.epochs[0].x=1"}}); }).find("not an array"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { Config::parse(text, "a.toml", {.unset = {"t.nope"}}); }).find("--unset 't.nope'"),
             std::string::npos);
 }
 
-TEST(Config, MissingRequiredKey) {
-  Config c = Config::parse("", "a.toml");
-  const auto msg = error_of([&] { c.require_string("data.train"); });
-  EXPECT_NE(msg.find("data.train"), std::string::npos) << msg;
+TEST(Config, SyntaxErrorNamesFileLineAndColumn) {
+  const auto msg = error_of([] { Config::parse("[t]\nepochs = = 3\n", "bad.toml"); });
+  EXPECT_NE(msg.find("bad.toml:2:"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownKeysSuggestTheNearestAndNameTheirSource) {
+  Config c = Config::parse("[t]\nepochs = 3\nepoch = 4\n", "a.toml", {.set = {"t.nmae=z"}});
+  c.get(kEpochs);
+  const auto msg = error_of([&] { c.finish(); });
+  EXPECT_NE(msg.find("unknown key 't.epoch' (did you mean 't.epochs'?)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown key 't.nmae' (did you mean 't.name'?) (from --set)"), std::string::npos) << msg;
+  Config far = Config::parse("[zzz]\nqqqqqqq = 1\n", "a.toml");
+  EXPECT_EQ(error_of([&] { far.finish(); }), "config: a.toml: unknown key 'zzz.qqqqqqq'");
+}
+
+TEST(Config, KeysOfAnotherVariantSaySo) {
+  Config c = Config::parse("[t]\nmomentum = 0.9\n[[t.layers]]\ntype = \"b\"\nout = 3\n", "a.toml");
+  c.get(kMode);
+  c.table_array("t.layers")[0].get(kLayerType);
+  const auto msg = error_of([&] { c.finish(); });
+  EXPECT_NE(msg.find("key 't.momentum' is not used by t.mode = \"fast\" (only by \"slow\")"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("key 't.layers[0].out' is not used by t.layers[0].type = \"b\" (only by \"a\")"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Config, WrongTypeRangeAndSpellingNameKeyAndValue) {
+  EXPECT_EQ(error_of([] { Config::parse("[t]\nepochs = \"three\"\n", "a.toml").get(kEpochs); }),
+            "config: a.toml: key 't.epochs': expected an integer, got string 'three'");
+  EXPECT_EQ(error_of([] { Config::parse("[t]\nlr = 0\n", "a.toml").get(kLr); }),
+            "config: a.toml: key 't.lr': must be > 0, got 0");
+  EXPECT_EQ(error_of([] { Config::parse("[t]\nlr = inf\n", "a.toml").get(kLr); }),
+            "config: a.toml: key 't.lr': must be > 0, got inf");
+  EXPECT_EQ(error_of([] { Config::parse("[t]\nmode = \"Fast\"\n", "a.toml").get(kMode); }),
+            "config: a.toml: key 't.mode': 'Fast' is not one of \"fast\", \"slow\"");
+}
+
+TEST(Config, MissingFileRequiredKeyAndBadOverride) {
+  EXPECT_NE(error_of([] { Config::load_file("/nonexistent/x.toml"); }).find("/nonexistent/x.toml"), std::string::npos);
+  EXPECT_NE(error_of([] { Config::parse("", "a.toml", {.set = {"novalue"}}); }).find("novalue"), std::string::npos);
+  EXPECT_NE(error_of([] { Config::parse("t = 3\n", "a.toml", {.set = {"t.epochs=1"}}); }).find("not a table"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { Config::parse("", "a.toml").get(kRequired); }),
+            "config: a.toml: missing required key 't.path'");
+}
+
+TEST(ConfigKeys, TableListsEveryDeclaredKeyOnce) {
+  const std::string table = config_keys_markdown();
+  for (const KeyInfo* k : registered_keys()) {
+    const std::string cell = "| `" + k->name + "` |";
+    const auto at = table.find(cell);
+    EXPECT_NE(at, std::string::npos) << k->name;
+    EXPECT_EQ(table.find(cell, at + 1), std::string::npos) << k->name << " declared twice";
+  }
+  EXPECT_NE(table.find("| `t.lr` | number | `0.05` | > 0 | rate |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| `t.path` | string | (required) |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| `t.mode` | string | `\"fast\"` | \"fast\", \"slow\" | mode |"), std::string::npos) << table;
 }
 
 }  // namespace

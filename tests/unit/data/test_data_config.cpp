@@ -73,10 +73,10 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(error_of("[data]\ntrain = [\"a.h5\", 3]\n"),
             "config: run.toml: key 'data.train': expected a string or an array of strings, got array [ 'a.h5', 3 ]");
   EXPECT_EQ(error_of(train + "strategy = \"disk\"\n"),
-            "config: run.toml: key 'data.strategy': 'disk' is not a strategy (memory, stream)");
+            "config: run.toml: key 'data.strategy': 'disk' is not one of \"memory\", \"stream\"");
   EXPECT_EQ(error_of(train + "nonfinite = \"zero\"\n"),
-            "config: run.toml: key 'data.nonfinite': 'zero' is not one of error, skip");
-  EXPECT_EQ(error_of(train + "prefetch = -1\n"), "config: run.toml: key 'data.prefetch': must be >= 0, got -1");
+            "config: run.toml: key 'data.nonfinite': 'zero' is not one of \"error\", \"skip\"");
+  EXPECT_EQ(error_of(train + "prefetch = -1\n"), "config: run.toml: key 'data.prefetch': must be in [0, 1024], got -1");
   EXPECT_EQ(error_of(train + "std = [1.0, 0.0]\n"), "config: run.toml: key 'data.std': must be > 0, got 0");
   EXPECT_EQ(error_of(train + "mean = \"zero\"\n"),
             "config: run.toml: key 'data.mean': expected a number or an array of numbers, got string 'zero'");
@@ -86,7 +86,7 @@ TEST(DataConfig, Errors) {
             "config: run.toml: key 'data.augment_on': 'host' is not one of \"auto\", \"cpu\", \"gpu\"");
   EXPECT_EQ(error_of(train + "augment_on = true\n"),
             "config: run.toml: key 'data.augment_on': expected a string, got boolean true");
-  EXPECT_EQ(error_of(train + "[data.augment]\nrotate = true\n"), "config: run.toml: unknown key data.augment.rotate");
+  EXPECT_EQ(error_of(train + "[data.augment]\nrotate = true\n"), "config: run.toml: unknown key 'data.augment.rotate'");
 }
 
 }  // namespace

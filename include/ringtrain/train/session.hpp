@@ -1,0 +1,67 @@
+// Session: what every training-like command (train, bench train, tune batch) sets up the same
+// way from a config and its overrides, in collective phases so that bad input on any rank ends
+// every rank with the same one-line error: config and binding, communicators, datasets, model,
+// optimizer and schedule, pruning, then the check that no key was left unread.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/data/dataset.hpp"
+#include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
+#include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/prune/pruner.hpp"
+#include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/train/train_config.hpp"
+
+namespace ringtrain {
+
+class Context;
+
+struct SessionOptions {
+  // Training data: `samples` opens data.train as configured (labels checked against the model,
+  // data.test opened too); `shape` only learns the sample shape and count, reading no samples
+  // (synthetic inputs: bench train --synthetic, tune batch).
+  enum class Data { samples, shape };
+  Data data = Data::samples;
+  // The learning-rate schedule's horizon; 0: the run's own (epochs x steps per epoch, capped
+  // by train.max_steps).
+  std::int64_t schedule_steps = 0;
+};
+
+struct Session {
+  std::string config_path;
+  std::unique_ptr<Config> config;  // finished: every key read; sections stay readable
+  std::string resolved_config;     // the config with every default, as written to run.dir
+  TrainConfig tc;
+  RunComms comms;
+  std::shared_ptr<const Dataset> train, test;  // test: null without data.test (or Data::shape)
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> schedule;
+  std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
+  GradScaler scaler;               // enabled for train.precision = "fp16"
+  bool gpu_augment = false;        // data.augment_on resolved: raw training batches augmented on the GPU
+  std::int64_t num_classes = 0;    // the model's outputs per sample
+  std::int64_t steps_per_epoch = 0;
+  std::int64_t total_steps = 0;  // epochs x steps_per_epoch, capped by train.max_steps
+};
+
+// Sets up a session; collective. Throws CollectiveError (reported once by rank 0) for bad input.
+std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides,
+                                      const SessionOptions& options = {});
+
+// Runs fn, prefixing a DataError's message with the config key it concerns ("data.train: ...").
+template <typename F>
+auto for_data_key(const std::string& key, F&& fn) {
+  try {
+    return fn();
+  } catch (const DataError& e) {
+    throw DataError(key + ": " + e.what());
+  }
+}
+
+}  // namespace ringtrain
