@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tools/* scripts: build folder, parallelism, and what mpirun needs as root.
 RINGTRAIN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RINGTRAIN_BUILD="${RINGTRAIN_BUILD:-$RINGTRAIN_ROOT/build}"
@@ -8,7 +9,13 @@ fi
 # Containers often forbid the cross-process memory attach Open MPI tries first.
 export OMPI_MCA_btl_vader_single_copy_mechanism="${OMPI_MCA_btl_vader_single_copy_mechanism:-none}"
 
-ringtrain_configure_and_build() {
+# Configure the shared build folder (Release, Ninja); extra arguments go to cmake.
+ringtrain_configure() {
   cmake -S "$RINGTRAIN_ROOT" -B "$RINGTRAIN_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+}
+
+# Configure, then build every target (the executable, tests, CUDA test binaries).
+ringtrain_configure_and_build() {
+  ringtrain_configure "$@"
   cmake --build "$RINGTRAIN_BUILD" -j "$RINGTRAIN_JOBS"
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The device check for a lent H200 (issues 6 and 7): builds ringtrain (Release, sm_90) against
-# the carried Debian packages, then runs each GPU check under its own time budget inside one
+# The GPU check for any GPU node (issues 6 and 7): builds ringtrain (Release, CUDA) against the
+# node's own Open MPI and parallel HDF5, or against the carried Debian packages on a machine
+# without them (the lent H200), then runs each GPU check under its own time budget inside one
 # overall deadline, recording pass/fail/timeout/skip and seconds per step. Results land in
 # OUT after every step (results.json, results.md, logs.tar.gz), so a timeout keeps them.
-# Usage: tools/device/check.sh [OUT]   (env: OUT; CHECK_DEADLINE_S, default 470; CHECK_ONLY="step
-# step ...": the setup steps plus only these, for a rerun on a warm machine; see README.md)
+# Usage: tools/gpu-check/check.sh [OUT]   (env: OUT; CHECK_DEADLINE_S, default 470; CHECK_ONLY="step
+# step ...": the setup steps plus only these, for a rerun on a warm machine; CHECK_DEPS=auto|carry|
+# system; CHECK_BUDGET_SCALE, default 1; RINGTRAIN_CUDA_ARCHITECTURES, default the GPU's own;
+# CHECK_LAUNCH; see README.md)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-${OUT:-/tmp/ringtrain-device-check}}"
@@ -60,7 +63,7 @@ PY
 # `timeout` of min(BUDGET_S, time left); skipped when less than MIN_S is left. DETAIL_CMD
 # (a shell snippet, may be empty) prints the one-line detail for the table.
 step() {
-  local name="$1" budget="$2" min="$3" detail_cmd="$4"
+  local name="$1" budget="$(($2 * ${CHECK_BUDGET_SCALE:-1}))" min="$3" detail_cmd="$4"
   shift 5
   local left=$((deadline - SECONDS - reserve)) status detail rc
   case " deps configure build data ${CHECK_ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -103,19 +106,47 @@ unpack_deps() {
 # Steps run their command in a child bash (timeout needs a program): it sees these.
 export root build exe data work logs
 export -f unpack_deps
-step deps 60 10 "du -sh $root/.device-deps | cut -f1" -- unpack_deps
-# shellcheck source=deps-env.sh
-source "$root/tools/device/deps-env.sh" || { echo "check.sh: no dependency tree"; exit 1; }
+# The system's own: mpirun and parallel HDF5 (h5pcc) on PATH, e.g. after `module load`.
+system_deps() {
+  local tool
+  for tool in mpirun h5pcc; do
+    command -v "$tool" >/dev/null || { echo "no $tool on PATH"; return 1; }
+  done
+  echo "system: $(command -v mpirun) ($(mpirun --version 2>/dev/null | head -1)), $(command -v h5pcc)"
+}
+export -f system_deps
+# auto: the carry when there is one (the lent machine), else the system's packages.
+deps_mode="${CHECK_DEPS:-auto}"
+if [ "$deps_mode" = auto ]; then
+  deps_mode=system
+  if [ -f "$root/.device-carry/deps.tar.xz" ] || [ -d "$root/.device-deps/core/usr" ]; then deps_mode=carry; fi
+fi
+case "$deps_mode" in
+  carry)
+    step deps 60 10 "du -sh $root/.device-deps | cut -f1" -- unpack_deps
+    # shellcheck source=tools/gpu-check/deps-env.sh
+    source "$root/tools/gpu-check/deps-env.sh" || { echo "check.sh: no dependency tree"; exit 1; }
+    fashion_mnist="${FASHION_MNIST_DIR:-$root/.device-carry/fashion-mnist}"
+    ;;
+  system)
+    step deps 10 1 "tail -1 $logs/deps.log" -- system_deps ||
+      { echo "check.sh: no .device-carry and $(tail -1 "$logs/deps.log") (CHECK_DEPS, README.md)"; exit 1; }
+    fashion_mnist="${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+    ;;
+  *) echo "check.sh: CHECK_DEPS=$deps_mode: expected auto, carry or system"; exit 1 ;;
+esac
+# shellcheck source=tools/env.sh
 source "$root/tools/env.sh"
 # NCCL and cuDNN: a wheel's include/ and lib/libX.so.N; CMake wants lib/libX.so (shim folders).
 shim_wheel_lib() {
   local name="$1" var="$2" cuda="${CUDA_HOME:-/usr/local/cuda}" dir so
+  [ -n "${!var:-}" ] && { echo "$name: $var=${!var}"; return 0; }  # set by the user or a module
   [ -f "$cuda/include/$name.h" ] && { echo "$name: in $cuda"; return 0; }
   dir="$(python3 -c 'import nvidia, sys; print("\n".join(nvidia.__path__))' 2>/dev/null |
          xargs -I{} find {} -maxdepth 3 -name "$name.h" -path '*/include/*' 2>/dev/null | head -1)"
   [ -n "$dir" ] || { echo "$name: not found"; return 0; }
   dir="$(dirname "$(dirname "$dir")")"
-  so="$(ls "$dir"/lib/lib"$name".so.* 2>/dev/null | head -1)"
+  so="$(find "$dir/lib" -maxdepth 1 -name "lib$name.so.*" 2>/dev/null | sort | head -1)"
   mkdir -p "$work/shim/$name/lib"
   ln -sfn "$dir/include" "$work/shim/$name/include"
   ln -sf "$so" "$work/shim/$name/lib/lib$name.so"
@@ -124,39 +155,43 @@ shim_wheel_lib() {
 }
 shim_wheel_lib nccl NCCL_HOME >"$logs/shims.log"
 shim_wheel_lib cudnn CUDNN_HOME >>"$logs/shims.log"
-echo "missing system libraries taken from the carry: ${RINGTRAIN_DEPS_MISSING:-none}" >>"$logs/shims.log"
+echo "dependencies: $deps_mode; missing system libraries taken from the carry: ${RINGTRAIN_DEPS_MISSING:-none}" >>"$logs/shims.log"
 cat "$logs/shims.log"
 
 step nvidia-smi 20 5 "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader" \
   -- bash -c 'nvidia-smi && nvidia-smi -q -d CLOCK,MEMORY,PERFORMANCE'
 
-# ---- build: ringtrain and the test executables labelled cuda (the rest of the suite runs in CI)
+# ---- build: ringtrain and the test executables labelled cuda (the rest of the suite runs in CI),
+# for this GPU's architecture (compute capability 9.0 -> 90) unless RINGTRAIN_CUDA_ARCHITECTURES says
+cuda_arch="${RINGTRAIN_CUDA_ARCHITECTURES:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+  head -1 | tr -d ' .')}"
+[[ "$cuda_arch" =~ ^[0-9]+[af]?(;[0-9]+[af]?)*$ ]] || cuda_arch=90
 step configure 90 20 "grep -E 'ringtrain [0-9.]+:|NCCL|cuDNN' $logs/configure.log | tr -s ' ' | head -3" -- \
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGTRAIN_WITH_CUDA=ON \
-  -DRINGTRAIN_CUDA_ARCHITECTURES=90 || { echo "check.sh: configure failed"; tail -30 "$logs/configure.log"; exit 1; }
+  "-DRINGTRAIN_CUDA_ARCHITECTURES=$cuda_arch" || { echo "check.sh: configure failed"; tail -30 "$logs/configure.log"; exit 1; }
 cuda_targets() { ctest --test-dir "$build" -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \([^ .]*\).*/\1/p' | sort -u; }
 build_all() {
   local targets
-  targets="$(cuda_targets | tr '\n' ' ')"
-  echo "targets: ringtrain $targets"
-  cmake --build "$build" -j 16 --target ringtrain $targets -- -k 0
+  mapfile -t targets < <(cuda_targets)
+  echo "targets: ringtrain ${targets[*]}"
+  cmake --build "$build" -j "$(nproc)" --target ringtrain "${targets[@]}" -- -k 0
 }
 export -f cuda_targets build_all
 step build 300 60 "grep -c FAILED: $logs/build.log | sed 's/^/failed edges: /'" -- build_all
 [ -x "$exe" ] || { echo "check.sh: no ringtrain executable; see logs"; tail -40 "$logs/build.log"; exit 1; }
 
-step data 40 5 "ls $data" -- env RINGTRAIN_EXE="$exe" FASHION_MNIST_DIR="$root/.device-carry/fashion-mnist" \
+step data 40 5 "ls $data" -- env RINGTRAIN_EXE="$exe" FASHION_MNIST_DIR="$fashion_mnist" \
   "$root/tools/prepare-fashion-mnist" "$data"
 
 # ---- checks, most important first: each is skipped, not cut short, when the time is gone
-launch="mpirun --oversubscribe --bind-to none --mca btl self,vader"
+launch="${CHECK_LAUNCH:-mpirun --oversubscribe --bind-to none --mca btl self,vader}"
 export launch
 # The final test accuracy in a run's summary.json.
 summary_accuracy() {
   python3 -c 'import json, sys; print("final_test_accuracy", json.load(open(sys.argv[1]))["final_test_accuracy"])' "$1"
 }
 step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
-  env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/device/check-monitor-doctor.sh" 1
+  env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/gpu-check/check-monitor-doctor.sh" 1
 
 step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- \
   ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4
