@@ -41,12 +41,16 @@ rt_require_slurm() {
     rt_die "not inside a Slurm job (SLURM_JOB_ID is unset): submit it with sbatch [options] jobs/$RT_JOB $RT_USAGE"
 }
 
-# RINGTRAIN_EXE, else the default build, else `ringtrain` on PATH.
+# RINGTRAIN_EXE, else the default build, else (jobs installed in P/share/ringtrain) P/bin's,
+# else `ringtrain` on PATH.
 rt_require_exe() {
   local default="$RINGTRAIN_ROOT/build/src/cli/ringtrain"
+  local installed="$RINGTRAIN_ROOT/../../bin/ringtrain"
   if [ -z "${RINGTRAIN_EXE:-}" ]; then
     if [ -x "$default" ]; then
       RINGTRAIN_EXE="$default"
+    elif [[ "$RINGTRAIN_ROOT" == */share/ringtrain ]] && [ -x "$installed" ]; then
+      RINGTRAIN_EXE="$(cd "$(dirname "$installed")" && pwd)/ringtrain"
     elif command -v ringtrain >/dev/null 2>&1; then
       RINGTRAIN_EXE="$(command -v ringtrain)"
     fi

@@ -1,13 +1,21 @@
 # Helper for the module libraries in src/: one static library per concern, with a
 # ringtrain::<name> alias, public headers from include/ and private headers from src/.
+# Every module is recorded in the global RINGTRAIN_MODULES for the install/export rules.
 function(ringtrain_add_module name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(ringtrain_${name} STATIC ${ARG_SOURCES})
   add_library(ringtrain::${name} ALIAS ringtrain_${name})
   target_include_directories(ringtrain_${name}
-    PUBLIC  ${PROJECT_SOURCE_DIR}/include
+    PUBLIC  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>
     PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR})
   target_compile_features(ringtrain_${name} PUBLIC cxx_std_20)
   target_compile_options(ringtrain_${name} PRIVATE -Wall -Wextra -Wpedantic)
   target_link_libraries(ringtrain_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  ringtrain_record_module(ringtrain_${name} ${name})
+endfunction()
+
+# A library target that is part of the installed package, exported as ringtrain::<export_name>.
+function(ringtrain_record_module target export_name)
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})
+  set_property(GLOBAL APPEND PROPERTY RINGTRAIN_MODULES ${target})
 endfunction()
