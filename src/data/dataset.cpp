@@ -21,6 +21,7 @@
 #include "mpi/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sampler.hpp"
+#include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 #include "runtime/mpi_context.hpp"
 
@@ -92,31 +93,20 @@ const std::byte* Dataset::resident_sample(std::int64_t i) const {
 
 namespace {
 
-// Every rank throws the lowest failing rank's message, or none throws.
-void agree_or_throw(MPI_Comm comm, const std::string& failure) {
-  int rank = 0;
-  RT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  const int mine = failure.empty() ? INT_MAX : rank;
-  int first = INT_MAX;
-  RT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
-  if (first == INT_MAX) return;
-  int length = static_cast<int>(failure.size());
-  RT_MPI_CHECK(MPI_Bcast(&length, 1, MPI_INT, first, comm));
-  std::string text = failure;
-  text.resize(static_cast<std::size_t>(length));
-  RT_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
-  throw DataError(text);
+// Runs fn on every rank of comm; a failure on any rank becomes the lowest failing rank's
+// DataError on all of them (callers prefix it with the config key, as for one rank's errors).
+template <typename F>
+void agreed(MPI_Comm comm, F&& fn) {
+  try {
+    run_collectively(comm, std::forward<F>(fn));
+  } catch (const CollectiveError& e) {
+    throw DataError(e.what());
+  }
 }
 
-// Runs fn and returns its DataError's message ("" when it succeeds), for agree_or_throw.
-template <typename F>
-std::string failure_of(F&& fn) {
-  try {
-    fn();
-  } catch (const DataError& e) {
-    return e.what();
-  }
-  return {};
+// A failure found without an exception ("" when none), agreed like one.
+void agree_on(MPI_Comm comm, const std::string& failure) {
+  agreed(comm, [&] { RT_REQUIRE(failure.empty(), DataError, "{}", failure); });
 }
 
 std::vector<std::string> expand_sources(const std::vector<std::string>& sources) {
@@ -259,11 +249,11 @@ class DatasetOpener {
     };
     DatasetOpenStats& stats = ds_->open_stats_;
     Catalog catalog;
-    agree_or_throw(world_, failure_of([&] {
-                     RT_REQUIRE(ds_->spec_.read_block_bytes > 0, DataError, "read_block_bytes must be > 0, got {}",
-                                ds_->spec_.read_block_bytes);
-                     catalog = read_catalog(ds_->spec_);
-                   }));
+    agreed(world_, [&] {
+      RT_REQUIRE(ds_->spec_.read_block_bytes > 0, DataError, "read_block_bytes must be > 0, got {}",
+                 ds_->spec_.read_block_bytes);
+      catalog = read_catalog(ds_->spec_);
+    });
     ds_->files_ = std::move(catalog.files);
     ds_->size_ = catalog.total;
     ds_->sample_shape_ = Shape(catalog.schema.sample_dims);
@@ -276,9 +266,9 @@ class DatasetOpener {
     if (ds_->spec_.strategy == ReadStrategy::memory) {
       allocate_memory();
       lap(stats.allocate);
-      agree_or_throw(world_, failure_of([&] { read_memory(); }));
+      agreed(world_, [&] { read_memory(); });
     } else {
-      agree_or_throw(world_, failure_of([&] { read_stream(); }));
+      agreed(world_, [&] { read_stream(); });
     }
     lap(stats.read);
     share_labels();
@@ -300,7 +290,7 @@ class DatasetOpener {
     std::string failure = ds_->resident_->buffer.populate(static_cast<std::size_t>(shard_.begin) * sb,
                                                           static_cast<std::size_t>(shard_.end - shard_.begin) * sb);
     if (!failure.empty()) failure = fmt::format("{}: {}", ds_->files_.front().path, failure);
-    agree_or_throw(world_, failure);
+    agree_on(world_, failure);
   }
 
   // Each rank reads its shard of every file straight into the node's shared copy, in large
@@ -397,7 +387,7 @@ class DatasetOpener {
             fmt::format("{}: dataset '{}': sample {} holds {} (data.nonfinite = \"skip\" leaves such samples out)",
                         f.path, ds_->spec_.images_key, bad_.front().index - f.first, bad_.front().nan ? "NaN" : "Inf");
       }
-      agree_or_throw(world_, failure);
+      agree_on(world_, failure);
       return;
     }
     std::vector<std::int64_t> mine;

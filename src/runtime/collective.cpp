@@ -12,7 +12,7 @@
 
 namespace ringtrain {
 
-void run_collectively(const Context& ctx, const std::function<void()>& step) {
+void run_collectively(MPI_Comm comm, const std::function<void()>& step) {
   std::string message;
   bool failed = false;
   int corrupt = 0;
@@ -28,8 +28,9 @@ void run_collectively(const Context& ctx, const std::function<void()>& step) {
     failed = true;
     message = e.what();
   }
-  const MPI_Comm comm = world_comm(ctx);
-  const int mine = failed ? ctx.world_rank() : INT_MAX;
+  int rank = 0;
+  RT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const int mine = failed ? rank : INT_MAX;
   int first = INT_MAX;
   RT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == INT_MAX) return;
@@ -37,9 +38,13 @@ void run_collectively(const Context& ctx, const std::function<void()>& step) {
   RT_MPI_CHECK(MPI_Bcast(header, 2, MPI_INT, first, comm));
   const int length = header[0];
   std::vector<char> text(static_cast<std::size_t>(length));
-  if (ctx.world_rank() == first) text.assign(message.begin(), message.end());
+  if (rank == first) text.assign(message.begin(), message.end());
   RT_MPI_CHECK(MPI_Bcast(text.data(), length, MPI_CHAR, first, comm));
   throw CollectiveError(std::string(text.begin(), text.end()), header[1] != 0);
+}
+
+void run_collectively(const Context& ctx, const std::function<void()>& step) {
+  run_collectively(world_comm(ctx), step);
 }
 
 }  // namespace ringtrain

@@ -3,6 +3,8 @@
 #pragma once
 #include <mpi.h>
 
+#include <functional>
+
 #include "ringtrain/runtime/context.hpp"
 
 namespace ringtrain {
@@ -14,5 +16,8 @@ struct Context::Impl {
 };
 
 inline MPI_Comm world_comm(const Context& ctx) { return ctx.impl().world; }
+
+// run_collectively (collective.hpp) over the ranks of `comm` instead of the whole world.
+void run_collectively(MPI_Comm comm, const std::function<void()>& step);
 
 }  // namespace ringtrain
