@@ -17,6 +17,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/train_config.hpp"
+#include "train/run_report.hpp"
 
 namespace ringtrain {
 
@@ -87,14 +88,14 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
   const int world = ctx_.world_size();
   run_collectively(ctx_, [&] {
     RT_REQUIRE(m.global_batch == global_batch_, CheckpointMismatch,
-               "train.resume: {}: written with a global batch of {} but this run has {} (= {} ranks x {} per rank{}); "
-               "set train.batch_size = {} to continue the same training on {} ranks",
-               r->path, m.global_batch, global_batch_, world, tc_.batch_size,
+               "train.resume: {}: written with a global batch of {} but this run has {} (= {} x {} per rank{}); "
+               "set train.batch_size = {} to continue the same training on {}",
+               r->path, m.global_batch, global_batch_, count_of(world, "rank"), tc_.batch_size,
                tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : "",
                m.global_batch % (world * tc_.accumulation_steps) == 0
                    ? std::to_string(m.global_batch / (world * tc_.accumulation_steps))
                    : std::string("(none fits: the global batch is not a multiple of the rank count)"),
-               world);
+               count_of(world, "rank"));
   });
   optimizer_.restore_steps_taken(m.optimizer_steps);
   TrainPosition at{m.step, m.epoch, m.step_in_epoch};

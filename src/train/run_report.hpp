@@ -86,6 +86,16 @@ class RunReport {
 };
 
 std::string with_commas(std::int64_t v);
-std::string hms(double seconds);  // 0:01:05
+std::string hms(double seconds);                              // 0:01:05
+std::string count_of(std::int64_t n, std::string_view noun);  // "1 rank", "2 ranks"
+
+// The median; of an even count, the mean of the two middle values (0 for none).
+double median_value(std::vector<double> v);
+// The ranks whose median busy time per step exceeds the median over all ranks by 25%; with
+// two ranks the slower is measured against the mean of both. None with one rank.
+std::vector<int> slow_ranks(const std::vector<double>& busy_ms);
+// One rank's line of the end-of-run resource summary; "no samples" when the run was shorter
+// than monitor.interval_ms (CPU utilization unmeasured, not 0%).
+std::string resource_line(std::size_t rank, const RankResources& x, std::int64_t interval_ms);
 
 }  // namespace ringtrain
