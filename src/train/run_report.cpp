@@ -334,8 +334,8 @@ void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneCo
   log::info("{}", table);
 }
 
-void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy,
-                       const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
+void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, std::optional<double> final_accuracy,
+                       bool finished, const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
   double train_seconds = 0.0, data = 0.0, comm = 0.0;
   for (const auto& t : times_) {
     train_seconds += t.total();
@@ -357,7 +357,8 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"steps", steps},  // run by this process; a resumed run started at start_step
                       {"start_step", start_step_},
                       {"final_step", start_step_ + steps},
-                      {"final_test_accuracy", final_accuracy},
+                      {"finished", finished},
+                      {"final_test_accuracy", final_accuracy ? nlohmann::json(*final_accuracy) : nlohmann::json()},
                       {"test_accuracy_per_epoch", accuracies_},
                       {"final_train_loss", final_loss},
                       {"train_samples_per_second", rate},
@@ -410,15 +411,16 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
     j["resources"] = {
         {"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
+  // Job scripts take a finished run's summary path from the "done:" line.
   log::info(
-      "done: {} epoch{}, {} steps{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
+      "{}: {}, {}{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
       "-> {}/summary.json",
-      epochs, epochs > 1 ? "s" : "", steps,
+      finished ? "done" : "stopped early", count_of(epochs, "epoch"), count_of(steps, "step"),
       scaler.enabled()
           ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(), scaler.scale())
           : std::string(),
       hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
-      final_loss, final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
+      final_loss, final_accuracy ? fmt::format("{:.4f}", *final_accuracy) : std::string("n/a"), tc_.run_dir);
 }
 
 }  // namespace ringtrain

@@ -60,8 +60,10 @@ class RunReport {
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
   // Prints the per-layer sparsity table (pruned runs) and keeps it for summary.json.
   void sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config);
-  void finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy, const Model& model,
-              const GradScaler& scaler, const std::string& param_checksum);
+  // final_accuracy: none without a test set (null in summary.json). finished: false for a run
+  // that stopped before its last step (a signal, train.exit_at_step); it writes summary.json too.
+  void finish(std::int64_t steps, std::int64_t epochs, double final_loss, std::optional<double> final_accuracy,
+              bool finished, const Model& model, const GradScaler& scaler, const std::string& param_checksum);
 
  private:
   const Context& ctx_;
