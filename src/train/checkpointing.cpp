@@ -7,6 +7,8 @@
 // goes through host copies: downloaded before a save, uploaded after a resume.
 #include "train/checkpointing.hpp"
 
+#include <algorithm>
+
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -66,7 +68,11 @@ std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
 }
 
 void TrainCheckpoints::add_replicated(std::string name, float* data, std::int64_t count) {
-  extra_.push_back({std::move(name), data, count, false});
+  extra_.push_back({std::move(name), data, count, false, true});
+}
+
+bool TrainCheckpoints::restored(const std::string& name) const {
+  return std::find(absent_.begin(), absent_.end(), name) == absent_.end();
 }
 
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
@@ -79,7 +85,10 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
           dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
   }
   const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
-  if (r) upload();
+  if (r) {
+    absent_ = r->absent;
+    upload();
+  }
   if (!r) {
     if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
     return std::nullopt;

@@ -314,6 +314,21 @@ int run_training(Context& ctx, const std::string& config_path, const std::vector
     log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step, s.total_steps);
     return 0;
   }
+  // Pruning may start from a checkpoint of a dense run (no mask in it): every weight is kept
+  // until the schedule's next mask update, which must come after the checkpoint's step.
+  if (s.pruner && s.resumed && !s.checkpoints->restored("prune/mask")) {
+    const PruneConfig& pc = s.pruner->config();
+    run_collectively(ctx, [&] {
+      RT_REQUIRE(pc.end_step > start.step, ConfigError,
+                 "prune: the checkpoint at step {} was written without pruning and prune.end_step = {} is not after "
+                 "it, so nothing would be pruned; set prune.start_step and prune.end_step to steps after {}",
+                 start.step, pc.end_step, start.step);
+    });
+    log::info(
+        "prune: the checkpoint at step {} was written without pruning: all weights are kept until the next "
+        "mask update of the schedule (start_step {}, end_step {}, every {} steps)",
+        start.step, pc.start_step, pc.end_step, pc.every_steps);
+  }
   RunReport report(ctx, s.tc, s.comm->name(), start.step);
   report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
                 seconds_since(setup_start));
