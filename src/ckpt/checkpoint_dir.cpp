@@ -185,7 +185,9 @@ std::optional<ResumedCheckpoint> resume_checkpoint(const Context& ctx, const std
         RT_REQUIRE(std::filesystem::exists(path), ConfigError, "train.resume: {}: no such checkpoint", path);
         check_checkpoint_layout(path, buffers);
       });
-      return ResumedCheckpoint{path, read_checkpoint_file(ctx, path, buffers)};
+      ResumedCheckpoint r{path, {}, {}};
+      r.meta = read_checkpoint_file(ctx, path, buffers, &r.absent);
+      return r;
     } catch (const CollectiveError& e) {
       if (!automatic || !e.corrupt_file()) throw;
       if (ctx.world_rank() == 0) log::warn("checkpoint: skipping a damaged checkpoint: {}", e.what());

@@ -249,7 +249,9 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
   read_meta(file, path);
   const std::vector<std::string> found = dataset_names(file);
   for (const CheckpointBuffer& b : expected) {
-    if (std::find(found.begin(), found.end(), b.name) == found.end())
+    const bool present = std::find(found.begin(), found.end(), b.name) != found.end();
+    if (!present && b.optional) continue;
+    if (!present)
       throw CheckpointMismatch(
           fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
                       "optimizer?",
@@ -377,7 +379,7 @@ void check_checkpoint_layout(const std::string& path, const std::vector<Checkpoi
 }
 
 CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
-                                    const std::vector<CheckpointBuffer>& buffers) {
+                                    const std::vector<CheckpointBuffer>& buffers, std::vector<std::string>* absent) {
   const MPI_Comm comm = world_comm(ctx);
   const int world = ctx.world_size();
   const int rank = ctx.world_rank();
@@ -385,6 +387,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
   const h5::ErrorContext where(path);
   h5::File file;
   CheckpointMeta meta;
+  std::vector<std::string> found;  // every rank lists the same file
   run_collectively(ctx, [&] {
     h5::PropList fapl = mpio_file_access(comm);
     try {
@@ -392,10 +395,17 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
     } catch (const DataError& e) {
       throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", e.what()));
     }
-    as_corrupt([&] { meta = read_meta(file, path); });
+    as_corrupt([&] {
+      meta = read_meta(file, path);
+      found = dataset_names(file);
+    });
   });
   h5::PropList dxpl = collective_transfer();
   for (const CheckpointBuffer& b : buffers) {
+    if (b.optional && std::find(found.begin(), found.end(), b.name) == found.end()) {
+      if (absent != nullptr) absent->push_back(b.name);
+      continue;
+    }
     std::uint64_t stored = 0, actual = 0;
     run_collectively(ctx, [&] {
       as_corrupt([&] {

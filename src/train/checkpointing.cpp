@@ -7,6 +7,8 @@
 // goes through host copies: downloaded before a save, uploaded after a resume.
 #include "train/checkpointing.hpp"
 
+#include <algorithm>
+
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -17,6 +19,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/train_config.hpp"
+#include "train/run_report.hpp"
 
 namespace ringtrain {
 
@@ -65,7 +68,11 @@ std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
 }
 
 void TrainCheckpoints::add_replicated(std::string name, float* data, std::int64_t count) {
-  extra_.push_back({std::move(name), data, count, false});
+  extra_.push_back({std::move(name), data, count, false, true});
+}
+
+bool TrainCheckpoints::restored(const std::string& name) const {
+  return std::find(absent_.begin(), absent_.end(), name) == absent_.end();
 }
 
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
@@ -78,7 +85,10 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
           dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
   }
   const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
-  if (r) upload();
+  if (r) {
+    absent_ = r->absent;
+    upload();
+  }
   if (!r) {
     if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
     return std::nullopt;
@@ -87,14 +97,14 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
   const int world = ctx_.world_size();
   run_collectively(ctx_, [&] {
     RT_REQUIRE(m.global_batch == global_batch_, CheckpointMismatch,
-               "train.resume: {}: written with a global batch of {} but this run has {} (= {} ranks x {} per rank{}); "
-               "set train.batch_size = {} to continue the same training on {} ranks",
-               r->path, m.global_batch, global_batch_, world, tc_.batch_size,
+               "train.resume: {}: written with a global batch of {} but this run has {} (= {} x {} per rank{}); "
+               "set train.batch_size = {} to continue the same training on {}",
+               r->path, m.global_batch, global_batch_, count_of(world, "rank"), tc_.batch_size,
                tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : "",
                m.global_batch % (world * tc_.accumulation_steps) == 0
                    ? std::to_string(m.global_batch / (world * tc_.accumulation_steps))
                    : std::string("(none fits: the global batch is not a multiple of the rank count)"),
-               world);
+               count_of(world, "rank"));
   });
   optimizer_.restore_steps_taken(m.optimizer_steps);
   TrainPosition at{m.step, m.epoch, m.step_in_epoch};

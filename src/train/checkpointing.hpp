@@ -39,8 +39,11 @@ class TrainCheckpoints {
   bool enabled() const { return dir_ != nullptr; }
 
   // Also saves and restores `data` (`count` floats, identical on every rank) as dataset `name`,
-  // e.g. the pruning mask. Call before resume().
+  // e.g. the pruning mask. Call before resume(). A checkpoint written without it (by a run
+  // without pruning) leaves `data` as it is: see restored().
   void add_replicated(std::string name, float* data, std::int64_t count);
+  // After resume(): whether the checkpoint held add_replicated()'s dataset `name`.
+  bool restored(const std::string& name) const;
 
   // Loads what train.resume names into the model, optimizer and loss scaler (collective) and returns the
   // position to continue from; nullopt for a fresh start. CollectiveError when the checkpoint
@@ -68,6 +71,7 @@ class TrainCheckpoints {
   std::int64_t global_batch_ = 0;
   Watchdog& watchdog_;
   std::vector<CheckpointBuffer> extra_;  // add_replicated()
+  std::vector<std::string> absent_;      // of extra_, the ones the resumed checkpoint lacked
   struct Staged {
     Tensor device, host;
   };

@@ -22,12 +22,10 @@ template <typename F>
 double median_of(const std::vector<StepTimes>& t, std::size_t begin, F field) {
   std::vector<double> v;
   for (std::size_t i = begin; i < t.size(); ++i) v.push_back(field(t[i]));
-  if (v.empty()) return 0.0;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
+  return median_value(std::move(v));
 }
 
-// A rank is flagged slow when its median busy time per step exceeds the median rank's by this.
+// A rank is flagged slow when its median busy time per step exceeds the median over the ranks by this.
 constexpr double kSlowRankFactor = 1.25;
 constexpr std::uint64_t kGpuIdleReason = 1;  // NVML's "GPU idle" clocks reason is no limit
 
@@ -50,14 +48,16 @@ nlohmann::json resource_json(const ResourceSample& s, int rank, std::int64_t glo
   return j;
 }
 
+// Without a sample (a run shorter than the interval) CPU utilization is null, not 0.
 nlohmann::json ranks_json(const std::vector<RankResources>& ranks) {
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const ResourceSummary& s = ranks[r].summary;
+    const auto sampled = [&](double v) { return s.samples > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
     nlohmann::json j = {{"rank", r},
                         {"samples", s.samples},
-                        {"cpu_mean_percent", s.cpu_mean_percent},
-                        {"cpu_max_percent", s.cpu_max_percent},
+                        {"cpu_mean_percent", sampled(s.cpu_mean_percent)},
+                        {"cpu_max_percent", sampled(s.cpu_max_percent)},
                         {"rss_peak_mib", s.rss_peak_mib},
                         {"median_step_ms", ranks[r].median_step_ms},
                         {"median_busy_ms", ranks[r].median_busy_ms}};
@@ -93,6 +93,48 @@ std::string with_commas(std::int64_t v) {
 std::string hms(double seconds) {
   const auto s = static_cast<std::int64_t>(seconds + 0.5);
   return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+}
+
+std::string count_of(std::int64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", with_commas(n), noun, n == 1 ? "" : "s");
+}
+
+double median_value(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));  // the largest of the lower half
+}
+
+std::vector<int> slow_ranks(const std::vector<double>& busy_ms) {
+  std::vector<int> slow;
+  if (busy_ms.size() < 2) return slow;
+  const double m = median_value(busy_ms);
+  for (std::size_t r = 0; r < busy_ms.size(); ++r)
+    if (busy_ms[r] > kSlowRankFactor * m) slow.push_back(static_cast<int>(r));
+  return slow;
+}
+
+std::string resource_line(std::size_t rank, const RankResources& x, std::int64_t interval_ms) {
+  const ResourceSummary& s = x.summary;
+  const std::string memory = fmt::format("memory peak {} MiB, busy {:.2f} ms/step",
+                                         with_commas(static_cast<std::int64_t>(s.rss_peak_mib)), x.median_busy_ms);
+  if (s.samples == 0)
+    return fmt::format("  rank {}: no samples (the run was shorter than monitor.interval_ms = {}), {}", rank,
+                       interval_ms, memory);
+  std::string gpu = "no gpu telemetry";
+  if (s.gpu)
+    gpu = fmt::format(
+        "gpu util mean {:.0f}% max {:.0f}%, gpu memory peak {} MiB, power max {:.0f} W, temp max "
+        "{:.0f} C{}",
+        s.gpu_util_mean_percent, s.gpu_util_max_percent, with_commas(static_cast<std::int64_t>(s.gpu_mem_peak_mib)),
+        s.gpu_power_max_w, s.gpu_temp_max_c,
+        (s.gpu_throttle_reasons & ~kGpuIdleReason) != 0
+            ? fmt::format(", clocks limited (reasons 0x{:x})", s.gpu_throttle_reasons)
+            : std::string());
+  return fmt::format("  rank {}: cpu mean {:.0f}% max {:.0f}%, {} | {} ({})", rank, s.cpu_mean_percent,
+                     s.cpu_max_percent, memory, gpu, count_of(s.samples, "sample"));
 }
 
 RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step)
@@ -137,13 +179,15 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
   const std::string skipped =
       train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
   log::info(
-      "data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} ranks x "
+      "data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} x "
       "{}{} | {} steps/epoch",
       with_commas(train.size()), skipped, sample_type_name(train.sample_type()), train.sample_shape().str(),
       files_of(train), test ? with_commas(test->size()) : std::string("none"), read_strategy_name(tc_.data.strategy),
-      tc_.data.prefetch, global_batch_, ctx_.world_size(), tc_.batch_size, accumulation, steps_per_epoch_);
-  log::info("model:  {} layers, {} parameters, {:.1f} MFLOP per training sample", model.num_layers(),
-            with_commas(model.num_params()), static_cast<double>(model.train_flops_per_sample()) / 1e6);
+      tc_.data.prefetch, global_batch_, count_of(ctx_.world_size(), "rank"), tc_.batch_size, accumulation,
+      steps_per_epoch_);
+  log::info("model:  {}, {} parameters, {:.1f} MFLOP per training sample",
+            count_of(static_cast<std::int64_t>(model.num_layers()), "layer"), with_commas(model.num_params()),
+            static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
   log::info("setup:  {:.2f} s", setup_seconds);
   log::info("monitor: {}", sampler_->describe());
@@ -238,35 +282,19 @@ void RunReport::resources(Communicator& comm) {
     busy.push_back(x.median_busy_ms);
     rank_resources_.push_back(x);
   }
-  std::nth_element(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(world / 2), busy.end());
-  const double median_busy = busy[world / 2];
+  const double median_busy = median_value(busy);
+  slow_ranks_ = slow_ranks(busy);
   log::info(
       "resources per rank (cpu: process CPU time / wall time, 100% = one core; busy: median data wait + "
       "compute per step):");
-  for (std::size_t r = 0; r < world; ++r) {
-    const RankResources& x = rank_resources_[r];
-    const ResourceSummary& s = x.summary;
-    std::string gpu = "no gpu telemetry";
-    if (s.gpu)
-      gpu = fmt::format(
-          "gpu util mean {:.0f}% max {:.0f}%, gpu memory peak {} MiB, power max {:.0f} W, temp max "
-          "{:.0f} C{}",
-          s.gpu_util_mean_percent, s.gpu_util_max_percent, with_commas(static_cast<std::int64_t>(s.gpu_mem_peak_mib)),
-          s.gpu_power_max_w, s.gpu_temp_max_c,
-          (s.gpu_throttle_reasons & ~kGpuIdleReason) != 0
-              ? fmt::format(", clocks limited (reasons 0x{:x})", s.gpu_throttle_reasons)
-              : std::string());
-    log::info("  rank {}: cpu mean {:.0f}% max {:.0f}%, memory peak {} MiB, busy {:.2f} ms/step | {} ({} samples)", r,
-              s.cpu_mean_percent, s.cpu_max_percent, with_commas(static_cast<std::int64_t>(s.rss_peak_mib)),
-              x.median_busy_ms, gpu, s.samples);
-    if (world > 1 && x.median_busy_ms > kSlowRankFactor * median_busy) {
-      slow_ranks_.push_back(static_cast<int>(r));
-      log::warn(
-          "rank {} is slow: busy {:.2f} ms/step, {:.0f}% above the median rank ({:.2f} ms); the others wait "
-          "for it in every allreduce",
-          r, x.median_busy_ms, 100.0 * (x.median_busy_ms / median_busy - 1.0), median_busy);
-    }
-  }
+  for (std::size_t r = 0; r < world; ++r)
+    log::info("{}", resource_line(r, rank_resources_[r], tc_.monitor_interval_ms));
+  for (const int r : slow_ranks_)
+    log::warn(
+        "rank {} is slow: busy {:.2f} ms/step, {:.0f}% above the median over the ranks ({:.2f} ms); the others "
+        "wait for it in every allreduce",
+        r, busy[static_cast<std::size_t>(r)], 100.0 * (busy[static_cast<std::size_t>(r)] / median_busy - 1.0),
+        median_busy);
   if (metrics_)
     metrics_->write(nlohmann::json{{"type", "resource_summary"}, {"ranks", ranks_json(rank_resources_)}}.dump());
 }
@@ -306,8 +334,8 @@ void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneCo
   log::info("{}", table);
 }
 
-void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy,
-                       const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
+void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, std::optional<double> final_accuracy,
+                       bool finished, const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
   double train_seconds = 0.0, data = 0.0, comm = 0.0;
   for (const auto& t : times_) {
     train_seconds += t.total();
@@ -329,7 +357,8 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"steps", steps},  // run by this process; a resumed run started at start_step
                       {"start_step", start_step_},
                       {"final_step", start_step_ + steps},
-                      {"final_test_accuracy", final_accuracy},
+                      {"finished", finished},
+                      {"final_test_accuracy", final_accuracy ? nlohmann::json(*final_accuracy) : nlohmann::json()},
                       {"test_accuracy_per_epoch", accuracies_},
                       {"final_train_loss", final_loss},
                       {"train_samples_per_second", rate},
@@ -382,15 +411,16 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
     j["resources"] = {
         {"interval_ms", tc_.monitor_interval_ms}, {"ranks", ranks_json(rank_resources_)}, {"slow_ranks", slow_ranks_}};
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
+  // Job scripts take a finished run's summary path from the "done:" line.
   log::info(
-      "done: {} epoch{}, {} steps{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
+      "{}: {}, {}{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
       "-> {}/summary.json",
-      epochs, epochs > 1 ? "s" : "", steps,
+      finished ? "done" : "stopped early", count_of(epochs, "epoch"), count_of(steps, "step"),
       scaler.enabled()
           ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(), scaler.scale())
           : std::string(),
       hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
-      final_loss, final_accuracy < 0 ? std::string("n/a") : fmt::format("{:.4f}", final_accuracy), tc_.run_dir);
+      final_loss, final_accuracy ? fmt::format("{:.4f}", *final_accuracy) : std::string("n/a"), tc_.run_dir);
 }
 
 }  // namespace ringtrain

@@ -60,8 +60,10 @@ class RunReport {
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
   // Prints the per-layer sparsity table (pruned runs) and keeps it for summary.json.
   void sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config);
-  void finish(std::int64_t steps, std::int64_t epochs, double final_loss, double final_accuracy, const Model& model,
-              const GradScaler& scaler, const std::string& param_checksum);
+  // final_accuracy: none without a test set (null in summary.json). finished: false for a run
+  // that stopped before its last step (a signal, train.exit_at_step); it writes summary.json too.
+  void finish(std::int64_t steps, std::int64_t epochs, double final_loss, std::optional<double> final_accuracy,
+              bool finished, const Model& model, const GradScaler& scaler, const std::string& param_checksum);
 
  private:
   const Context& ctx_;
@@ -86,6 +88,16 @@ class RunReport {
 };
 
 std::string with_commas(std::int64_t v);
-std::string hms(double seconds);  // 0:01:05
+std::string hms(double seconds);                              // 0:01:05
+std::string count_of(std::int64_t n, std::string_view noun);  // "1 rank", "2 ranks"
+
+// The median; of an even count, the mean of the two middle values (0 for none).
+double median_value(std::vector<double> v);
+// The ranks whose median busy time per step exceeds the median over all ranks by 25%; with
+// two ranks the slower is measured against the mean of both. None with one rank.
+std::vector<int> slow_ranks(const std::vector<double>& busy_ms);
+// One rank's line of the end-of-run resource summary; "no samples" when the run was shorter
+// than monitor.interval_ms (CPU utilization unmeasured, not 0%).
+std::string resource_line(std::size_t rank, const RankResources& x, std::int64_t interval_ms);
 
 }  // namespace ringtrain

@@ -170,6 +170,7 @@ void write_trace(const Tracer& tracer, const Session& s, const Context& ctx) {
     Tracer::merge(parts, dir + "/trace.json");
     for (const auto& p : parts) std::filesystem::remove(p);
   });
+  log::info("trace:  {}/trace.json (open in ui.perfetto.dev or chrome://tracing)", dir);
 }
 
 // Between two steps: whether to checkpoint and whether to stop. Stop signals and the
@@ -236,6 +237,21 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step, s.total_steps);
     return 0;
   }
+  // Pruning may start from a checkpoint of a dense run (no mask in it): every weight is kept
+  // until the schedule's next mask update, which must come after the checkpoint's step.
+  if (s.pruner && setup->resumed && !setup->checkpoints->restored("prune/mask")) {
+    const PruneConfig& pc = s.pruner->config();
+    run_collectively(ctx, [&] {
+      RT_REQUIRE(pc.end_step > start.step, ConfigError,
+                 "prune: the checkpoint at step {} was written without pruning and prune.end_step = {} is not after "
+                 "it, so nothing would be pruned; set prune.start_step and prune.end_step to steps after {}",
+                 start.step, pc.end_step, start.step);
+    });
+    log::info(
+        "prune: the checkpoint at step {} was written without pruning: all weights are kept until the next "
+        "mask update of the schedule (start_step {}, end_step {}, every {} steps)",
+        start.step, pc.start_step, pc.end_step, pc.every_steps);
+  }
   RunReport report(ctx, s.tc, s.comms.main->name(), start.step);
   report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
                 seconds_since(setup_start));
@@ -249,8 +265,13 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   Tracer tracer(tc.trace, ctx.world_rank());
   StepOptions options = step_options(tc, ctx, *s.comms.gradient);
   if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
-  log::info("augment: crop, flip and normalization of training batches on the {}",
-            s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");
+  if (const AugmentOptions& a = tc.data.augment; a.enabled())
+    log::info("augment: {}{}{} of training batches on the {}",
+              a.crop_padding > 0 ? fmt::format("random crop (padding {})", a.crop_padding) : "",
+              a.crop_padding > 0 && a.flip ? " and " : "", a.flip ? "left-right flip" : "",
+              s.gpu_augment ? "GPU (uint8 batches uploaded)" : "CPU (loader threads)");
+  else if (s.gpu_augment)
+    log::info("input:  uint8 training batches uploaded and normalized on the GPU");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
   DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, s.num_classes, options,
@@ -262,7 +283,8 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   Evaluator evaluator(model, tc.eval_batch_size, s.num_classes);
   TrainPosition at = start;
   double final_loss = 0.0;
-  EvalResult last_eval{-1.0, 0.0};
+  std::optional<EvalResult> last_eval;  // none without a test set, or before the first epoch's end
+  std::string stopped;                  // why the run ended before its last step; empty when it completed
   while (at.step < s.total_steps) {
     const auto t0 = Clock::now();
     // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
@@ -283,7 +305,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     if (++at.step_in_epoch == spe || at.step == s.total_steps) {
       if (setup->test_loader) {
         last_eval = evaluate(s, *setup->test_loader, ctx, evaluator);
-        report.epoch_end(at.epoch, tc.epochs, at.step, last_eval.accuracy, last_eval.loss);
+        report.epoch_end(at.epoch, tc.epochs, at.step, last_eval->accuracy, last_eval->loss);
       }
       if (at.step_in_epoch == spe) {
         ++at.epoch;
@@ -295,20 +317,23 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     if (boundary.stop) {
       if (!setup->checkpoints->enabled() && ctx.world_rank() == 0)
         log::warn("stopping without a checkpoint (checkpoint.enabled = false): steps since the start are lost");
-      log::info("stopped: {} after step {} of {}; continue with --set train.resume=auto (exit code {})", boundary.why,
-                at.step, s.total_steps, kExitResumable);
-      if (tracer.enabled()) write_trace(tracer, s, ctx);
-      return kExitResumable;
+      stopped = boundary.why;
+      break;
     }
   }
+  // A stopped run reports too (summary.json with "finished": false), then says how to continue.
   const std::string checksum = verify_param_checksums(s, ctx);
   report.resources(*s.comms.main);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
   report.graph_replays(dp_step.graph_replays());
   report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
-                last_eval.accuracy, model, s.scaler, checksum);
-  return 0;
+                last_eval ? std::optional<double>(last_eval->accuracy) : std::nullopt, stopped.empty(), model, s.scaler,
+                checksum);
+  if (stopped.empty()) return 0;
+  log::info("stopped: {} after step {} of {}; continue with --set train.resume=auto (exit code {})", stopped, at.step,
+            s.total_steps, kExitResumable);
+  return kExitResumable;
 }
 
 }  // namespace ringtrain

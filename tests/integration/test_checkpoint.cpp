@@ -237,12 +237,14 @@ TEST_P(SigtermOneRank, AllRanksStopAtTheSameStepAndResume) {
   const CommandResult check = inspect(ckpt(run, step));
   EXPECT_EQ(check.exit_code, 0) << check.output;
   EXPECT_NE(check.output.find("position:   step " + std::to_string(step)), std::string::npos) << check.output;
+  // The stopped run wrote its summary, marked unfinished.
+  EXPECT_NE(read_text(run / "summary.json").find("\"finished\": false"), std::string::npos);
   // Resuming completes the run.
   const CommandResult resumed =
       train(ranks, run, {"--set", "train.max_steps=" + std::to_string(step + 10), "--set", "train.resume=auto"});
   EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("at step " + std::to_string(step) + " "), std::string::npos) << resumed.output;
-  EXPECT_TRUE(fs::exists(run / "summary.json"));
+  EXPECT_NE(read_text(run / "summary.json").find("\"finished\": true"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SigtermOneRank, ::testing::Values(2, 4),

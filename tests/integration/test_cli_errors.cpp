@@ -1,6 +1,6 @@
 // Bad input through the real executable, on 1 and 2 ranks: each case must exit non-zero
 // within the timeout (no hang), print exactly one "ringtrain: error:" line that names the
-// problem, and never crash (no signal, no core dump).
+// problem, and never crash (no signal, no core dump); command-line mistakes exit 1.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
@@ -162,6 +162,41 @@ TEST(CliOverrides, ConfigKeysListsTheDeclaredKeys) {
        {"| `train.epochs` | integer | `1` | >= 1 |", "| `optim.momentum` | number | `0` | [0, 1) |",
         "| `data.train` | string(s) | (required) |", "| `model.layers[].type` | string | (required) |"})
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
+}
+
+// Command-line mistakes: exit status 1 (not CLI11's own codes), one "ringtrain: error:" line
+// (printed by rank 0 only) that names the problem and points at the right --help.
+TEST_P(CliErrors, UsageErrorsExitOneWithTheErrorPrefix) {
+  const int ranks = GetParam();
+  const std::vector<Case> usage = {
+      {"unknown subcommand", {"foo"}, {"'foo' is not a subcommand of 'ringtrain'", "train", "run 'ringtrain --help'"}},
+      {"no subcommand", {}, {"'ringtrain' needs a subcommand", "doctor"}},
+      {"unknown nested subcommand", {"ckpt", "foo"}, {"'foo' is not a subcommand of 'ringtrain ckpt'", "inspect"}},
+      {"missing argument", {"train"}, {"config is required", "run 'ringtrain train --help'"}},
+      {"unknown option", {"train", "--bogus", "x.toml"}, {"--bogus", "run 'ringtrain train --help'"}},
+      {"bad value", {"tune", "batch", "x.toml", "--min-batch", "3"}, {"--min-batch", "'ringtrain tune batch --help'"}}};
+  for (const auto& c : usage) {
+    SCOPED_TRACE(c.name + " on " + std::to_string(ranks) + " rank(s)");
+    const auto r = run_ringtrain(ranks, c.args, 60);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    std::vector<std::string> errors;
+    for (const auto& line : lines_of(r.output))
+      if (line.rfind("ringtrain: error: ", 0) == 0) errors.push_back(line);
+    ASSERT_EQ(errors.size(), 1u) << r.output;
+    for (const auto& e : c.expected)
+      EXPECT_NE(errors[0].find(e), std::string::npos) << "missing '" << e << "' in: " << errors[0];
+  }
+}
+
+TEST_P(CliErrors, HelpShowsDefaultsAndExitsZero) {
+  const auto r = run_ringtrain(GetParam(), {"tune", "batch", "--help"}, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("=8"), std::string::npos) << "--min-batch's default:\n" << r.output;
+  EXPECT_NE(r.output.find("=4096"), std::string::npos) << "--max-batch's default:\n" << r.output;
+  EXPECT_EQ(r.output.find("=[]"), std::string::npos) << r.output;
+  std::size_t usage_lines = 0;
+  for (const auto& line : lines_of(r.output)) usage_lines += line.rfind("Usage:", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(usage_lines, 1u) << "rank 0 only:\n" << r.output;
 }
 
 }  // namespace

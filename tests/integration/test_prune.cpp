@@ -1,7 +1,8 @@
 // Magnitude pruning through the real executable on Fashion-MNIST (MLP, 2 ranks, global batch
 // 1024): a gradual run reaches exactly the target per layer, reports it in summary.json, and
 // one stopped at train.exit_at_step in the middle of the schedule and resumed ends bitwise
-// identical to a straight one (parameters, momentum and the checkpointed mask).
+// identical to a straight one (parameters, momentum and the checkpointed mask); pruning can
+// start from a dense run's checkpoint.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +25,8 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-CommandResult train(const fs::path& run_dir, const std::vector<std::string>& extra) {
+// The MLP without pruning (no [prune] keys), then `extra`.
+CommandResult train_dense(const fs::path& run_dir, const std::vector<std::string>& extra) {
   const fs::path data = RINGTRAIN_DATA_DIR;
   std::vector<std::string> args = {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
                                    "--set", "data.train=" + (data / "train.h5").string(),
@@ -32,14 +34,18 @@ CommandResult train(const fs::path& run_dir, const std::vector<std::string>& ext
                                    "--set", "train.batch_size=512",
                                    "--set", "train.max_steps=" + std::to_string(kTotal),
                                    "--set", "train.log_every=10",
-                                   "--set", "run.dir=" + run_dir.string(),
-                                   "--set", "prune.method=magnitude",
-                                   "--set", "prune.sparsity=0.8",
-                                   "--set", "prune.start_step=5",
-                                   "--set", "prune.end_step=20",
-                                   "--set", "prune.every_steps=5"};
+                                   "--set", "run.dir=" + run_dir.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   return run_ringtrain(kRanks, args, 120);
+}
+
+// Pruned gradually from step 5 to 20, every 5 steps, to sparsity 0.8; then `extra`.
+CommandResult train(const fs::path& run_dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"--set", "prune.method=magnitude", "--set", "prune.sparsity=0.8",
+                                   "--set", "prune.start_step=5",     "--set", "prune.end_step=20",
+                                   "--set", "prune.every_steps=5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return train_dense(run_dir, args);
 }
 
 nlohmann::json summary(const fs::path& run_dir) {
@@ -78,6 +84,37 @@ TEST(Prune, GradualReachesTargetAndResumesBitwise) {
     EXPECT_EQ(diff.exit_code, 0) << d << ": " << diff.output;
   }
   EXPECT_EQ(summary(dir / "split")["param_checksum"], s["param_checksum"]);
+}
+
+// A dense run's checkpoint (no mask) starts pruning with every weight kept; the schedule's
+// next update after the checkpoint's step prunes. A schedule already over is refused.
+TEST(Prune, StartsFromADenseCheckpoint) {
+  const fs::path dir = fresh_dir("from-dense");
+  const CommandResult dense = train_dense(dir, {"--set", "train.max_steps=8"});
+  ASSERT_EQ(dense.exit_code, 0) << dense.output;
+
+  const CommandResult over =
+      train(dir, {"--set", "train.resume=auto", "--set", "prune.start_step=2", "--set", "prune.end_step=5"});
+  EXPECT_EQ(over.exit_code, 1) << over.output;
+  EXPECT_NE(over.output.find("ringtrain: error: prune: the checkpoint at step 8 was written without pruning and "
+                             "prune.end_step = 5 is not after it"),
+            std::string::npos)
+      << over.output;
+
+  const CommandResult r = train(dir, {"--set", "train.resume=auto"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prune: the checkpoint at step 8 was written without pruning"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("prune: step 10: sparsity 0.56"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prune: step 20: sparsity 0.80"), std::string::npos) << r.output;
+  const nlohmann::json s = summary(dir);
+  EXPECT_EQ(s["start_step"], 8);
+  for (const auto& layer : s["sparsity"]["layers"]) {
+    const auto weights = layer["weights"].get<std::int64_t>();
+    EXPECT_EQ(layer["zeros"].get<std::int64_t>(), std::llround(0.8 * static_cast<double>(weights))) << layer.dump();
+  }
+  const CommandResult mask = run_command("h5ls " + shell_quote(final_ckpt(dir)) + "/prune");
+  EXPECT_NE(mask.output.find("mask"), std::string::npos) << mask.output;
 }
 
 TEST(Prune, StructuredRemovesWholeHiddenNeurons) {

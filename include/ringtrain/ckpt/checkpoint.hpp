@@ -53,6 +53,7 @@ struct CheckpointBuffer {
   float* data = nullptr;
   std::int64_t numel = 0;
   bool per_rank = false;
+  bool optional = false;  // may be absent from a file (written by a run without it): then left as it is
 };
 
 // What a dataset of a checkpoint holds, as found on disk (for inspection).
@@ -78,7 +79,8 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
 CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std::vector<CheckpointDataset>* datasets);
 
 // Checks that `path` holds exactly the buffers expected (names and sizes; per-rank buffers
-// may have any number of rows): CheckpointMismatch naming the dataset and both shapes.
+// may have any number of rows; optional ones may be absent): CheckpointMismatch naming the
+// dataset and both shapes.
 // Local, no MPI; rank 0 runs it before the collective read.
 void check_checkpoint_layout(const std::string& path, const std::vector<CheckpointBuffer>& expected);
 
@@ -86,9 +88,11 @@ void check_checkpoint_layout(const std::string& path, const std::vector<Checkpoi
 // each rank reads its slice of a replicated buffer collectively and the slices are
 // all-gathered; checksums are verified on the assembled data (CorruptFileError on a
 // mismatch, on every rank alike). Per-rank buffers: a rank of the same world size gets its
-// own row; on another world size every rank gets the mean of all rows. Collective.
+// own row; on another world size every rank gets the mean of all rows. Optional buffers the
+// file lacks are left as they are and named in `absent` (when given). Collective.
 CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
-                                    const std::vector<CheckpointBuffer>& buffers);
+                                    const std::vector<CheckpointBuffer>& buffers,
+                                    std::vector<std::string>* absent = nullptr);
 
 // The checksum of a byte range as stored in the file: a 64-bit hash of the hashes of its
 // 1 MiB blocks (so ranks can hash their own aligned slices in parallel).

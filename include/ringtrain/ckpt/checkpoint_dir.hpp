@@ -23,6 +23,7 @@ struct SavedCheckpoint {
 struct ResumedCheckpoint {
   std::string path;
   CheckpointMeta meta;
+  std::vector<std::string> absent;  // optional buffers the file did not hold (left as they were)
 };
 
 class CheckpointDir {
