@@ -6,15 +6,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -27,12 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kIoChunk = std::int64_t{8} << 20;
-
-struct CkptBenchOptions {
-  std::int64_t params = 100'000'000;
-  std::string dir = "runs/bench-ckpt";
-  int repeats = 5;
-};
 
 [[noreturn]] void io_fail(const std::string& path, const char* what) {
   throw IoError(fmt::format("{}: {}: {}", path, what, std::strerror(errno)));
@@ -67,6 +60,8 @@ double timed(Communicator& comm, const Context& ctx, F&& fn) {
   run_collectively(ctx, fn);
   return slowest(gather(comm, ctx, std::chrono::duration<double>(Clock::now() - t0).count()));
 }
+
+}  // namespace
 
 void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
   ctx.bind("cpu", 0);
@@ -150,20 +145,6 @@ void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
                             {"runs_raw_write_MBps", raw_write},
                             {"runs_ckpt_write_MBps", ckpt_write}};
   log::info("{}", j.dump());
-}
-
-}  // namespace
-
-Command add_bench_ckpt_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("ckpt", "Checkpoint write/read bandwidth vs raw write+fsync of the same bytes");
-  auto o = std::make_shared<CkptBenchOptions>();
-  cmd->add_option("--params", o->params, "model size in float parameters")->check(CLI::Range(1LL, 1LL << 34));
-  cmd->add_option("--dir", o->dir, "directory on the file system to measure (files are removed afterwards)");
-  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_ckpt(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

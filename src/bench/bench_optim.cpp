@@ -1,13 +1,12 @@
 // `ringtrain bench optim`: the fused optimizer update (AdamW, SGD with momentum) over an arena
 // of --params floats against a plain copy of the same arena (memcpy on the CPU, cudaMemcpy
 // device-to-device on the GPU), interleaved; medians, bytes moved per update, effective GB/s.
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/random.hpp"
@@ -19,14 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct OptimBenchOptions {
-  std::string backend = "cpu";
-  std::int64_t params = 100'000'000;
-  int iterations = 10;
-  int repeats = 5;
-  bool json = false;
-};
-
 // Bytes each pass moves per parameter (f32): AdamW reads p, g, m, v and writes p, m, v; SGD
 // with momentum reads p, g, v and writes p, v; a copy reads and writes one arena.
 constexpr double kAdamWBytes = 28.0, kSgdBytes = 20.0, kCopyBytes = 8.0;
@@ -37,6 +28,8 @@ struct Pass {
   double bytes_per_param;
   std::vector<double> ms;
 };
+
+}  // namespace
 
 void bench_optim(Context& ctx, const OptimBenchOptions& o) {
   ctx.bind(o.backend, 1);  // cuda without a visible GPU falls back to the CPU (with a warning)
@@ -114,25 +107,6 @@ void bench_optim(Context& ctx, const OptimBenchOptions& o) {
                                   : fmt::format("  ({:.0f}% of the copy's bandwidth)",
                                                 100.0 * j[pass.name + "_vs_copy_bandwidth"].get<double>()));
   }
-}
-
-}  // namespace
-
-Command add_bench_optim_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand(
-      "optim", "Fused optimizer update (AdamW, SGD momentum) vs a plain copy of the arena: GB/s on CPU or GPU");
-  auto o = std::make_shared<OptimBenchOptions>();
-  cmd->add_option("--backend", o->backend, "where the arenas live (as runtime.backend)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--params", o->params, "parameters in the arena")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
-  cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeats", o->repeats, "measurements of each pass (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_flag("--json", o->json, "one JSON object instead of text");
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_optim(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

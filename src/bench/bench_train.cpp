@@ -4,13 +4,12 @@
 // Reports samples/s, the step-time breakdown (data wait, forward, backward, exposed
 // communication, optimizer), gradient bytes and the busbw the allreduce reached inside the
 // step. Medians per rank; global figures use the slowest rank's median (ranks step in lockstep).
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/log.hpp"
@@ -30,15 +29,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct TrainBenchOptions {
-  std::string config;
-  std::vector<std::string> overrides;
-  bool synthetic = false;
-  int warmup = 5;
-  int steps = 30;
-  bool json = false;
-};
-
 // One step's parts, in seconds.
 struct StepParts {
   double data = 0, forward = 0, backward = 0, exposed = 0, optimizer = 0, allreduce = 0, total = 0;
@@ -50,6 +40,8 @@ double median_of(const std::vector<StepParts>& steps, F field) {
   for (const auto& s : steps) v.push_back(field(s));
   return median(v);
 }
+
+}  // namespace
 
 void bench_train(Context& ctx, const TrainBenchOptions& o) {
   std::unique_ptr<Config> config;
@@ -183,23 +175,6 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       "GB/s",
       static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s", 1e3 * allreduce_s,
       step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
-}
-
-}  // namespace
-
-Command add_bench_train_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("train", "Timed training steps of a config: samples/s and step-time breakdown");
-  auto o = std::make_shared<TrainBenchOptions>();
-  cmd->add_option("config", o->config, "run configuration (TOML)")->required();
-  cmd->add_option("--set", o->overrides, "override a config key (repeatable)")->type_name("KEY=VALUE");
-  cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
-  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
-  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
-  cmd->add_flag("--json", o->json, "one JSON object instead of text");
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_train(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain
