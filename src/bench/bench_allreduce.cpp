@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_stats.hpp"
 #include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/log.hpp"
@@ -109,8 +110,7 @@ double median_of_slowest(Communicator& stats, std::vector<double>& times, std::s
   for (std::size_t r = 0; r < static_cast<std::size_t>(ranks); ++r)
     for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], times[r * iters + i]);
   std::fill(times.begin(), times.end(), 0.0);
-  std::nth_element(slowest.begin(), slowest.begin() + static_cast<std::ptrdiff_t>(iters / 2), slowest.end());
-  return slowest[iters / 2];
+  return median(slowest);
 }
 
 // Fresh integer inputs, one call, and the elements that differ from the exact sum, over all ranks.

@@ -58,7 +58,7 @@ double timed(Communicator& comm, const Context& ctx, F&& fn) {
   comm.barrier();
   const auto t0 = Clock::now();
   run_collectively(ctx, fn);
-  return slowest(gather(comm, ctx, std::chrono::duration<double>(Clock::now() - t0).count()));
+  return max_of(gather(comm, ctx, std::chrono::duration<double>(Clock::now() - t0).count()));
 }
 
 }  // namespace

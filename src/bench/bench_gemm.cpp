@@ -16,6 +16,7 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "runtime/cuda_device.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
@@ -44,15 +45,14 @@ void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
     comm->allreduce_sum(&gflops, 1, DType::f64);
     rates.push_back(gflops);
   }
-  std::sort(rates.begin(), rates.end());
-  const double median = rates[rates.size() / 2];
+  const double aggregate = median(rates);
   nlohmann::json j = {{"bench", "gemm"},
                       {"size", n},
                       {"ranks", ctx.world_size()},
                       {"threads_per_rank", ctx.binding().threads},
                       {"iterations", iters},
-                      {"gflops_aggregate", median},
-                      {"gflops_per_rank", median / ctx.world_size()},
+                      {"gflops_aggregate", aggregate},
+                      {"gflops_per_rank", aggregate / ctx.world_size()},
                       {"gflops_aggregate_runs", rates}};
   log::info("{}", j.dump());
 }
@@ -100,10 +100,17 @@ GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
 void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
   // No GPU is an error, not a fallback: measuring OpenBLAS here would answer another question.
   run_collectively(ctx, [&] {
+    int gpus = 0;
+    try {
+      gpus = cuda::device_count();
+    } catch (const NotCompiled&) {
+    }
+    RT_REQUIRE(gpus > 0, Error,
+               "bench gemm --backend cuda: no CUDA device visible (or a build without CUDA); "
+               "nothing measured");
     RT_REQUIRE(ctx.world_size() == 1, ConfigError,
                "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
     ctx.bind("cuda", 1);
-    RT_REQUIRE(ctx.binding().backend == "cuda", Error, "bench gemm --backend cuda: no GPU bound; nothing measured");
   });
   const CudaGpu gpu = current_gpu_cuda();
   if (!o.json) {

@@ -144,14 +144,14 @@ void bench_io(Context& ctx, const IoBenchOptions& o) {
     for (const double s : gather(*comm, ctx, static_cast<double>(p.samples))) samples += s;
     for (const double b : gather(*comm, ctx, static_cast<double>(p.read_bytes))) read_bytes += b;
     // Aggregates: everything the ranks moved over the slowest rank's time.
-    raw_agg.push_back(static_cast<double>(total_bytes) / slowest(raw_all) / 1e6);
+    raw_agg.push_back(static_cast<double>(total_bytes) / max_of(raw_all) / 1e6);
     raw_rank.push_back(static_cast<double>(rank_end - rank_begin) / raw_s / 1e6);
-    read_agg.push_back(read_bytes / slowest(read_all) / 1e6);
+    read_agg.push_back(read_bytes / max_of(read_all) / 1e6);
     read_rank.push_back(static_cast<double>(p.read_bytes) / p.read_s / 1e6);
     read_ratio.push_back(read_agg.back() / raw_agg.back());
-    sps_agg.push_back(samples / slowest(pass_all));
+    sps_agg.push_back(samples / max_of(pass_all));
     sps_rank.push_back(static_cast<double>(p.samples) / p.seconds);
-    pass_agg.push_back(samples * static_cast<double>(sample_bytes) / slowest(pass_all) / 1e6);
+    pass_agg.push_back(samples * static_cast<double>(sample_bytes) / max_of(pass_all) / 1e6);
     pass_rank.push_back(static_cast<double>(p.samples * sample_bytes) / p.seconds / 1e6);
     pass_ratio.push_back(pass_agg.back() / raw_agg.back());
     open_s.push_back(p.open_s);

@@ -1,26 +1,28 @@
-// Private: what the benchmarks share: every rank's value of a measurement, and medians.
+// Private: the statistics the benchmarks and `tune batch` share: every rank's value of a
+// measurement, its median and extremes, the ranks where something happened, and (from core)
+// byte sizes for people. Medians of an even count are the mean of the middle two.
 #pragma once
-#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/runtime/context.hpp"
 
 namespace ringtrain {
 
-// Every rank's value, in rank order (collective).
-inline std::vector<double> gather(Communicator& comm, const Context& ctx, double mine) {
-  std::vector<double> all(static_cast<std::size_t>(ctx.world_size()), 0.0);
-  all[static_cast<std::size_t>(ctx.world_rank())] = mine;
-  comm.allreduce_sum(all.data(), all.size(), DType::f64);
-  return all;
-}
+// Every rank's value, in rank order, on every rank (collective; each slot is summed with zeros
+// only, so the values are exact).
+std::vector<double> gather(Communicator& comm, const Context& ctx, double mine);
 
-inline double slowest(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
+// Non-empty v. With times from gather, max_of is the slowest rank's.
+double median(std::vector<double> v);
+double max_of(const std::vector<double>& v);
+double min_of(const std::vector<double>& v);
 
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+// The ranks where `flag` is set, on every rank (collective).
+std::vector<int> ranks_where(Communicator& comm, const Context& ctx, bool flag);
+// "rank 3", "ranks 0, 2".
+std::string ranks_text(const std::vector<int>& ranks);
 
 }  // namespace ringtrain

@@ -113,7 +113,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                        data_s + r.compute_s + r.exposed_s});
   }
   const double step_s = median_of(timed, [](const StepParts& s) { return s.total; });
-  const double slowest_step_s = slowest(gather(stats, ctx, step_s));
+  const double slowest_step_s = max_of(gather(stats, ctx, step_s));
   const int world = ctx.world_size();
   const double global_rate = static_cast<double>(per_rank * world) / slowest_step_s;
   const double allreduce_s = median_of(timed, [](const StepParts& s) { return s.allreduce; });
