@@ -2,7 +2,7 @@
 // f32 element-wise accumulate, scale and mask.
 #include "kernels/launch.cuh"
 #include "kernels/tensor_kernels.hpp"
-#include "src/cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {
 namespace {

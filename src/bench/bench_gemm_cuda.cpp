@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "bench/bench_gemm_cuda.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
 #include "nn/cuda/device_buffer.hpp"
 #include "ringtrain/core/random.hpp"

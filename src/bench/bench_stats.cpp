@@ -20,11 +20,9 @@ double median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
 }
 
-double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end());
-}
+double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
 
-double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end());
-}
+double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 std::vector<int> ranks_where(Communicator& comm, const Context& ctx, bool flag) {
   const std::vector<double> all = gather(comm, ctx, flag ? 1.0 : 0.0);

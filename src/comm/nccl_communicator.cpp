@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "comm/nccl_check.hpp"
+#include "check/nccl_check.hpp"
 #include "comm/nccl_unique_id.hpp"
-#include "cuda/cuda_check.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/cuda_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -205,7 +205,7 @@ class NcclCommunicator final : public Communicator {
     const ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
     if (rc != ncclSuccess && rc != ncclInProgress) {
       if (comm_ != nullptr) abort_comm();
-      nccl::throw_nccl_error(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
+      check::nccl(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
     }
     const Deadline deadline(options_.timeout_s);
     for (;;) {
@@ -213,7 +213,7 @@ class NcclCommunicator final : public Communicator {
       RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) {
-        const std::string why = nccl::describe_nccl_error(state);
+        const std::string why = check::describe_nccl_error(state);
         abort_comm();
         throw CommError(fmt::format("ncclCommInitRankConfig on device {} failed: {}", device_, why));
       }
@@ -245,9 +245,9 @@ class NcclCommunicator final : public Communicator {
       const ncclResult_t enqueued = enqueue();
       const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
       if (enqueued != ncclSuccess && enqueued != ncclInProgress)
-        throw CommError(fmt::format("enqueue failed: {}", nccl::describe_nccl_error(enqueued)));
+        throw CommError(fmt::format("enqueue failed: {}", check::describe_nccl_error(enqueued)));
       if (ended != ncclSuccess && ended != ncclInProgress)
-        throw CommError(fmt::format("ncclGroupEnd failed: {}", nccl::describe_nccl_error(ended)));
+        throw CommError(fmt::format("ncclGroupEnd failed: {}", check::describe_nccl_error(ended)));
       wait();
     } catch (const std::exception& e) {
       if (comm_ != nullptr) abort_comm();
@@ -265,11 +265,11 @@ class NcclCommunicator final : public Communicator {
       ncclResult_t state = ncclSuccess;
       RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
       if (state != ncclSuccess && state != ncclInProgress)
-        throw CommError(fmt::format("asynchronous NCCL error: {}", nccl::describe_nccl_error(state)));
+        throw CommError(fmt::format("asynchronous NCCL error: {}", check::describe_nccl_error(state)));
       if (state == ncclSuccess) {
         const cudaError_t query = cudaStreamQuery(stream_);
         if (query == cudaSuccess) return;
-        if (query != cudaErrorNotReady) cuda::throw_cuda_error(query, "cudaStreamQuery(stream_)", __FILE__, __LINE__);
+        if (query != cudaErrorNotReady) check::cuda(query, "cudaStreamQuery(stream_)", __FILE__, __LINE__);
       }
       if (deadline.passed())
         throw CommError(fmt::format("not done after {} s (timeout_s): a peer is stuck, dead or not calling it",
@@ -324,7 +324,7 @@ class NcclCommunicator final : public Communicator {
           finalized = state == ncclSuccess;
           if (!finalized) log::warn("nccl: finalize failed or timed out ({}); aborting", ncclGetErrorString(state));
         } else {
-          log::warn("nccl: ncclCommFinalize failed: {}; aborting", nccl::describe_nccl_error(rc));
+          log::warn("nccl: ncclCommFinalize failed: {}; aborting", check::describe_nccl_error(rc));
         }
         if (finalized) {
           const ncclResult_t destroyed = ncclCommDestroy(comm_);

@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/compute_stream.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/scaler_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "tensor/device_ops.hpp"
