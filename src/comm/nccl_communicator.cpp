@@ -29,7 +29,7 @@
 
 namespace ringtrain {
 
-static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "NCCL_UNIQUE_ID_BYTES changed");
+static_assert(sizeof(ncclUniqueId) == comm::kNcclUniqueIdBytes, "NCCL_UNIQUE_ID_BYTES changed");
 // Non-blocking communicators, ncclCommFinalize and ncclGetLastError arrived in 2.14.
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0), "ringtrain needs NCCL 2.14 or newer");
 
@@ -98,7 +98,7 @@ class NcclCommunicator final : public Communicator {
       // Everything local that can fail is agreed on before any rank enters NCCL init, where
       // it would otherwise wait for a peer that has already given up.
       run_collectively(ctx, [&] { with_rank([&] { prepare(ctx); }); });
-      const NcclUniqueIdBytes id_bytes = exchange_nccl_unique_id(ctx);
+      const comm::NcclUniqueIdBytes id_bytes = comm::exchange_nccl_unique_id(ctx);
       ncclUniqueId id;
       std::memcpy(&id, id_bytes.data(), sizeof(id));
       // Agreed on too: a rank whose init failed must not leave peers holding a communicator
@@ -365,7 +365,7 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx) {
+comm::NcclUniqueIdBytes comm::exchange_nccl_unique_id(const Context& ctx) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   // Collective, so that a failure on rank 0 ends every rank instead of leaving them in the
@@ -374,7 +374,7 @@ NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx) {
     if (ctx.world_rank() == 0) RT_NCCL_CHECK(ncclGetUniqueId(&id));
   });
   RT_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, world_comm(ctx)));
-  NcclUniqueIdBytes bytes;
+  comm::NcclUniqueIdBytes bytes;
   std::memcpy(bytes.data(), &id, sizeof(id));
   return bytes;
 }
