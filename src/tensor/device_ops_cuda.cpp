@@ -13,6 +13,10 @@ void device_add_into(float* dst, const float* src, std::int64_t n) {
   kernels::launch_accumulate(dst, src, n, cuda::compute_stream());
 }
 
+void device_add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) {
+  kernels::launch_accumulate_each(dsts, count, src, n, cuda::compute_stream());
+}
+
 bool device_has_nonfinite(const float* x, std::int64_t n) {
   // One flag word per process, reused: the check runs once per step on the compute stream.
   static std::int32_t* flag = [] {
