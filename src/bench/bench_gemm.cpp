@@ -16,7 +16,6 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "runtime/cuda_device.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
@@ -24,7 +23,6 @@ namespace {
 
 // Ranks share cores and memory bandwidth, so the aggregate is what a data-parallel run can reach.
 void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
-  ctx.bind("cpu", o.threads);
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   const std::int64_t n = o.size;
   std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
@@ -47,6 +45,7 @@ void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
   }
   const double aggregate = median(rates);
   nlohmann::json j = {{"bench", "gemm"},
+                      {"backend", "cpu"},
                       {"size", n},
                       {"ranks", ctx.world_size()},
                       {"threads_per_rank", ctx.binding().threads},
@@ -98,20 +97,6 @@ GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
 }
 
 void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
-  // No GPU is an error, not a fallback: measuring OpenBLAS here would answer another question.
-  run_collectively(ctx, [&] {
-    int gpus = 0;
-    try {
-      gpus = cuda::device_count();
-    } catch (const NotCompiled&) {
-    }
-    RT_REQUIRE(gpus > 0, Error,
-               "bench gemm --backend cuda: no CUDA device visible (or a build without CUDA); "
-               "nothing measured");
-    RT_REQUIRE(ctx.world_size() == 1, ConfigError,
-               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
-    ctx.bind("cuda", 1);
-  });
   const CudaGpu gpu = current_gpu_cuda();
   if (!o.json) {
     log::info(
@@ -175,7 +160,13 @@ void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
 }  // namespace
 
 void bench_gemm(Context& ctx, const GemmBenchOptions& o) {
-  if (o.backend == "cuda")
+  // As in training, cuda without a usable GPU warns (Context::bind) and the CPU is measured.
+  run_collectively(ctx, [&] {
+    ctx.bind(o.backend, o.threads);
+    RT_REQUIRE(ctx.binding().backend != "cuda" || ctx.world_size() == 1, ConfigError,
+               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
+  });
+  if (ctx.binding().backend == "cuda")
     bench_gemm_cuda(ctx, o);
   else
     bench_gemm_cpu(ctx, o);

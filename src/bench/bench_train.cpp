@@ -165,8 +165,9 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision),
       o.synthetic ? "synthetic" : "real", per_rank, per_rank * world, o.steps, o.warmup);
   log::info(
-      "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
-      "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
+      "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms (the slowest rank's median); rank 0's parts, each "
+      "its own median (so they need not add up to the step): data {:.2f}, forward {:.2f}, backward {:.2f}, "
+      "exposed comm {:.2f}, optimizer {:.2f} ms",
       global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
       j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
       j["optimizer_ms"].get<double>());

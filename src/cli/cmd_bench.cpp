@@ -28,7 +28,8 @@ Command add_bench_gemm_command(CLI::App& bench) {
       "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
       "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
   auto o = std::make_shared<GemmBenchOptions>();
-  cmd->add_option("--backend", o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
       ->check(CLI::Range(64, 8192));
@@ -95,7 +96,8 @@ Command add_bench_io_command(CLI::App& bench) {
 }
 
 Command add_bench_ckpt_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("ckpt", "Checkpoint write/read bandwidth vs raw write+fsync of the same bytes");
+  auto* cmd =
+      bench.add_subcommand("ckpt", "Checkpoint write/read MB/s vs raw I/O of the same bytes, reads from storage");
   auto o = std::make_shared<CkptBenchOptions>();
   cmd->add_option("--params", o->params, "model size in float parameters")->check(CLI::Range(1LL, 1LL << 34));
   cmd->add_option("--dir", o->dir, "directory on the file system to measure (files are removed afterwards)");
@@ -132,9 +134,10 @@ Command add_bench_train_command(CLI::App& bench) {
 
 Command add_bench_optim_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
-      "optim", "Fused optimizer update (AdamW, SGD momentum) vs a plain copy of the arena: GB/s on CPU or GPU");
+      "optim", "Fused optimizer update (AdamW, SGD momentum) vs its memory bound and a plain copy: GB/s on CPU or GPU");
   auto o = std::make_shared<OptimBenchOptions>();
-  cmd->add_option("--backend", o->backend, "where the arenas live (as runtime.backend)")
+  cmd->add_option("--backend", o->backend,
+                  "where the arenas live (as runtime.backend; cuda without a GPU: cpu, with a warning)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--params", o->params, "parameters in the arena")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
