@@ -1,6 +1,7 @@
 // The `ringtrain bench` benchmarks (src/bench/bench_*.cpp): one entry point each, taking its
 // parsed options; src/cli/cmd_bench.cpp parses the command line into them. Each is collective
-// over the ranks of the context and prints on rank 0.
+// over the ranks of the context and prints on rank 0; cuda without a GPU warns and runs on the
+// CPU (Context::bind), as training does.
 #pragma once
 #include <cstddef>
 #include <cstdint>
