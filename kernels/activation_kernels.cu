@@ -2,7 +2,7 @@
 // channel in one block: per-thread strided sums, then a fixed shared-memory tree.
 #include "kernels/activation_kernels.hpp"
 #include "kernels/launch.cuh"
-#include "src/cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "kernels/launch.cuh"
 #include "kernels/loss_kernels.hpp"
-#include "src/cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {
 namespace {

@@ -1,8 +1,8 @@
 // Casts between f32/bf16/f16 (through float, with launch.cuh's host-identical rounding) and
-// f32 element-wise accumulate, scale and mask.
+// f32 element-wise accumulate (into one or several targets), scale and mask.
 #include "kernels/launch.cuh"
 #include "kernels/tensor_kernels.hpp"
-#include "src/cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {
 namespace {
@@ -16,6 +16,19 @@ __global__ void cast_kernel(const From* __restrict__ src, To* __restrict__ dst, 
 
 __global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] += src[i];
+}
+
+// The targets by value: a kernel argument, no device copy of the pointer array.
+struct AccumulateTargets {
+  float* dst[kMaxAccumulateTargets];
+  int count;
+};
+
+__global__ void accumulate_each_kernel(AccumulateTargets t, const float* __restrict__ src, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const float s = src[i];
+    for (int k = 0; k < t.count; ++k) t.dst[k][i] += s;
+  }
 }
 
 __global__ void scale_kernel(float* x, float factor, std::int64_t n) {
@@ -50,6 +63,15 @@ void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t 
 
 void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream) {
   launch_elementwise(accumulate_kernel, "accumulate_kernel", n, stream, dst, src, n);
+}
+
+void launch_accumulate_each(float* const* dsts, int count, const float* src, std::int64_t n, void* stream) {
+  RT_REQUIRE(count >= 1 && count <= kMaxAccumulateTargets, Error, "accumulate_each: {} targets (1..{})", count,
+             kMaxAccumulateTargets);
+  AccumulateTargets t{};
+  for (int k = 0; k < count; ++k) t.dst[k] = dsts[k];
+  t.count = count;
+  launch_elementwise(accumulate_each_kernel, "accumulate_each_kernel", n, stream, t, src, n);
 }
 
 void launch_scale(float* x, float factor, std::int64_t n, void* stream) {

@@ -11,7 +11,10 @@ namespace ringtrain::kernels {
 // and f16 (half to half goes through float, as on the host; the same dtype is a copy).
 void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t n, void* stream);
 void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream);  // dst += src
-void launch_scale(float* x, float factor, std::int64_t n, void* stream);             // x *= factor
-void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream);   // x = 0 where mask == 0 (pruning)
+// dsts[k] += src for k < count (1..kMaxAccumulateTargets), src read once.
+constexpr int kMaxAccumulateTargets = 4;
+void launch_accumulate_each(float* const* dsts, int count, const float* src, std::int64_t n, void* stream);
+void launch_scale(float* x, float factor, std::int64_t n, void* stream);            // x *= factor
+void launch_apply_mask(float* x, const float* mask, std::int64_t n, void* stream);  // x = 0 where mask == 0 (pruning)
 
 }  // namespace ringtrain::kernels

@@ -19,7 +19,7 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {

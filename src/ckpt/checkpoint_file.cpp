@@ -10,7 +10,7 @@
 #include "ckpt/checksum.hpp"
 #include "hdf5/h5_attributes.hpp"
 #include "hdf5/h5_file_problem.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"

@@ -1,45 +1,163 @@
-// `ringtrain bench`: `gemm` (bench_gemm.cpp), `allreduce` (bench_allreduce.cpp), `io` (bench_io.cpp),
-// `ckpt` (bench_ckpt.cpp), `prune` (bench_prune.cpp), `train` (bench_train.cpp) and `optim`
-// (bench_optim.cpp).
+// `ringtrain bench`: the command line of each benchmark, parsed into its options; the
+// benchmarks themselves are in src/bench (ringtrain/bench/bench.hpp).
 #include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
+#include "ringtrain/bench/bench.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/runtime/collective.hpp"
 
 namespace ringtrain {
+namespace {
 
-// `bench gemm`, in bench_gemm.cpp.
-Command add_bench_gemm_command(CLI::App& bench);
-// `bench allreduce`, in bench_allreduce.cpp.
-Command add_bench_allreduce_command(CLI::App& bench);
-// `bench io`, in bench_io.cpp.
-Command add_bench_io_command(CLI::App& bench);
-// `bench ckpt`, in bench_ckpt.cpp.
-Command add_bench_ckpt_command(CLI::App& bench);
-// `bench train`, in bench_train.cpp.
-Command add_bench_train_command(CLI::App& bench);
-// `bench prune`, in bench_prune.cpp.
-Command add_bench_prune_command(CLI::App& bench);
-// `bench optim`, in bench_optim.cpp.
-Command add_bench_optim_command(CLI::App& bench);
+// The action of a benchmark's subcommand: the benchmark, with its options, when it was chosen.
+template <typename Options>
+Command when_chosen(const CLI::App* cmd, std::shared_ptr<Options> o, void (*bench)(Context&, const Options&)) {
+  return [cmd, o, bench](Context& ctx) {
+    if (cmd->parsed()) bench(ctx, *o);
+    return 0;
+  };
+}
+
+Command add_bench_gemm_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "gemm",
+      "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
+      "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
+  auto o = std::make_shared<GemmBenchOptions>();
+  cmd->add_option("--backend", o->backend,
+                  "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
+      ->check(CLI::Range(64, 8192));
+  cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
+  cmd->add_option("--threads", o->threads, "BLAS threads per rank (cpu; 0: split the cores)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--dtype", o->dtypes,
+                  "input types (cuda; repeatable or comma list of f32, tf32, bf16, f16; default f32,tf32,bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"f32", "tf32", "bf16", "f16"}));
+  cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(CLI::Range(1, 10000));
+  cmd->add_flag("--json", o->json,
+                "one JSON line per GEMM and type instead of a table (cuda; cpu always prints its JSON line)");
+  return [cmd, o](Context& ctx) {
+    if (!cmd->parsed()) return 0;
+    const bool cuda = o->backend == "cuda";
+    run_collectively(ctx, [&] {
+      for (const char* option :
+           cuda ? std::vector<const char*>{"--seconds", "--threads"} : std::vector<const char*>{"--dtype", "--calls"})
+        RT_REQUIRE(cmd->count(option) == 0, ConfigError, "bench gemm: {} applies to --backend {} only", option,
+                   cuda ? "cpu" : "cuda");
+    });
+    bench_gemm(ctx, *o);
+    return 0;
+  };
+}
+
+Command add_bench_allreduce_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("allreduce", "allreduce time, algbw and busbw per message size and backend");
+  auto o = std::make_shared<AllreduceBenchOptions>();
+  cmd->add_option("--min-bytes", o->min_bytes, "smallest message")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+  cmd->add_option("--max-bytes", o->max_bytes, "largest message (the buffer's size)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+  cmd->add_option("--factor", o->factor, "size step factor")->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
+  cmd->add_option("--iters", o->iters, "timed calls per size (median reported)")->check(CLI::Range(1, 100000));
+  cmd->add_option("--warmup", o->warmup, "untimed calls per size first")->check(CLI::Range(0, 100000));
+  cmd->add_option("--backends", o->backends, "comma-separated backends")
+      ->delimiter(',')
+      ->check(CLI::IsMember(allreduce_bench_backends()));
+  cmd->add_option("--dtype", o->dtype, "element type")->check(CLI::IsMember(allreduce_bench_dtypes()));
+  cmd->add_option("--wire-dtype", o->wire_dtype, "what f32 data travels as (bf16: ring backends only)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_flag("--json", o->json, "one JSON object per line instead of tables");
+  return when_chosen(cmd, o, bench_allreduce);
+}
+
+Command add_bench_io_command(CLI::App& bench) {
+  auto* io = bench.add_subcommand("io", "Loader throughput over one pass vs raw pread bandwidth of the same files");
+  auto o = std::make_shared<IoBenchOptions>();
+  io->add_option("dataset", o->sources, "HDF5 files or glob patterns")->required();
+  io->add_option("--strategy", o->strategy, "memory or stream")->check(CLI::IsMember({"memory", "stream"}));
+  io->add_option("--images-key", o->images_key, "sample dataset name");
+  io->add_option("--labels-key", o->labels_key, "label dataset name");
+  io->add_option("--batch", o->batch, "samples per rank and batch")->check(CLI::Range(1, 1 << 20));
+  io->add_option("--prefetch", o->prefetch, "batches prepared ahead (0: synchronous)")->check(CLI::Range(0, 1024));
+  io->add_option("--shuffle-window", o->shuffle_window, "stream: samples shuffled together")
+      ->check(CLI::PositiveNumber);
+  io->add_option("--read-ahead", o->read_ahead, "stream: windows read ahead")->check(CLI::PositiveNumber);
+  io->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+  io->add_option("--order-out", o->order_out, "write each rank's sample order to PREFIX.rankR.i64 (int64)");
+  return when_chosen(io, o, bench_io);
+}
+
+Command add_bench_ckpt_command(CLI::App& bench) {
+  auto* cmd =
+      bench.add_subcommand("ckpt", "Checkpoint write/read MB/s vs raw I/O of the same bytes, reads from storage");
+  auto o = std::make_shared<CkptBenchOptions>();
+  cmd->add_option("--params", o->params, "model size in float parameters")->check(CLI::Range(1LL, 1LL << 34));
+  cmd->add_option("--dir", o->dir, "directory on the file system to measure (files are removed afterwards)");
+  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+  return when_chosen(cmd, o, bench_ckpt);
+}
+
+Command add_bench_prune_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "prune", "Forward+backward time of an MLP vs the same MLP with a fraction of its hidden neurons removed");
+  auto o = std::make_shared<PruneBenchOptions>();
+  cmd->add_option("--config", o->config, "a config whose [[model.layers]] form an MLP")->check(CLI::ExistingFile);
+  cmd->add_option("--input", o->input, "per-sample input shape")->delimiter(',');
+  cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")
+      ->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
+  cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--threads", o->threads, "BLAS threads (0: split the cores)")->check(CLI::Range(0, 1024));
+  return when_chosen(cmd, o, bench_prune);
+}
+
+Command add_bench_train_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("train", "Timed training steps of a config: samples/s and step-time breakdown");
+  auto o = std::make_shared<TrainBenchOptions>();
+  cmd->add_option("config", o->config, "run configuration (TOML)")->required();
+  add_config_overrides(*cmd, o->overrides);
+  cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
+  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
+  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
+  cmd->add_flag("--json", o->json, "one JSON object instead of text");
+  return when_chosen(cmd, o, bench_train);
+}
+
+Command add_bench_optim_command(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "optim", "Fused optimizer update (AdamW, SGD momentum) vs its memory bound and a plain copy: GB/s on CPU or GPU");
+  auto o = std::make_shared<OptimBenchOptions>();
+  cmd->add_option("--backend", o->backend,
+                  "where the arenas live (as runtime.backend; cuda without a GPU: cpu, with a warning)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--params", o->params, "parameters in the arena")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
+  cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats", o->repeats, "measurements of each pass (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_flag("--json", o->json, "one JSON object instead of text");
+  return when_chosen(cmd, o, bench_optim);
+}
+
+}  // namespace
 
 Command add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
-  Command gemm = add_bench_gemm_command(*bench);
-  Command allreduce = add_bench_allreduce_command(*bench);
-  Command io = add_bench_io_command(*bench);
-  Command ckpt = add_bench_ckpt_command(*bench);
-  Command prune = add_bench_prune_command(*bench);
-  Command train = add_bench_train_command(*bench);
-  Command optim = add_bench_optim_command(*bench);
-  return [gemm, allreduce, io, ckpt, prune, train, optim](Context& ctx) {
-    gemm(ctx);
-    allreduce(ctx);
-    io(ctx);
-    ckpt(ctx);
-    prune(ctx);
-    train(ctx);
-    optim(ctx);
+  const std::vector<Command> commands = {add_bench_gemm_command(*bench),  add_bench_allreduce_command(*bench),
+                                         add_bench_io_command(*bench),    add_bench_ckpt_command(*bench),
+                                         add_bench_prune_command(*bench), add_bench_train_command(*bench),
+                                         add_bench_optim_command(*bench)};
+  return [commands](Context& ctx) {
+    for (const Command& command : commands) command(ctx);
     return 0;
   };
 }

@@ -17,9 +17,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/cuda_versions.hpp"
-#include "hdf5/h5_check.hpp"
+#include "check/h5_check.hpp"
 #include "monitor/nvml_loader.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"

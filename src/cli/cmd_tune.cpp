@@ -15,10 +15,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "bench/bench_stats.hpp"
 #include "cli/commands.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/train/run_comms.hpp"
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -81,16 +83,6 @@ std::string read_text(const char* path) {
   std::ifstream f(path);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
-
-// Every rank's value, on every rank (each slot is summed with zeros only: exact).
-std::vector<double> from_all_ranks(Communicator& comm, const Context& ctx, double value) {
-  std::vector<double> all(static_cast<std::size_t>(ctx.world_size()), 0.0);
-  all[static_cast<std::size_t>(ctx.world_rank())] = value;
-  comm.allreduce_sum(all.data(), all.size(), DType::f64);
-  return all;
-}
-double max_of(const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); }
-double min_of(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 struct Tuner {
   std::unique_ptr<Session> session;                  // its model and optimizer are dropped: every size builds its own
@@ -156,11 +148,11 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
     device_total = static_cast<double>(make_cuda_memory()->info().total);
   });
   if (t->memory_limit == 0 && t->gpu) {
-    t->memory_limit = static_cast<std::int64_t>(min_of(from_all_ranks(*t->comm, ctx, device_total)));
+    t->memory_limit = static_cast<std::int64_t>(min_of(gather(*t->comm, ctx, device_total)));
     t->memory_limit_source = "the GPU's total memory, smallest over ranks";
   } else if (t->memory_limit == 0) {
-    const double available = min_of(from_all_ranks(
-        *t->comm, ctx, static_cast<double>(proc_kib_field_bytes(read_text("/proc/meminfo"), "MemAvailable"))));
+    const double available = min_of(
+        gather(*t->comm, ctx, static_cast<double>(proc_kib_field_bytes(read_text("/proc/meminfo"), "MemAvailable"))));
     if (available <= 0.0)
       throw CollectiveError("/proc/meminfo has no MemAvailable: give the bound with --memory-limit");
     t->memory_limit = default_memory_limit(static_cast<std::int64_t>(available), ctx.local_size());
@@ -170,20 +162,6 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   t->step_options = step_options(t->tc, ctx, *t->grad_comm);
   t->step_options.accumulation_steps = 1;  // the batch tuned is one micro-batch (see the note above)
   return t;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
-// The ranks where `flag` is set, on every rank.
-std::vector<int> ranks_where(Communicator& comm, const Context& ctx, bool flag) {
-  const std::vector<double> all = from_all_ranks(comm, ctx, flag ? 1.0 : 0.0);
-  std::vector<int> ranks;
-  for (std::size_t rank = 0; rank < all.size(); ++rank)
-    if (all[rank] > 0.0) ranks.push_back(static_cast<int>(rank));
-  return ranks;
 }
 
 struct SizeRun {
@@ -256,12 +234,6 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
   r.total_bytes = meter.used();
   r.median_step_s = median(times);
   return r;
-}
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank" : "ranks";
-  for (std::size_t i = 0; i < ranks.size(); ++i) text += fmt::format("{}{}", i == 0 ? " " : ", ", ranks[i]);
-  return text;
 }
 
 struct Row {
@@ -344,8 +316,8 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
   if (!probe.out_of_memory_ranks.empty())
     throw CollectiveError(fmt::format("no batch size to time: batch 1 ran out of GPU memory on {}",
                                       ranks_text(probe.out_of_memory_ranks)));
-  MemoryModel memory = MemoryModel::fit(max_of(from_all_ranks(*t.comm, ctx, probe.fixed_bytes)),
-                                        max_of(from_all_ranks(*t.comm, ctx, probe.total_bytes)), 1);
+  MemoryModel memory = MemoryModel::fit(max_of(gather(*t.comm, ctx, probe.fixed_bytes)),
+                                        max_of(gather(*t.comm, ctx, probe.total_bytes)), 1);
   std::vector<Row> rows;
   SearchStop stop = SearchStop::none;
   std::vector<int> out_of_memory_ranks;
@@ -360,9 +332,9 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
       out_of_memory_ranks = r.out_of_memory_ranks;
       break;
     }
-    const double fixed = max_of(from_all_ranks(*t.comm, ctx, r.fixed_bytes));
-    const double total = max_of(from_all_ranks(*t.comm, ctx, r.total_bytes));
-    rows.push_back(Row{batch, estimate, total, {max_of(from_all_ranks(*t.comm, ctx, r.median_step_s))}});
+    const double fixed = max_of(gather(*t.comm, ctx, r.fixed_bytes));
+    const double total = max_of(gather(*t.comm, ctx, r.total_bytes));
+    rows.push_back(Row{batch, estimate, total, {max_of(gather(*t.comm, ctx, r.median_step_s))}});
     memory = MemoryModel::fit(fixed, total, batch);
     if (table)
       log::info("round 1: batch {} fits (estimated {}, used {}): {:.2f} ms per step", batch, format_bytes(estimate),
@@ -383,7 +355,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
             fmt::format("batch {} fitted in round 1 but ran out of GPU memory in round {} on {}; "
                         "run again with --max-batch {}",
                         row.batch, round, ranks_text(r.out_of_memory_ranks), row.batch / 2));
-      row.round_step_s.push_back(max_of(from_all_ranks(*t.comm, ctx, r.median_step_s)));
+      row.round_step_s.push_back(max_of(gather(*t.comm, ctx, r.median_step_s)));
     }
     if (table) log::info("round {} of {} done", round, o.rounds);
   }
@@ -400,10 +372,10 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
   // Rank 0 decides; every rank holds the same gathered timings, so each must agree with it.
   std::int64_t chosen = ctx.world_rank() == 0 ? rows[knee.index].batch : 0;
   t.comm->broadcast(&chosen, sizeof(chosen), 0);
-  if (max_of(from_all_ranks(*t.comm, ctx, chosen == rows[knee.index].batch ? 0.0 : 1.0)) > 0.0)
+  if (max_of(gather(*t.comm, ctx, chosen == rows[knee.index].batch ? 0.0 : 1.0)) > 0.0)
     throw CollectiveError("tune batch: ranks disagree on the choice (a bug: their timings were gathered alike)");
   const auto own_peak_rss = proc_kib_field_bytes(read_text("/proc/self/status"), "VmHWM");
-  const double peak_rss = max_of(from_all_ranks(*t.comm, ctx, static_cast<double>(own_peak_rss)));
+  const double peak_rss = max_of(gather(*t.comm, ctx, static_cast<double>(own_peak_rss)));
 
   if (table) {
     log::info("{:>7} {:>12} {:>12} {:>9} {:>16} {:>17} {:>8}", "batch", "est. memory", "measured", "step ms",

@@ -11,7 +11,7 @@
 #include "comm/reduce_kernels.hpp"
 #include "comm/ring_allreduce.hpp"
 #include "comm/shm_allreduce.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"

@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "comm/nccl_check.hpp"
+#include "check/nccl_check.hpp"
 #include "comm/nccl_unique_id.hpp"
-#include "cuda/cuda_check.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/cuda_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -29,7 +29,7 @@
 
 namespace ringtrain {
 
-static_assert(sizeof(ncclUniqueId) == kNcclUniqueIdBytes, "NCCL_UNIQUE_ID_BYTES changed");
+static_assert(sizeof(ncclUniqueId) == comm::kNcclUniqueIdBytes, "NCCL_UNIQUE_ID_BYTES changed");
 // Non-blocking communicators, ncclCommFinalize and ncclGetLastError arrived in 2.14.
 static_assert(NCCL_VERSION_CODE >= NCCL_VERSION(2, 14, 0), "ringtrain needs NCCL 2.14 or newer");
 
@@ -98,7 +98,7 @@ class NcclCommunicator final : public Communicator {
       // Everything local that can fail is agreed on before any rank enters NCCL init, where
       // it would otherwise wait for a peer that has already given up.
       run_collectively(ctx, [&] { with_rank([&] { prepare(ctx); }); });
-      const NcclUniqueIdBytes id_bytes = exchange_nccl_unique_id(ctx);
+      const comm::NcclUniqueIdBytes id_bytes = comm::exchange_nccl_unique_id(ctx);
       ncclUniqueId id;
       std::memcpy(&id, id_bytes.data(), sizeof(id));
       // Agreed on too: a rank whose init failed must not leave peers holding a communicator
@@ -205,7 +205,7 @@ class NcclCommunicator final : public Communicator {
     const ncclResult_t rc = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
     if (rc != ncclSuccess && rc != ncclInProgress) {
       if (comm_ != nullptr) abort_comm();
-      nccl::throw_nccl_error(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
+      check::nccl(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
     }
     const Deadline deadline(options_.timeout_s);
     for (;;) {
@@ -213,7 +213,7 @@ class NcclCommunicator final : public Communicator {
       RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
       if (state == ncclSuccess) break;
       if (state != ncclInProgress) {
-        const std::string why = nccl::describe_nccl_error(state);
+        const std::string why = check::describe_nccl_error(state);
         abort_comm();
         throw CommError(fmt::format("ncclCommInitRankConfig on device {} failed: {}", device_, why));
       }
@@ -245,9 +245,9 @@ class NcclCommunicator final : public Communicator {
       const ncclResult_t enqueued = enqueue();
       const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
       if (enqueued != ncclSuccess && enqueued != ncclInProgress)
-        throw CommError(fmt::format("enqueue failed: {}", nccl::describe_nccl_error(enqueued)));
+        throw CommError(fmt::format("enqueue failed: {}", check::describe_nccl_error(enqueued)));
       if (ended != ncclSuccess && ended != ncclInProgress)
-        throw CommError(fmt::format("ncclGroupEnd failed: {}", nccl::describe_nccl_error(ended)));
+        throw CommError(fmt::format("ncclGroupEnd failed: {}", check::describe_nccl_error(ended)));
       wait();
     } catch (const std::exception& e) {
       if (comm_ != nullptr) abort_comm();
@@ -265,11 +265,11 @@ class NcclCommunicator final : public Communicator {
       ncclResult_t state = ncclSuccess;
       RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
       if (state != ncclSuccess && state != ncclInProgress)
-        throw CommError(fmt::format("asynchronous NCCL error: {}", nccl::describe_nccl_error(state)));
+        throw CommError(fmt::format("asynchronous NCCL error: {}", check::describe_nccl_error(state)));
       if (state == ncclSuccess) {
         const cudaError_t query = cudaStreamQuery(stream_);
         if (query == cudaSuccess) return;
-        if (query != cudaErrorNotReady) cuda::throw_cuda_error(query, "cudaStreamQuery(stream_)", __FILE__, __LINE__);
+        if (query != cudaErrorNotReady) check::cuda(query, "cudaStreamQuery(stream_)", __FILE__, __LINE__);
       }
       if (deadline.passed())
         throw CommError(fmt::format("not done after {} s (timeout_s): a peer is stuck, dead or not calling it",
@@ -324,7 +324,7 @@ class NcclCommunicator final : public Communicator {
           finalized = state == ncclSuccess;
           if (!finalized) log::warn("nccl: finalize failed or timed out ({}); aborting", ncclGetErrorString(state));
         } else {
-          log::warn("nccl: ncclCommFinalize failed: {}; aborting", nccl::describe_nccl_error(rc));
+          log::warn("nccl: ncclCommFinalize failed: {}; aborting", check::describe_nccl_error(rc));
         }
         if (finalized) {
           const ncclResult_t destroyed = ncclCommDestroy(comm_);
@@ -365,7 +365,7 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx) {
+comm::NcclUniqueIdBytes comm::exchange_nccl_unique_id(const Context& ctx) {
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   // Collective, so that a failure on rank 0 ends every rank instead of leaving them in the
@@ -374,7 +374,7 @@ NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx) {
     if (ctx.world_rank() == 0) RT_NCCL_CHECK(ncclGetUniqueId(&id));
   });
   RT_MPI_CHECK(MPI_Bcast(&id, static_cast<int>(sizeof(id)), MPI_BYTE, 0, world_comm(ctx)));
-  NcclUniqueIdBytes bytes;
+  comm::NcclUniqueIdBytes bytes;
   std::memcpy(bytes.data(), &id, sizeof(id));
   return bytes;
 }

@@ -16,7 +16,7 @@ namespace {
 
 }  // namespace
 
-NcclUniqueIdBytes exchange_nccl_unique_id(const Context&) { not_compiled("nccl unique id"); }
+comm::NcclUniqueIdBytes comm::exchange_nccl_unique_id(const Context&) { not_compiled("nccl unique id"); }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const Context&, const NcclOptions&) {
   not_compiled("comm.backend=nccl");

@@ -5,8 +5,10 @@
 #include <cstddef>
 
 namespace ringtrain {
-
 class Context;
+}  // namespace ringtrain
+
+namespace ringtrain::comm {
 
 constexpr std::size_t kNcclUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES (checked where nccl.h is seen)
 using NcclUniqueIdBytes = std::array<char, kNcclUniqueIdBytes>;
@@ -16,4 +18,4 @@ using NcclUniqueIdBytes = std::array<char, kNcclUniqueIdBytes>;
 // Throws NotCompiled in a build without NCCL.
 NcclUniqueIdBytes exchange_nccl_unique_id(const Context& ctx);
 
-}  // namespace ringtrain
+}  // namespace ringtrain::comm

@@ -9,7 +9,7 @@
 #include "comm/reduce_kernels.hpp"
 #include "comm/segments.hpp"
 #include "comm/yield_wait.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 
 namespace ringtrain::comm {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "comm/segments.hpp"
 #include "comm/yield_wait.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/core/log.hpp"
 
 namespace ringtrain::comm {

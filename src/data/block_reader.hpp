@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/epoch_plan.hpp"
-#include "hdf5/h5_check.hpp"
+#include "hdf5/h5_handle.hpp"
 
 namespace ringtrain::data {
 

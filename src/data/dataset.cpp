@@ -18,7 +18,7 @@
 #include "data/h5_io.hpp"
 #include "hdf5/h5_file_problem.hpp"
 #include "data/node_memory.hpp"
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sampler.hpp"
 #include "ringtrain/runtime/collective.hpp"

@@ -12,7 +12,7 @@
 #include <numeric>
 #include <utility>
 
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::data {

@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "hdf5/h5_check.hpp"
+#include "check/h5_check.hpp"
+#include "hdf5/h5_handle.hpp"
 
 namespace ringtrain::h5 {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "hdf5/h5_check.hpp"
+#include "check/h5_check.hpp"
 
 namespace ringtrain::h5 {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "runtime/cuda_device.hpp"

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <unordered_set>
 
-#include "mpi/mpi_check.hpp"
+#include "check/mpi_check.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {

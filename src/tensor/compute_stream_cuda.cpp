@@ -2,7 +2,7 @@
 // layers may still queue work while static objects are torn down after main returns.
 #include "cuda/compute_stream.hpp"
 
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::cuda {
 

@@ -3,7 +3,7 @@
 // process's caching pool over it, and host/device copies.
 #include <cuda_runtime.h>
 
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "ringtrain/tensor/device_memory.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 
@@ -37,7 +37,7 @@ class CudaMemory final : public DeviceMemory {
       cudaGetLastError();  // clear it: out of memory is an answer here, not a failure
       return nullptr;
     }
-    if (rc != cudaSuccess) cuda::throw_cuda_error(rc, "cudaMalloc", __FILE__, __LINE__);
+    if (rc != cudaSuccess) check::cuda(rc, "cudaMalloc", __FILE__, __LINE__);
     return ptr;
   }
 

@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/compute_stream.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/scaler_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "tensor/device_ops.hpp"
@@ -11,6 +11,10 @@ namespace ringtrain {
 
 void device_add_into(float* dst, const float* src, std::int64_t n) {
   kernels::launch_accumulate(dst, src, n, cuda::compute_stream());
+}
+
+void device_add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) {
+  kernels::launch_accumulate_each(dsts, count, src, n, cuda::compute_stream());
 }
 
 bool device_has_nonfinite(const float* x, std::int64_t n) {

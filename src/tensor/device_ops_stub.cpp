@@ -10,6 +10,7 @@ namespace {
 }  // namespace
 
 void device_add_into(float*, const float*, std::int64_t) { not_compiled(); }
+void device_add_into_each(float* const*, int, const float*, std::int64_t) { not_compiled(); }
 bool device_has_nonfinite(const float*, std::int64_t) { not_compiled(); }
 void device_synchronize() { not_compiled(); }
 

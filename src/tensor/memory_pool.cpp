@@ -4,11 +4,11 @@
 #include "ringtrain/tensor/memory_pool.hpp"
 
 #include <algorithm>
-#include <array>
 #include <functional>
 #include <limits>
 #include <set>
 
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 
@@ -34,16 +34,10 @@ using FreeList = std::set<Block*, BySizeThenAddress>;
 
 std::size_t round_up(std::size_t n, std::size_t unit) { return (n + unit - 1) / unit * unit; }
 
-std::string format_bytes(std::size_t bytes) {
-  constexpr std::array<const char*, 6> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double value = static_cast<double>(bytes);
-  std::size_t unit = 0;
-  while (value >= 1024.0 && unit + 1 < kUnits.size()) {
-    value /= 1024.0;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{} bytes", bytes);
-  return fmt::format("{:.2f} {} ({} bytes)", value, kUnits[unit], bytes);
+// An out-of-memory message's sizes: readable, with the exact count where it is over 1 KiB.
+std::string with_exact_bytes(std::size_t bytes) {
+  const std::string readable = format_bytes(static_cast<double>(bytes));
+  return bytes < 1024 ? readable : fmt::format("{} ({} bytes)", readable, bytes);
 }
 
 bool is_whole_segment(const Block* b) { return b->prev == nullptr && b->next == nullptr; }
@@ -125,8 +119,8 @@ struct MemoryPool::State {
     throw OutOfMemory(
         fmt::format("out of memory on {}: requested {}; this pool holds {} in use, {} reserved; the device has "
                     "{} free of {} total; lower train.batch_size",
-                    source.name(), format_bytes(bytes), format_bytes(stats.in_use), format_bytes(stats.reserved),
-                    format_bytes(device.free), format_bytes(device.total)));
+                    source.name(), with_exact_bytes(bytes), with_exact_bytes(stats.in_use),
+                    with_exact_bytes(stats.reserved), with_exact_bytes(device.free), with_exact_bytes(device.total)));
   }
 };
 

@@ -17,6 +17,36 @@ void add_into(const Tensor& dst, const Tensor& src) {
   for (std::int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
 }
 
+void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {
+  constexpr std::size_t kMaxTargets = 4;
+  RT_REQUIRE(!dsts.empty() && dsts.size() <= kMaxTargets, Error, "add_into_each: {} targets (1..{})", dsts.size(),
+             kMaxTargets);
+  float* targets[kMaxTargets] = {};
+  for (std::size_t k = 0; k < dsts.size(); ++k) {
+    const Tensor& dst = *dsts[k];
+    RT_REQUIRE(dst.numel() == src.numel() && dst.device() == src.device(), Error,
+               "add_into_each: {} += {}: element counts or devices differ", dst.shape().str(), src.shape().str());
+    targets[k] = dst.f32();
+  }
+  const auto count = static_cast<int>(dsts.size());
+  if (src.device() == Device::cuda) return device_add_into_each(targets, count, src.f32(), src.numel());
+  // One fused loop, every target streamed side by side as an update streams its arenas.
+  const float* s = src.f32();
+  const std::int64_t n = src.numel();
+  auto add = [s, n](auto*... d) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = s[i];
+      ((d[i] += v), ...);
+    }
+  };
+  switch (count) {
+    case 1: return add(targets[0]);
+    case 2: return add(targets[0], targets[1]);
+    case 3: return add(targets[0], targets[1], targets[2]);
+    default: return add(targets[0], targets[1], targets[2], targets[3]);
+  }
+}
+
 bool has_nonfinite(const Tensor& t) {
   if (t.device() == Device::cuda) return device_has_nonfinite(t.f32(), t.numel());
   return has_nonfinite(t.f32(), t.numel());

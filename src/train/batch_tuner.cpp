@@ -1,4 +1,4 @@
-// Batch-size search logic: byte-size parsing and formatting, /proc fields, the linear memory
+// Batch-size search logic: byte-size parsing, /proc fields, the linear memory
 // model and the stop rule of the search, and the knee rule (see batch_tuner.hpp).
 #include "ringtrain/train/batch_tuner.hpp"
 
@@ -64,16 +64,6 @@ std::int64_t parse_byte_size(std::string_view text) {
   const double bytes = std::floor(value * u->bytes);
   RT_REQUIRE(bytes >= 1.0 && bytes < 0x1.0p62, ConfigError, "'{}' is not a positive byte size below 4 EiB", text);
   return static_cast<std::int64_t>(bytes);
-}
-
-std::string format_bytes(double bytes) {
-  constexpr std::array<const char*, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};
-  std::size_t i = 0;
-  while (i + 1 < kNames.size() && std::fabs(bytes) >= 1024.0) {
-    bytes /= 1024.0;
-    ++i;
-  }
-  return i == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, kNames[i]);
 }
 
 std::int64_t proc_kib_field_bytes(std::string_view text, std::string_view key) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cuda/compute_stream.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "data/sample_decoder.hpp"
 #include "kernels/augment_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"

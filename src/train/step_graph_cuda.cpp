@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "cuda/compute_stream.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "ringtrain/core/log.hpp"
 #include "train/step_graph.hpp"
 

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/compute_stream.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/loss_kernels.hpp"
 #include "train/step_loss.hpp"
 

@@ -1,6 +1,6 @@
 // Casts (bit-exact with dtype.hpp's host conversions: every 16-bit pattern, random and special
-// f32 bit patterns including NaN payloads, subnormals and rounding ties) and f32 accumulate,
-// scale and mask against plain loops. Skips without a GPU (dtype checks aside).
+// f32 bit patterns including NaN payloads, subnormals and rounding ties) and f32 accumulate
+// (into one or several targets), scale and mask against plain loops. Skips without a GPU (dtype checks aside).
 #include <cstring>
 #include <iterator>
 #include <limits>
@@ -127,6 +127,18 @@ TEST(CudaTensorKernels, AccumulateScaleAndMaskMatchLoops) {
     da = DeviceBuffer::of(masked_input);
     kernels::launch_apply_mask(da.as<float>(), dm.as<float>(), len, nullptr);
     test::expect_same_bits(da.read<float>(), masked);
+    // accumulate_each: b added to three targets in one pass, as three accumulates would.
+    auto t0 = DeviceBuffer::of(a), t1 = DeviceBuffer::of(scaled), t2 = DeviceBuffer::of(b);
+    float* const targets[] = {t0.as<float>(), t1.as<float>(), t2.as<float>()};
+    kernels::launch_accumulate_each(targets, 3, db.as<float>(), len, nullptr);
+    std::vector<float> sum1(n), sum2(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      sum1[i] = scaled[i] + b[i];
+      sum2[i] = b[i] + b[i];
+    }
+    test::expect_same_bits(t0.read<float>(), sum);
+    test::expect_same_bits(t1.read<float>(), sum1);
+    test::expect_same_bits(t2.read<float>(), sum2);
   }
 }
 
@@ -136,6 +148,8 @@ TEST(CudaTensorKernels, NoElementsLaunchNothing) {
   for (DType from : kFloatDTypes)
     for (DType to : kFloatDTypes) kernels::launch_cast(poisoned.get(), from, poisoned.get(), to, 0, nullptr);
   kernels::launch_accumulate(poisoned.as<float>(), poisoned.as<float>(), 0, nullptr);
+  float* const targets[] = {poisoned.as<float>()};
+  kernels::launch_accumulate_each(targets, 1, poisoned.as<float>(), 0, nullptr);
   kernels::launch_scale(poisoned.as<float>(), 2.0f, 0, nullptr);
   kernels::launch_apply_mask(poisoned.as<float>(), poisoned.as<float>(), 0, nullptr);
   EXPECT_EQ(poisoned.read<std::uint8_t>(), std::vector<std::uint8_t>(16, 0xff));

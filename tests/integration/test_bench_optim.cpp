@@ -1,5 +1,6 @@
 // `ringtrain bench optim` through the real executable on the CPU: the JSON line holds the
-// bytes each pass moves, positive bandwidths and their ratios; a bad --params is refused.
+// bytes each pass moves (each update's bound pass moves exactly the update's), positive
+// bandwidths and their ratios; a bad --params is refused.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +24,9 @@ TEST(BenchOptim, ReportsBytesBandwidthAndRatios) {
   EXPECT_EQ(j["copy_bytes_per_update"].get<double>(), 8.0 * 100000);
   EXPECT_EQ(j["adamw_bytes_per_update"].get<double>(), 28.0 * 100000);
   EXPECT_EQ(j["sgd_bytes_per_update"].get<double>(), 20.0 * 100000);
-  for (const char* pass : {"copy", "adamw", "sgd"}) {
+  EXPECT_EQ(j["adamw_bound_bytes_per_update"], j["adamw_bytes_per_update"]);
+  EXPECT_EQ(j["sgd_bound_bytes_per_update"], j["sgd_bytes_per_update"]);
+  for (const char* pass : {"copy", "adamw", "adamw_bound", "sgd", "sgd_bound"}) {
     const std::string name(pass);
     EXPECT_EQ(j[name + "_ms_runs"].size(), 3u) << name;
     EXPECT_GT(j[name + "_ms"].get<double>(), 0.0) << name;
@@ -35,11 +38,16 @@ TEST(BenchOptim, ReportsBytesBandwidthAndRatios) {
   }
   for (const char* pass : {"adamw", "sgd"}) {
     const std::string name(pass);
+    // The share of the bound's speed: the bound's time over the update's.
+    EXPECT_NEAR(j[name + "_vs_bound"].get<double>(),
+                j[name + "_bound_ms"].get<double>() / j[name + "_ms"].get<double>(), 1e-9)
+        << name;
     EXPECT_NEAR(j[name + "_vs_copy_bandwidth"].get<double>(),
                 j[name + "_GBps"].get<double>() / j["copy_GBps"].get<double>(), 1e-9)
         << name;
   }
   EXPECT_FALSE(j.contains("copy_vs_copy_bandwidth"));
+  EXPECT_FALSE(j.contains("copy_vs_bound"));
 }
 
 TEST(BenchOptim, RefusesABadParamsValue) {

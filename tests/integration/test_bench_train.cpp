@@ -1,6 +1,6 @@
 // `ringtrain bench train` through the real executable: on 1 and 2 ranks, synthetic and real
-// batches, the JSON line holds a consistent step-time breakdown, and a bad config gives one
-// error line.
+// batches, the JSON line holds a consistent step-time breakdown, the text calls its parts
+// separate medians, and a bad config gives one error line.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -58,6 +58,16 @@ INSTANTIATE_TEST_SUITE_P(Runs, BenchTrain, ::testing::Combine(::testing::Values(
                            return std::string(std::get<1>(info.param) ? "synthetic" : "real") + "_np" +
                                   std::to_string(std::get<0>(info.param));
                          });
+
+// The text report gives the step and its parts as what they are, separate medians, and does
+// not write them as a sum that need not hold.
+TEST(BenchTrainText, PartsAreSeparateMediansNotASum) {
+  const CommandResult r = run_ringtrain(1, {"bench", "train", mlp(), "--synthetic", "--steps", "3", "--warmup", "1",
+                                            "--set", "data.train=" + train_data(), "--set", "data.test="});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("each its own median"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" = data"), std::string::npos) << r.output;
+}
 
 TEST(BenchTrainErrors, AMissingConfigIsOneLine) {
   const CommandResult r = run_ringtrain(2, {"bench", "train", "/nonexistent/run.toml", "--synthetic"});

@@ -2,12 +2,17 @@
 // default CUDA stream), so the training step is written once for both backends. Operands of
 // one call must be on the same device.
 #pragma once
+#include <vector>
 
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
 void add_into(const Tensor& dst, const Tensor& src);  // dst += src; f32, same element count
+// Every dst += src in one pass that reads src once (1 to 4 targets, f32, same element count):
+// memory traffic of an in-place update that reads src and rewrites each target. The targets
+// are distinct tensors, none of them src.
+void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src);
 // Whether any element is Inf or NaN (f32). On the device this waits for the answer.
 bool has_nonfinite(const Tensor& t);
 // Waits until the device has finished the work queued so far (a no-op for host tensors):

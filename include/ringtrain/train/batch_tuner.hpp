@@ -13,8 +13,6 @@ namespace ringtrain {
 // and decimal (kB, MB, GB, TB; K/M/G/T alone are binary) units, case-insensitive, optional
 // space. Throws ConfigError naming the text when it is not a positive size.
 std::int64_t parse_byte_size(std::string_view text);
-// 1536 -> "1.5 KiB", 3 << 30 -> "3.0 GiB".
-std::string format_bytes(double bytes);
 
 // The value of `key` in a /proc/meminfo or /proc/self/status text ("MemAvailable:  123 kB"),
 // in bytes; -1 when the key is absent or malformed.

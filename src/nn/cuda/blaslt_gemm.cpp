@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <string>
 
-#include "cuda/cublas_check.hpp"
-#include "cuda/cuda_check.hpp"
+#include "check/cublas_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/activation_kernels.hpp"
 #include "ringtrain/core/log.hpp"
 
@@ -189,8 +189,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   // epilogue INVALID_VALUE can be too (a vector type or alignment it does not take).
   const bool refused =
       rc == CUBLAS_STATUS_NOT_SUPPORTED || (key.epilogue != Epilogue::none && rc == CUBLAS_STATUS_INVALID_VALUE);
-  if (rc != CUBLAS_STATUS_SUCCESS && !refused)
-    throw_cublas_error(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  if (rc != CUBLAS_STATUS_SUCCESS && !refused) check::cublas(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   results.resize(rc == CUBLAS_STATUS_SUCCESS ? static_cast<std::size_t>(returned) : 0);
   std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
   RT_REQUIRE(!results.empty() || key.epilogue != Epilogue::none, Error,

@@ -1,7 +1,7 @@
 // ComputeCopy and device-to-device copies shared by the CUDA layers.
 #include <cuda_runtime.h>
 
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"
 

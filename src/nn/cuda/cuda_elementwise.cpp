@@ -3,7 +3,7 @@
 // begin_step stored for its step; kept as u8 flags for backward).
 #include <cuda_runtime.h>
 
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 #include "kernels/activation_kernels.hpp"
 #include "kernels/dropout_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"

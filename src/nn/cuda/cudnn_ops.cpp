@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cuda/cudnn_check.hpp"
+#include "check/cudnn_check.hpp"
 
 namespace ringtrain::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "cuda/cuda_check.hpp"
+#include "check/cuda_check.hpp"
 
 namespace ringtrain::cuda {
 
@@ -20,7 +20,7 @@ class DeviceBuffer {
       cudaGetLastError();  // not sticky: clear it so later calls do not see it
       throw OutOfMemory(fmt::format("cudaMalloc({} bytes) for a library workspace: out of device memory", bytes));
     }
-    if (rc != cudaSuccess) throw_cuda_error(rc, "cudaMalloc", __FILE__, __LINE__);
+    if (rc != cudaSuccess) check::cuda(rc, "cudaMalloc", __FILE__, __LINE__);
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(DeviceBuffer&& other) noexcept

@@ -22,7 +22,8 @@
 
 #include "ckpt/checksum.hpp"
 #include "hdf5/h5_attributes.hpp"
-#include "hdf5/h5_check.hpp"
+#include "check/h5_check.hpp"
+#include "hdf5/h5_handle.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/ckpt/checkpoint_dir.hpp"
 #include "ringtrain/core/error.hpp"

@@ -84,12 +84,12 @@ TEST(NcclVersion, IsTheLibraryVersion) {
 TEST(NcclUniqueId, IdenticalOnEveryRankAndFreshPerExchange) {
   const Context& ctx = context();
   if (!kNcclCompiled) {
-    EXPECT_THROW(exchange_nccl_unique_id(ctx), NotCompiled);
+    EXPECT_THROW(comm::exchange_nccl_unique_id(ctx), NotCompiled);
     return;
   }
-  const NcclUniqueIdBytes first = exchange_nccl_unique_id(ctx);
-  const NcclUniqueIdBytes second = exchange_nccl_unique_id(ctx);
-  for (const NcclUniqueIdBytes* id : {&first, &second}) {
+  const comm::NcclUniqueIdBytes first = comm::exchange_nccl_unique_id(ctx);
+  const comm::NcclUniqueIdBytes second = comm::exchange_nccl_unique_id(ctx);
+  for (const comm::NcclUniqueIdBytes* id : {&first, &second}) {
     std::vector<char> all(id->size() * static_cast<std::size_t>(ctx.world_size()));
     ASSERT_EQ(MPI_Allgather(id->data(), static_cast<int>(id->size()), MPI_BYTE, all.data(),
                             static_cast<int>(id->size()), MPI_BYTE, MPI_COMM_WORLD),

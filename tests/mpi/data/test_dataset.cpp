@@ -14,7 +14,6 @@
 
 #include "data/dataset_open.hpp"
 #include "data/epoch_plan.hpp"
-#include "hdf5/h5_check.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/loader.hpp"

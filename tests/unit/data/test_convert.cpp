@@ -6,7 +6,8 @@
 #include <filesystem>
 #include <map>
 
-#include "hdf5/h5_check.hpp"
+#include "check/h5_check.hpp"
+#include "hdf5/h5_handle.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/convert.hpp"
 #include "ringtrain/data/dataset.hpp"

@@ -32,12 +32,6 @@ TEST(ByteSize, RejectsWhatIsNotAPositiveSize) {
   EXPECT_THROW(parse_byte_size("99999999TiB"), ConfigError);
 }
 
-TEST(ByteSize, FormatsWithBinaryUnits) {
-  EXPECT_EQ(format_bytes(100), "100 B");
-  EXPECT_EQ(format_bytes(1536), "1.5 KiB");
-  EXPECT_EQ(format_bytes(3.0 * (1 << 30)), "3.0 GiB");
-}
-
 TEST(ProcFields, ReadsKibValuesByExactKey) {
   const std::string meminfo =
       "MemTotal:       24567890 kB\nMemFree:        20000000 kB\nMemAvailable:   22000000 kB\nBuffers: 1 kB\n";

@@ -1,7 +1,6 @@
 // `ringtrain bench gemm`: OpenBLAS sgemm on every rank at once (cpu, the default: the compute
 // peak, one JSON line on rank 0), or on one GPU the Fashion-MNIST Linear GEMMs and two squares,
 // ringtrain's cuBLASLt algorithm against cuBLASLt's fastest (cuda; bench_gemm_cuda.cpp).
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -9,10 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/bench_gemm_cuda.hpp"
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
-#include "cli/cuda_versions.hpp"
+#include "bench/bench_gemm_cuda.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -23,20 +21,8 @@
 namespace ringtrain {
 namespace {
 
-struct GemmOptions {
-  std::string backend = "cpu";
-  std::int64_t size = 1024;
-  double seconds = 1.0;
-  int threads = 0;
-  int repeats = 3;
-  std::vector<std::string> dtypes = {"f32", "tf32", "bf16"};  // cuda
-  int calls = 20;                                             // cuda
-  bool json = false;                                          // cuda (the cpu bench prints JSON)
-};
-
 // Ranks share cores and memory bandwidth, so the aggregate is what a data-parallel run can reach.
-void bench_gemm_cpu(Context& ctx, const GemmOptions& o) {
-  ctx.bind("cpu", o.threads);
+void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   const std::int64_t n = o.size;
   std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
@@ -57,15 +43,15 @@ void bench_gemm_cpu(Context& ctx, const GemmOptions& o) {
     comm->allreduce_sum(&gflops, 1, DType::f64);
     rates.push_back(gflops);
   }
-  std::sort(rates.begin(), rates.end());
-  const double median = rates[rates.size() / 2];
+  const double aggregate = median(rates);
   nlohmann::json j = {{"bench", "gemm"},
+                      {"backend", "cpu"},
                       {"size", n},
                       {"ranks", ctx.world_size()},
                       {"threads_per_rank", ctx.binding().threads},
                       {"iterations", iters},
-                      {"gflops_aggregate", median},
-                      {"gflops_per_rank", median / ctx.world_size()},
+                      {"gflops_aggregate", aggregate},
+                      {"gflops_per_rank", aggregate / ctx.world_size()},
                       {"gflops_aggregate_runs", rates}};
   log::info("{}", j.dump());
 }
@@ -110,18 +96,8 @@ GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
   return GemmProblem{g.trans_a, g.trans_b, g.m, g.n, g.k, ab, g.c_f32 ? DType::f32 : ab, dtype == "tf32"};
 }
 
-void bench_gemm_cuda(Context& ctx, const GemmOptions& o) {
-  // No GPU is an error, not a fallback: measuring OpenBLAS here would answer another question.
-  std::vector<VisibleGpu> gpus;
-  run_collectively(ctx, [&] {
-    std::string why;
-    gpus = visible_gpus(&why);
-    RT_REQUIRE(!gpus.empty(), Error, "bench gemm --backend cuda: {}; nothing measured", why);
-    RT_REQUIRE(ctx.world_size() == 1, ConfigError,
-               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
-  });
-  ctx.bind("cuda", 1);
-  const VisibleGpu& gpu = gpus.at(static_cast<std::size_t>(ctx.binding().device));
+void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
+  const CudaGpu gpu = current_gpu_cuda();
   if (!o.json) {
     log::info(
         "bench gemm: cuBLASLt on {} (GPU {}), medians of {} repeats of {} calls; used = ringtrain's algorithm "
@@ -183,42 +159,17 @@ void bench_gemm_cuda(Context& ctx, const GemmOptions& o) {
 
 }  // namespace
 
-Command add_bench_gemm_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand(
-      "gemm",
-      "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
-      "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
-  auto o = std::make_shared<GemmOptions>();
-  cmd->add_option("--backend", o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
-      ->check(CLI::Range(64, 8192));
-  cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
-  cmd->add_option("--threads", o->threads, "BLAS threads per rank (cpu; 0: split the cores)")
-      ->check(CLI::Range(0, 1024));
-  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--dtype", o->dtypes,
-                  "input types (cuda; repeatable or comma list of f32, tf32, bf16, f16; default f32,tf32,bf16)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"f32", "tf32", "bf16", "f16"}));
-  cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(CLI::Range(1, 10000));
-  cmd->add_flag("--json", o->json,
-                "one JSON line per GEMM and type instead of a table (cuda; cpu always prints its JSON line)");
-  return [cmd, o](Context& ctx) {
-    if (!cmd->parsed()) return 0;
-    const bool cuda = o->backend == "cuda";
-    run_collectively(ctx, [&] {
-      for (const char* option :
-           cuda ? std::vector<const char*>{"--seconds", "--threads"} : std::vector<const char*>{"--dtype", "--calls"})
-        RT_REQUIRE(cmd->count(option) == 0, ConfigError, "bench gemm: {} applies to --backend {} only", option,
-                   cuda ? "cpu" : "cuda");
-    });
-    if (cuda)
-      bench_gemm_cuda(ctx, *o);
-    else
-      bench_gemm_cpu(ctx, *o);
-    return 0;
-  };
+void bench_gemm(Context& ctx, const GemmBenchOptions& o) {
+  // As in training, cuda without a usable GPU warns (Context::bind) and the CPU is measured.
+  run_collectively(ctx, [&] {
+    ctx.bind(o.backend, o.threads);
+    RT_REQUIRE(ctx.binding().backend != "cuda" || ctx.world_size() == 1, ConfigError,
+               "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
+  });
+  if (ctx.binding().backend == "cuda")
+    bench_gemm_cuda(ctx, o);
+  else
+    bench_gemm_cpu(ctx, o);
 }
 
 }  // namespace ringtrain

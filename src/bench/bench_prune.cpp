@@ -2,13 +2,12 @@
 // a fraction of each hidden layer's neurons is pruned by L2 norm and the kept ones are copied
 // into a really smaller MLP; after checking both compute the same logits, forward + backward
 // of the dense and the shrunk model are timed alternately (medians, one JSON line on rank 0).
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -22,16 +21,6 @@ namespace ringtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct PruneBenchOptions {
-  std::string config = "examples/fashion_mnist/mlp.toml";
-  std::vector<std::int64_t> input = {1, 28, 28};
-  double fraction = 0.5;
-  std::int64_t batch = 128;
-  int iterations = 50;
-  int repeats = 7;
-  int threads = 1;
-};
 
 // The config's model with each linear layer's width replaced by `outs` (empty: as configured),
 // through the same overrides as `--set model.layers[i].out=N`.
@@ -69,6 +58,8 @@ double step_ms(Model& model, const Tensor& x, const std::vector<std::int32_t>& l
   }
   return 1e3 * std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
 }
+
+}  // namespace
 
 void bench_prune(Context& ctx, const PruneBenchOptions& o) {
   ctx.bind("cpu", o.threads);
@@ -135,26 +126,6 @@ void bench_prune(Context& ctx, const PruneBenchOptions& o) {
                       {"dense_step_ms_runs", dense_ms},
                       {"shrunk_step_ms_runs", shrunk_ms}};
   log::info("{}", j.dump());
-}
-
-}  // namespace
-
-Command add_bench_prune_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand(
-      "prune", "Forward+backward time of an MLP vs the same MLP with a fraction of its hidden neurons removed");
-  auto o = std::make_shared<PruneBenchOptions>();
-  cmd->add_option("--config", o->config, "a config whose [[model.layers]] form an MLP")->check(CLI::ExistingFile);
-  cmd->add_option("--input", o->input, "per-sample input shape")->delimiter(',');
-  cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")
-      ->check(CLI::Range(0.0, 0.99));
-  cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
-  cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--threads", o->threads, "BLAS threads (0: split the cores)")->check(CLI::Range(0, 1024));
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_prune(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

@@ -1,7 +1,6 @@
 // `ringtrain bench allreduce`: time, algbw and busbw (nccl-tests definitions) of an in-place
 // allreduce per message size for each communicator backend, plus the number of wrong elements
 // of a checked call per size. Rank 0 prints a table per backend, or JSON lines (--json).
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -12,7 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -46,18 +46,6 @@ constexpr Backend kBackends[] = {
 
 constexpr std::pair<std::string_view, DType> kDtypes[] = {
     {"f32", DType::f32}, {"bf16", DType::bf16}, {"f16", DType::f16}};
-
-struct AllreduceOptions {
-  std::size_t min_bytes = 8;
-  std::size_t max_bytes = std::size_t{256} << 20;
-  std::size_t factor = 2;
-  int iters = 20;
-  int warmup = 5;
-  std::vector<std::string> backends = {"ring", "mpi"};
-  std::string dtype = "f32";
-  std::string wire_dtype = "f32";
-  bool json = false;
-};
 
 // Small integers that differ between ranks, so that every partial sum (at most 3 x ranks) is
 // exact in every dtype, bf16 included, and the expected sum is known exactly.
@@ -122,8 +110,7 @@ double median_of_slowest(Communicator& stats, std::vector<double>& times, std::s
   for (std::size_t r = 0; r < static_cast<std::size_t>(ranks); ++r)
     for (std::size_t i = 0; i < iters; ++i) slowest[i] = std::max(slowest[i], times[r * iters + i]);
   std::fill(times.begin(), times.end(), 0.0);
-  std::nth_element(slowest.begin(), slowest.begin() + static_cast<std::ptrdiff_t>(iters / 2), slowest.end());
-  return slowest[iters / 2];
+  return median(slowest);
 }
 
 // Fresh integer inputs, one call, and the elements that differ from the exact sum, over all ranks.
@@ -136,7 +123,21 @@ std::size_t check(Communicator& comm, Communicator& stats, void* buffer, std::si
   return static_cast<std::size_t>(wrong);
 }
 
-void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
+}  // namespace
+
+std::vector<std::string> allreduce_bench_backends() {
+  std::vector<std::string> names;
+  for (const Backend& b : kBackends) names.emplace_back(b.name);
+  return names;
+}
+
+std::vector<std::string> allreduce_bench_dtypes() {
+  std::vector<std::string> names;
+  for (const auto& d : kDtypes) names.emplace_back(d.first);
+  return names;
+}
+
+void bench_allreduce(Context& ctx, const AllreduceBenchOptions& o) {
   const DType dtype =
       std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](auto& d) { return d.first == o.dtype; })->second;
   const DType wire = parse_wire_dtype(o.wire_dtype, "--wire-dtype");
@@ -210,34 +211,6 @@ void bench_allreduce(Context& ctx, const AllreduceOptions& o) {
       log::info("{:>14} {:>12} {:>6} {:>11.2f} {:>12.2f} {:>12.2f} {:>8}", r.bytes, r.count, o.dtype, r.time_us,
                 r.algbw, r.busbw, r.wrong);
   }
-}
-
-}  // namespace
-
-Command add_bench_allreduce_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("allreduce", "allreduce time, algbw and busbw per message size and backend");
-  auto o = std::make_shared<AllreduceOptions>();
-  std::vector<std::string> backend_names, dtype_names;
-  for (const Backend& b : kBackends) backend_names.emplace_back(b.name);
-  for (const auto& d : kDtypes) dtype_names.emplace_back(d.first);
-  cmd->add_option("--min-bytes", o->min_bytes, "smallest message")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
-  cmd->add_option("--max-bytes", o->max_bytes, "largest message (the buffer's size)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
-  cmd->add_option("--factor", o->factor, "size step factor")->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
-  cmd->add_option("--iters", o->iters, "timed calls per size (median reported)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--warmup", o->warmup, "untimed calls per size first")->check(CLI::Range(0, 100000));
-  cmd->add_option("--backends", o->backends, "comma-separated backends")
-      ->delimiter(',')
-      ->check(CLI::IsMember(backend_names));
-  cmd->add_option("--dtype", o->dtype, "element type")->check(CLI::IsMember(dtype_names));
-  cmd->add_option("--wire-dtype", o->wire_dtype, "what f32 data travels as (bf16: ring backends only)")
-      ->check(CLI::IsMember({"f32", "bf16"}));
-  cmd->add_flag("--json", o->json, "one JSON object per line instead of tables");
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_allreduce(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

@@ -3,6 +3,7 @@
 // a build without CUDA has bench_gemm_stub.cpp, which throws NotCompiled.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ringtrain/tensor/dtype.hpp"
@@ -17,6 +18,13 @@ struct GemmProblem {
   DType ab_type = DType::f32, c_type = DType::f32;
   bool tf32 = false;  // f32 inputs on TF32 tensor cores (MathMode::tf32)
 };
+
+// The GPU this process is bound to (Context::bind chose it).
+struct CudaGpu {
+  int ordinal = 0;
+  std::string name;
+};
+CudaGpu current_gpu_cuda();
 
 // Milliseconds per call, ms[r][i]: measurement r (of `repeats`, each `calls` calls timed with
 // CUDA events) of the i-th algorithm cuBLASLt's heuristic offers (up to 16); i = 0 is the one

@@ -4,13 +4,12 @@
 // Reports samples/s, the step-time breakdown (data wait, forward, backward, exposed
 // communication, optimizer), gradient bytes and the busbw the allreduce reached inside the
 // step. Medians per rank; global figures use the slowest rank's median (ranks step in lockstep).
-#include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/log.hpp"
@@ -31,15 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct TrainBenchOptions {
-  std::string config;
-  ConfigOverrides overrides;
-  bool synthetic = false;
-  int warmup = 5;
-  int steps = 30;
-  bool json = false;
-};
-
 // One step's parts, in seconds.
 struct StepParts {
   double data = 0, forward = 0, backward = 0, exposed = 0, optimizer = 0, allreduce = 0, total = 0;
@@ -51,6 +41,8 @@ double median_of(const std::vector<StepParts>& steps, F field) {
   for (const auto& s : steps) v.push_back(field(s));
   return median(v);
 }
+
+}  // namespace
 
 void bench_train(Context& ctx, const TrainBenchOptions& o) {
   const std::unique_ptr<Session> session =
@@ -103,7 +95,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                        data_s + r.compute_s + r.exposed_s});
   }
   const double step_s = median_of(timed, [](const StepParts& s) { return s.total; });
-  const double slowest_step_s = slowest(gather(stats, ctx, step_s));
+  const double slowest_step_s = max_of(gather(stats, ctx, step_s));
   const int world = ctx.world_size();
   const double global_rate = static_cast<double>(per_rank * world) / slowest_step_s;
   const double allreduce_s = median_of(timed, [](const StepParts& s) { return s.allreduce; });
@@ -155,8 +147,9 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision),
       o.synthetic ? "synthetic" : "real", per_rank, per_rank * world, o.steps, o.warmup);
   log::info(
-      "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms = data {:.2f} + forward {:.2f} + backward {:.2f} + "
-      "exposed comm {:.2f} + optimizer {:.2f} (rank 0's parts)",
+      "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms (the slowest rank's median); rank 0's parts, each "
+      "its own median (so they need not add up to the step): data {:.2f}, forward {:.2f}, backward {:.2f}, "
+      "exposed comm {:.2f}, optimizer {:.2f} ms",
       global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
       j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
       j["optimizer_ms"].get<double>());
@@ -165,23 +158,6 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       "GB/s",
       static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s", 1e3 * allreduce_s,
       step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
-}
-
-}  // namespace
-
-Command add_bench_train_command(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("train", "Timed training steps of a config: samples/s and step-time breakdown");
-  auto o = std::make_shared<TrainBenchOptions>();
-  cmd->add_option("config", o->config, "run configuration (TOML)")->required();
-  add_config_overrides(*cmd, o->overrides);
-  cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
-  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
-  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
-  cmd->add_flag("--json", o->json, "one JSON object instead of text");
-  return [cmd, o](Context& ctx) {
-    if (cmd->parsed()) bench_train(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

@@ -3,8 +3,8 @@
 // candidate is the one ringtrain's gemm() uses.
 #include <cuda_runtime.h>
 
-#include "cli/bench_gemm_cuda.hpp"
-#include "cuda/cuda_check.hpp"
+#include "bench/bench_gemm_cuda.hpp"
+#include "check/cuda_check.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
 #include "nn/cuda/device_buffer.hpp"
 #include "ringtrain/core/random.hpp"
@@ -35,6 +35,15 @@ cuda::DeviceBuffer random_operand(std::int64_t count, DType type, std::uint64_t 
 }
 
 }  // namespace
+
+CudaGpu current_gpu_cuda() {
+  CudaGpu gpu;
+  RT_CUDA_CHECK(cudaGetDevice(&gpu.ordinal));
+  cudaDeviceProp props{};
+  RT_CUDA_CHECK(cudaGetDeviceProperties(&props, gpu.ordinal));
+  gpu.name = props.name;
+  return gpu;
+}
 
 std::vector<std::vector<double>> time_gemm_candidates_cuda(const GemmProblem& p, int repeats, int calls) {
   const cuda::GemmShape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};

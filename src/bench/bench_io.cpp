@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -15,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cli/bench_stats.hpp"
-#include "cli/commands.hpp"
+#include "bench/bench_stats.hpp"
+#include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -28,19 +27,6 @@ namespace ringtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct IoOptions {
-  std::vector<std::string> sources;
-  std::string strategy = "memory";
-  std::string images_key = "images";
-  std::string labels_key = "labels";
-  std::int64_t batch = 64;
-  int prefetch = 2;
-  std::int64_t shuffle_window = LoaderOptions{}.shuffle_window;
-  std::int64_t read_ahead = LoaderOptions{}.read_ahead;
-  int repeats = 5;
-  std::string order_out;  // PREFIX: each rank writes its pass's sample order to PREFIX.rankR.i64
-};
 
 // Reads bytes [begin, end) of the files taken back to back, in preads of the buffer's size.
 void pread_range(const std::vector<DatasetFile>& files, const std::vector<std::int64_t>& sizes, std::int64_t begin,
@@ -77,7 +63,8 @@ struct Pass {
   std::vector<std::int64_t> order;
 };
 
-Pass loader_pass(const Context& ctx, Communicator& comm, const IoOptions& o, const DatasetSpec& spec, bool keep_order) {
+Pass loader_pass(const Context& ctx, Communicator& comm, const IoBenchOptions& o, const DatasetSpec& spec,
+                 bool keep_order) {
   Pass p;
   comm.barrier();
   const auto t0 = Clock::now();
@@ -105,7 +92,9 @@ Pass loader_pass(const Context& ctx, Communicator& comm, const IoOptions& o, con
   return p;
 }
 
-void bench_io(Context& ctx, const IoOptions& o) {
+}  // namespace
+
+void bench_io(Context& ctx, const IoBenchOptions& o) {
   ctx.bind("cpu", 0);
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   DatasetSpec spec;
@@ -155,14 +144,14 @@ void bench_io(Context& ctx, const IoOptions& o) {
     for (const double s : gather(*comm, ctx, static_cast<double>(p.samples))) samples += s;
     for (const double b : gather(*comm, ctx, static_cast<double>(p.read_bytes))) read_bytes += b;
     // Aggregates: everything the ranks moved over the slowest rank's time.
-    raw_agg.push_back(static_cast<double>(total_bytes) / slowest(raw_all) / 1e6);
+    raw_agg.push_back(static_cast<double>(total_bytes) / max_of(raw_all) / 1e6);
     raw_rank.push_back(static_cast<double>(rank_end - rank_begin) / raw_s / 1e6);
-    read_agg.push_back(read_bytes / slowest(read_all) / 1e6);
+    read_agg.push_back(read_bytes / max_of(read_all) / 1e6);
     read_rank.push_back(static_cast<double>(p.read_bytes) / p.read_s / 1e6);
     read_ratio.push_back(read_agg.back() / raw_agg.back());
-    sps_agg.push_back(samples / slowest(pass_all));
+    sps_agg.push_back(samples / max_of(pass_all));
     sps_rank.push_back(static_cast<double>(p.samples) / p.seconds);
-    pass_agg.push_back(samples * static_cast<double>(sample_bytes) / slowest(pass_all) / 1e6);
+    pass_agg.push_back(samples * static_cast<double>(sample_bytes) / max_of(pass_all) / 1e6);
     pass_rank.push_back(static_cast<double>(p.samples * sample_bytes) / p.seconds / 1e6);
     pass_ratio.push_back(pass_agg.back() / raw_agg.back());
     open_s.push_back(p.open_s);
@@ -210,28 +199,6 @@ void bench_io(Context& ctx, const IoOptions& o) {
       o.strategy, ctx.world_size(), ctx.world_size() > 1 ? "s" : "", o.repeats, median(raw_agg), median(read_agg),
       100.0 * median(read_ratio), median(sps_agg), median(pass_agg), 100.0 * median(pass_ratio), median(open_s));
   log::info("{}", j.dump());
-}
-
-}  // namespace
-
-Command add_bench_io_command(CLI::App& bench) {
-  auto* io = bench.add_subcommand("io", "Loader throughput over one pass vs raw pread bandwidth of the same files");
-  auto o = std::make_shared<IoOptions>();
-  io->add_option("dataset", o->sources, "HDF5 files or glob patterns")->required();
-  io->add_option("--strategy", o->strategy, "memory or stream")->check(CLI::IsMember({"memory", "stream"}));
-  io->add_option("--images-key", o->images_key, "sample dataset name");
-  io->add_option("--labels-key", o->labels_key, "label dataset name");
-  io->add_option("--batch", o->batch, "samples per rank and batch")->check(CLI::Range(1, 1 << 20));
-  io->add_option("--prefetch", o->prefetch, "batches prepared ahead (0: synchronous)")->check(CLI::Range(0, 1024));
-  io->add_option("--shuffle-window", o->shuffle_window, "stream: samples shuffled together")
-      ->check(CLI::PositiveNumber);
-  io->add_option("--read-ahead", o->read_ahead, "stream: windows read ahead")->check(CLI::PositiveNumber);
-  io->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
-  io->add_option("--order-out", o->order_out, "write each rank's sample order to PREFIX.rankR.i64 (int64)");
-  return [io, o](Context& ctx) {
-    if (io->parsed()) bench_io(ctx, *o);
-    return 0;
-  };
 }
 
 }  // namespace ringtrain

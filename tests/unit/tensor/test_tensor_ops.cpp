@@ -1,0 +1,47 @@
+// tensor_ops on host tensors: add_into_each adds the source to every target (one to four,
+// across block boundaries and a ragged end) and refuses mismatched or too many targets.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/tensor/tensor_ops.hpp"
+
+namespace ringtrain {
+namespace {
+
+Tensor filled(std::int64_t n, float first) {
+  Tensor t = Tensor::empty(Shape{n});
+  for (std::int64_t i = 0; i < n; ++i) t.f32()[i] = first + static_cast<float>(i % 7);
+  return t;
+}
+
+TEST(AddIntoEach, AddsTheSourceToEveryTarget) {
+  constexpr std::int64_t n = 5000;  // more than two of the host loop's blocks, not a multiple of one
+  const Tensor src = filled(n, 0.5f);
+  for (int count = 1; count <= 4; ++count) {
+    std::vector<Tensor> targets;
+    for (int k = 0; k < count; ++k) targets.push_back(filled(n, 10.0f * static_cast<float>(k)));
+    std::vector<const Tensor*> pointers;
+    for (const Tensor& t : targets) pointers.push_back(&t);
+    add_into_each(pointers, src);
+    for (int k = 0; k < count; ++k)
+      for (std::int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(targets[static_cast<std::size_t>(k)].f32()[i],
+                  10.0f * static_cast<float>(k) + static_cast<float>(i % 7) + src.f32()[i])
+            << "target " << k << " of " << count << ", element " << i;
+  }
+}
+
+TEST(AddIntoEach, RefusesMismatchedOrTooManyTargets) {
+  const Tensor src = filled(8, 0.0f);
+  const Tensor shorter = filled(7, 0.0f);
+  EXPECT_THROW(add_into_each({&shorter}, src), Error);
+  EXPECT_THROW(add_into_each({}, src), Error);
+  std::vector<Tensor> five;
+  for (int k = 0; k < 5; ++k) five.push_back(filled(8, 0.0f));
+  EXPECT_THROW(add_into_each({&five[0], &five[1], &five[2], &five[3], &five[4]}, src), Error);
+}
+
+}  // namespace
+}  // namespace ringtrain
