@@ -15,7 +15,7 @@ namespace ringtrain {
 // uint16 tokens follow.
 inline constexpr std::int32_t kLlmcMagic = 20240520;
 inline constexpr std::int32_t kLlmcVersion = 1;
-inline constexpr std::int64_t kLlmcHeaderBytes = 256 * 4;
+inline constexpr std::int64_t kLlmcHeaderBytes = std::int64_t{256} * 4;
 
 struct TextConvertOptions {
   std::vector<std::string> inputs;  // files or globs, concatenated in this order
