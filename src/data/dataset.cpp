@@ -91,23 +91,7 @@ const std::byte* Dataset::resident_sample(std::int64_t i) const {
   return resident_->buffer.data() + i * sample_bytes();
 }
 
-namespace {
-
-// Runs fn on every rank of comm; a failure on any rank becomes the lowest failing rank's
-// DataError on all of them (callers prefix it with the config key, as for one rank's errors).
-template <typename F>
-void agreed(MPI_Comm comm, F&& fn) {
-  try {
-    run_collectively(comm, std::forward<F>(fn));
-  } catch (const CollectiveError& e) {
-    throw DataError(e.what());
-  }
-}
-
-// A failure found without an exception ("" when none), agreed like one.
-void agree_on(MPI_Comm comm, const std::string& failure) {
-  agreed(comm, [&] { RT_REQUIRE(failure.empty(), DataError, "{}", failure); });
-}
+namespace data {
 
 std::vector<std::string> expand_sources(const std::vector<std::string>& sources) {
   RT_REQUIRE(!sources.empty(), DataError, "no dataset files given");
@@ -130,6 +114,26 @@ std::vector<std::string> expand_sources(const std::vector<std::string>& sources)
   return paths;
 }
 
+}  // namespace data
+
+namespace {
+
+// Runs fn on every rank of comm; a failure on any rank becomes the lowest failing rank's
+// DataError on all of them (callers prefix it with the config key, as for one rank's errors).
+template <typename F>
+void agreed(MPI_Comm comm, F&& fn) {
+  try {
+    run_collectively(comm, std::forward<F>(fn));
+  } catch (const CollectiveError& e) {
+    throw DataError(e.what());
+  }
+}
+
+// A failure found without an exception ("" when none), agreed like one.
+void agree_on(MPI_Comm comm, const std::string& failure) {
+  agreed(comm, [&] { RT_REQUIRE(failure.empty(), DataError, "{}", failure); });
+}
+
 struct Catalog {
   std::vector<DatasetFile> files;
   data::FileSchema schema;  // the first file's; all others match it
@@ -139,7 +143,7 @@ struct Catalog {
 Catalog read_catalog(const DatasetSpec& spec) {
   const auto guard = h5::lock();
   Catalog c;
-  for (const auto& path : expand_sources(spec.sources)) {
+  for (const auto& path : data::expand_sources(spec.sources)) {
     const std::string problem = h5::local_file_problem(path);
     RT_REQUIRE(problem.empty(), DataError, "{}", problem);
     const data::FileSchema s = data::read_file_schema(path, spec.images_key, spec.labels_key);

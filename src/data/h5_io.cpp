@@ -23,6 +23,16 @@ std::vector<std::string> root_links(hid_t file) {
   return names;
 }
 
+// IEEE binary16/32/64 only: other float layouts (bfloat16, vendor formats) would need their
+// own decoders.
+bool is_ieee_float(hid_t type, std::size_t spos, std::size_t epos, std::size_t esize, std::size_t msize) {
+  std::size_t s = 0, ep = 0, es = 0, mp = 0, ms = 0;
+  if (H5Tget_fields(type, &s, &ep, &es, &mp, &ms) < 0) return false;
+  return s == spos && ep == epos && es == esize && mp == 0 && ms == msize;
+}
+
+}  // namespace
+
 std::string dtype_name(hid_t type) {
   const H5T_class_t cls = H5Tget_class(type);
   const std::size_t bits = 8 * H5Tget_size(type);
@@ -41,15 +51,6 @@ std::string dtype_name(hid_t type) {
   }
 }
 
-// IEEE binary16/32/64 only: other float layouts (bfloat16, vendor formats) would need their
-// own decoders.
-bool is_ieee_float(hid_t type, std::size_t spos, std::size_t epos, std::size_t esize, std::size_t msize) {
-  std::size_t s = 0, ep = 0, es = 0, mp = 0, ms = 0;
-  if (H5Tget_fields(type, &s, &ep, &es, &mp, &ms) < 0) return false;
-  return s == spos && ep == epos && es == esize && mp == 0 && ms == msize;
-}
-
-// The SampleType of a file type, or nothing when ringtrain cannot decode it.
 std::optional<SampleType> classify(hid_t type) {
   const std::size_t size = H5Tget_size(type);
   switch (H5Tget_class(type)) {
@@ -72,6 +73,8 @@ std::optional<SampleType> classify(hid_t type) {
     default: return std::nullopt;
   }
 }
+
+namespace {
 
 struct DatasetShape {
   std::vector<hsize_t> dims;

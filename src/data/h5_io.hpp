@@ -3,6 +3,7 @@
 // loader thread may be making HDF5 calls at the same time.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,12 @@ struct FileSchema {
   std::int64_t chunk_rows = 0;  // 0: contiguous
 };
 FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key);
+
+// A file type's name as users know it: "uint8", "int16", "float32", "string", ...
+std::string dtype_name(hid_t type);
+
+// The SampleType of a file type, or nothing when ringtrain cannot decode it.
+std::optional<SampleType> classify(hid_t type);
 
 // Opens a dataset by key, without a chunk cache; DataError listing the root's contents when
 // it is absent.
