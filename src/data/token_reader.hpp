@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "hdf5/h5_check.hpp"
+#include "hdf5/h5_handle.hpp"
 #include "ringtrain/data/tokens.hpp"
 
 namespace ringtrain::data {
