@@ -1,6 +1,7 @@
 // GoogleTest main for every ringtrain test: one Context (MPI) for the process, gtest output
 // from rank 0 only (other ranks print their failures), and an exit code agreed by all ranks
-// so a failure on any rank fails the test under mpirun.
+// so a failure on any rank fails the test under mpirun. A binary whose cases were all skipped
+// (a GPU test without a GPU) exits kSkippedExitCode, which ctest reports as skipped, not passed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -50,8 +51,12 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
     listeners.Append(new ringtrain::test::FailurePrinter(ctx.world_rank()));
   }
-  const int local = RUN_ALL_TESTS();
-  int global = 0;
-  MPI_Allreduce(&local, &global, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return global;
+  const int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  const int all_skipped = unit.skipped_test_count() > 0 && unit.successful_test_count() == 0 ? 1 : 0;
+  int any_failed = 0, skipped_everywhere = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(&all_skipped, &skipped_everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (any_failed != 0) return 1;
+  return skipped_everywhere != 0 ? ringtrain::test::kSkippedExitCode : 0;
 }

@@ -11,6 +11,10 @@ namespace ringtrain::test {
 
 Context& context();
 
+// The exit status of a test binary whose cases were all skipped (GNU's "skipped" code); every
+// test is registered with it as its SKIP_RETURN_CODE, so ctest counts it as skipped.
+inline constexpr int kSkippedExitCode = 77;
+
 // A fresh directory for this test, the same path on every rank (made by rank 0, then a
 // barrier); removed by the caller or left for inspection under the build tree.
 std::filesystem::path temp_dir(const std::string& name);
