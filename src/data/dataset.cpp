@@ -6,13 +6,11 @@
 #include "ringtrain/data/dataset.hpp"
 
 #include <fmt/ranges.h>
-#include <glob.h>
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <set>
 
 #include "data/dataset_open.hpp"
 #include "data/h5_io.hpp"
@@ -91,47 +89,11 @@ const std::byte* Dataset::resident_sample(std::int64_t i) const {
   return resident_->buffer.data() + i * sample_bytes();
 }
 
-namespace data {
-
-std::vector<std::string> expand_sources(const std::vector<std::string>& sources) {
-  RT_REQUIRE(!sources.empty(), DataError, "no dataset files given");
-  std::vector<std::string> paths;
-  for (const auto& source : sources) {
-    if (source.find_first_of("*?[") == std::string::npos) {
-      paths.push_back(source);
-      continue;
-    }
-    glob_t found{};
-    const int rc = glob(source.c_str(), GLOB_ERR, nullptr, &found);
-    for (std::size_t i = 0; rc == 0 && i < found.gl_pathc; ++i) paths.emplace_back(found.gl_pathv[i]);
-    globfree(&found);
-    RT_REQUIRE(rc != GLOB_NOMATCH, DataError, "{}: no files match", source);
-    RT_REQUIRE(rc == 0, DataError, "{}: cannot expand the pattern ({})", source,
-               rc == GLOB_ABORTED ? "a directory could not be read" : "out of memory");
-  }
-  std::set<std::string> seen;
-  for (const auto& p : paths) RT_REQUIRE(seen.insert(p).second, DataError, "{}: listed more than once", p);
-  return paths;
-}
-
-}  // namespace data
-
 namespace {
-
-// Runs fn on every rank of comm; a failure on any rank becomes the lowest failing rank's
-// DataError on all of them (callers prefix it with the config key, as for one rank's errors).
-template <typename F>
-void agreed(MPI_Comm comm, F&& fn) {
-  try {
-    run_collectively(comm, std::forward<F>(fn));
-  } catch (const CollectiveError& e) {
-    throw DataError(e.what());
-  }
-}
 
 // A failure found without an exception ("" when none), agreed like one.
 void agree_on(MPI_Comm comm, const std::string& failure) {
-  agreed(comm, [&] { RT_REQUIRE(failure.empty(), DataError, "{}", failure); });
+  data::agreed(comm, [&] { RT_REQUIRE(failure.empty(), DataError, "{}", failure); });
 }
 
 struct Catalog {
@@ -203,18 +165,6 @@ void scan_nonfinite(SampleType type, const std::byte* samples, std::int64_t nume
   }
 }
 
-// [begin, end) of a file's rows that a global range covers.
-struct Rows {
-  std::int64_t begin = 0;
-  std::int64_t end = 0;
-  std::int64_t count() const { return end - begin; }
-};
-Rows rows_in(const DatasetFile& f, Shard range) {
-  const std::int64_t b = std::clamp(range.begin - f.first, std::int64_t{0}, f.samples);
-  const std::int64_t e = std::clamp(range.end - f.first, std::int64_t{0}, f.samples);
-  return Rows{b, std::max(b, e)};
-}
-
 template <typename T>
 std::vector<T> allgather_varying(MPI_Comm world, const std::vector<T>& mine, MPI_Datatype type) {
   int size = 0;
@@ -253,7 +203,7 @@ class DatasetOpener {
     };
     DatasetOpenStats& stats = ds_->open_stats_;
     Catalog catalog;
-    agreed(world_, [&] {
+    data::agreed(world_, [&] {
       RT_REQUIRE(ds_->spec_.read_block_bytes > 0, DataError, "read_block_bytes must be > 0, got {}",
                  ds_->spec_.read_block_bytes);
       catalog = read_catalog(ds_->spec_);
@@ -270,14 +220,15 @@ class DatasetOpener {
     if (ds_->spec_.strategy == ReadStrategy::memory) {
       allocate_memory();
       lap(stats.allocate);
-      agreed(world_, [&] { read_memory(); });
+      data::agreed(world_, [&] { read_memory(); });
     } else {
-      agreed(world_, [&] { read_stream(); });
+      data::agreed(world_, [&] { read_stream(); });
     }
     lap(stats.read);
     share_labels();
     settle_nonfinite();
-    if (ds_->resident_) share_samples();
+    if (ds_->resident_)
+      data::complete_node_copy(world_, order_, ds_->resident_->buffer, ds_->size_, ds_->sample_bytes());
     lap(stats.share);
     return std::shared_ptr<const Dataset>(ds_.release());
   }
@@ -291,10 +242,7 @@ class DatasetOpener {
   void allocate_memory() {
     const auto sb = static_cast<std::size_t>(ds_->sample_bytes());
     ds_->resident_ = std::make_unique<Dataset::Resident>(node_, static_cast<std::size_t>(ds_->size_) * sb);
-    std::string failure = ds_->resident_->buffer.populate(static_cast<std::size_t>(shard_.begin) * sb,
-                                                          static_cast<std::size_t>(shard_.end - shard_.begin) * sb);
-    if (!failure.empty()) failure = fmt::format("{}: {}", ds_->files_.front().path, failure);
-    agree_on(world_, failure);
+    data::populate_shard(world_, ds_->resident_->buffer, shard_, ds_->sample_bytes(), ds_->files_.front().path);
   }
 
   // Each rank reads its shard of every file straight into the node's shared copy, in large
@@ -307,13 +255,7 @@ class DatasetOpener {
     const std::int64_t sb = ds_->sample_bytes();
     std::byte* base = ds_->resident_->buffer.data();
     const auto guard = h5::lock();
-    for (const DatasetFile& f : ds_->files_) {
-      const Rows rows = rows_in(f, shard_);
-      if (rows.count() == 0) continue;
-      h5::ErrorContext where(f.path);
-      h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-      RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-      h5::File file(RT_H5_CHECK(H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, fapl)));
+    data::for_each_file_in_shard(ds_->files_, shard_, [&](const DatasetFile& f, data::Rows rows, hid_t file) {
       const std::int64_t at = f.first + rows.begin;
       const h5::Dataset images = data::open_dataset(file, f.path, ds_->spec_.images_key);
       const h5::Datatype mem = data::native_type_of(images);
@@ -321,11 +263,8 @@ class DatasetOpener {
       data::read_rows(images, mem, rows.begin, rows.count(), per_read, H5P_DEFAULT,
                       data::read_calls(rows.count(), per_read), base + at * sb);
       ds_->open_stats_.read_bytes += rows.count() * (sb + static_cast<std::int64_t>(sizeof(std::int32_t)));
-      const h5::Dataset labels = data::open_dataset(file, f.path, ds_->spec_.labels_key);
-      const std::int64_t per_label_read = rows_per_read(sizeof(std::int32_t));
-      data::read_rows(labels, H5T_NATIVE_INT32, rows.begin, rows.count(), per_label_read, H5P_DEFAULT,
-                      data::read_calls(rows.count(), per_label_read), labels_.data() + (at - shard_.begin));
-    }
+      read_labels(file, f, rows);
+    });
     scan_nonfinite(ds_->sample_type_, base + shard_.begin * sb, ds_->sample_numel(), shard_.begin,
                    shard_.end - shard_.begin, bad_);
   }
@@ -337,20 +276,10 @@ class DatasetOpener {
     const bool scan = is_float(ds_->sample_type_);
     Tensor piece;  // 64-byte aligned: see LoadedGroup in loader.cpp
     const auto guard = h5::lock();
-    for (const DatasetFile& f : ds_->files_) {
-      const Rows rows = rows_in(f, shard_);
-      if (rows.count() == 0) continue;
-      h5::ErrorContext where(f.path);
-      h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-      RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-      h5::File file(RT_H5_CHECK(H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, fapl)));
-      const std::int64_t at = f.first + rows.begin;
-      const h5::Dataset labels = data::open_dataset(file, f.path, ds_->spec_.labels_key);
-      const std::int64_t per_label_read = rows_per_read(sizeof(std::int32_t));
-      data::read_rows(labels, H5T_NATIVE_INT32, rows.begin, rows.count(), per_label_read, H5P_DEFAULT,
-                      data::read_calls(rows.count(), per_label_read), labels_.data() + (at - shard_.begin));
+    data::for_each_file_in_shard(ds_->files_, shard_, [&](const DatasetFile& f, data::Rows rows, hid_t file) {
+      read_labels(file, f, rows);
       ds_->open_stats_.read_bytes += rows.count() * static_cast<std::int64_t>(sizeof(std::int32_t));
-      if (!scan) continue;
+      if (!scan) return;
       const h5::Dataset images = data::open_dataset(file, f.path, ds_->spec_.images_key);
       const h5::Datatype mem = data::native_type_of(images);
       const std::int64_t per_read = rows_per_read(sb);
@@ -363,7 +292,15 @@ class DatasetOpener {
         scan_nonfinite(ds_->sample_type_, static_cast<const std::byte*>(piece.raw()), ds_->sample_numel(), f.first + r,
                        n, bad_);
       }
-    }
+    });
+  }
+
+  // File f's labels in `rows` into this rank's shard of them.
+  void read_labels(hid_t file, const DatasetFile& f, data::Rows rows) {
+    const h5::Dataset labels = data::open_dataset(file, f.path, ds_->spec_.labels_key);
+    const std::int64_t per_read = rows_per_read(sizeof(std::int32_t));
+    data::read_rows(labels, H5T_NATIVE_INT32, rows.begin, rows.count(), per_read, H5P_DEFAULT,
+                    data::read_calls(rows.count(), per_read), labels_.data() + (f.first + rows.begin - shard_.begin));
   }
 
   void share_labels() {
@@ -400,16 +337,6 @@ class DatasetOpener {
     std::sort(ds_->excluded_.begin(), ds_->excluded_.end());
     RT_REQUIRE(ds_->usable_size() > 0, DataError, "{}: dataset '{}': every sample holds NaN or Inf",
                ds_->files_.front().path, ds_->spec_.images_key);
-  }
-
-  void share_samples() {
-    const auto& buffer = ds_->resident_->buffer;
-    buffer.fence();
-    std::vector<std::int64_t> part_begin;
-    for (const int p : order_.node_begin)
-      part_begin.push_back(p == world_size_ ? ds_->size_ : even_shard(ds_->size_, world_size_, p).begin);
-    data::exchange_between_nodes(world_, order_, buffer.data(), part_begin, ds_->sample_bytes());
-    buffer.fence();
   }
 
   MPI_Comm world_;

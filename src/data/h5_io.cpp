@@ -131,11 +131,15 @@ h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string&
   return h5::Dataset(RT_H5_CHECK(H5Dopen2(file, key.c_str(), dapl)));
 }
 
-FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key) {
-  h5::ErrorContext where(path);
+h5::File open_read_only(const std::string& path) {
   h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
   RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+  return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+}
+
+FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key) {
+  h5::ErrorContext where(path);
+  const h5::File file = open_read_only(path);
   const h5::Dataset images = open_dataset(file, path, images_key);
   const h5::Dataset labels = open_dataset(file, path, labels_key);
   const DatasetShape im = shape_of(images);

@@ -31,6 +31,9 @@ std::string dtype_name(hid_t type);
 // The SampleType of a file type, or nothing when ringtrain cannot decode it.
 std::optional<SampleType> classify(hid_t type);
 
+// Opens a file read-only with the POSIX driver: independent reads, no MPI.
+h5::File open_read_only(const std::string& path);
+
 // Opens a dataset by key, without a chunk cache; DataError listing the root's contents when
 // it is absent.
 h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string& key);

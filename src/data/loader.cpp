@@ -1,8 +1,7 @@
-// Loader (see header). Threads: the batch builder fills reusable batch slots (prefetch + 1 of
-// them: `prefetch` ready while the caller holds one) taken from a free queue and hands them on
-// through a ready queue; for the stream strategy a reader thread loads read groups (chunk-
-// aligned blocks) into a queue of `read_ahead`. Shutdown closes every queue, which wakes
-// every waiting thread, then joins.
+// Loader (see header). Threads: the batch builder (BatchPrefetcher) fills reusable batch slots
+// (prefetch + 1 of them: `prefetch` ready while the caller holds one); for the stream strategy
+// a reader thread loads read groups (chunk-aligned blocks) into a queue of `read_ahead`.
+// Shutdown closes every queue, which wakes every waiting thread, then joins.
 #include "ringtrain/data/loader.hpp"
 
 #include <pthread.h>
@@ -15,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "data/batch_prefetcher.hpp"
 #include "data/block_reader.hpp"
 #include "data/bounded_queue.hpp"
 #include "data/epoch_plan.hpp"
@@ -180,8 +180,7 @@ struct Loader::Impl {
         o(options),
         planner(data, plan_options(o)),
         decoder(data->sample_type(), data->sample_shape(), o.normalize, o.training ? o.augment.crop_padding : 0),
-        ready(static_cast<std::size_t>(o.prefetch) + 1),
-        free(static_cast<std::size_t>(o.prefetch) + 1) {
+        prefetcher(o.prefetch) {
     RT_REQUIRE(o.prefetch >= 0, DataError, "data.prefetch: must be >= 0, got {}", o.prefetch);
     RT_REQUIRE(o.read_ahead > 0, DataError, "data.read_ahead: must be > 0, got {}", o.read_ahead);
     RT_REQUIRE(o.augment.crop_padding >= 0, DataError, "data.augment.crop_padding: must be >= 0, got {}",
@@ -194,7 +193,7 @@ struct Loader::Impl {
         o.start_epoch >= 0 && o.start_step >= 0 && (o.start_step == 0 || o.start_step < planner.steps_per_epoch()),
         DataError, "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch,
         o.start_step, planner.steps_per_epoch());
-    slots.resize(static_cast<std::size_t>(o.prefetch) + 1);
+    slots.resize(prefetcher.slots());
     for (auto& s : slots) {
       buffers.push_back(Tensor::empty(data->sample_shape().with_batch(o.batch_size), o.raw ? DType::u8 : DType::f32));
       s.labels.reserve(static_cast<std::size_t>(o.batch_size));
@@ -204,30 +203,11 @@ struct Loader::Impl {
     if (data->spec().strategy == ReadStrategy::stream)
       feed = std::make_unique<GroupFeed>(data, planner, o.epochs, o.start_epoch, o.start_step * o.batch_size,
                                          o.prefetch > 0, o.read_ahead);
-    if (o.prefetch > 0) {
-      for (std::size_t i = 0; i < slots.size(); ++i) free.push(static_cast<int>(i));
-      builder = std::thread([this] { build_ahead(); });
-    }
+    prefetcher.start([this](std::size_t k) { return fill(k); }, as_background_thread);
   }
 
   ~Impl() {
-    free.close();
-    ready.close();
-    if (feed) feed->stop();
-    if (builder.joinable()) builder.join();
-  }
-
-  void build_ahead() {
-    as_background_thread();
-    try {
-      while (std::optional<int> slot = free.pop()) {
-        if (!fill(static_cast<std::size_t>(*slot))) break;
-        if (!ready.push(*slot)) return;
-      }
-      ready.close();
-    } catch (...) {
-      ready.close(std::current_exception());
-    }
+    if (feed) feed->stop();  // wakes a builder waiting for a read group
   }
 
   // Makes the next batch in slot k; false when there is none (past the last epoch, or stopped).
@@ -310,9 +290,7 @@ struct Loader::Impl {
   std::shared_ptr<const EpochPlan> plan;
   std::unique_ptr<GroupFeed> feed;                    // stream only
   std::deque<std::unique_ptr<LoadedGroup>> resident;  // stream: groups the next batches use
-  BoundedQueue<int> ready, free;                      // slot indices
-  std::thread builder;
-  int held = -1;  // the slot the caller has
+  data::BatchPrefetcher prefetcher;                   // last: its builder uses all of the above
 };
 
 Loader::Loader(std::shared_ptr<const Dataset> data, const LoaderOptions& options)
@@ -328,16 +306,9 @@ std::int64_t Loader::steps_per_epoch() const { return impl_->planner.steps_per_e
 LoaderStats Loader::stats() const { return impl_->feed ? impl_->feed->stats() : LoaderStats{}; }
 
 const Batch& Loader::next() {
-  Impl& m = *impl_;
-  if (m.o.prefetch == 0) {
-    RT_REQUIRE(m.fill(0), DataError, "loader: no batch left: all {} epochs were delivered", m.o.epochs);
-    return m.slots[0];
-  }
-  if (m.held >= 0) m.free.push(m.held);
-  const std::optional<int> slot = m.ready.pop();
-  RT_REQUIRE(slot.has_value(), DataError, "loader: no batch left: all {} epochs were delivered", m.o.epochs);
-  m.held = *slot;
-  return m.slots[static_cast<std::size_t>(m.held)];
+  const std::optional<std::size_t> slot = impl_->prefetcher.next();
+  RT_REQUIRE(slot.has_value(), DataError, "loader: no batch left: all {} epochs were delivered", impl_->o.epochs);
+  return impl_->slots[*slot];
 }
 
 }  // namespace ringtrain

@@ -47,17 +47,6 @@ const std::byte* TokenDataset::resident_tokens() const {
 
 namespace {
 
-// Runs fn on every rank of comm; a failure on any rank becomes the lowest failing rank's
-// DataError on all of them.
-template <typename F>
-void agreed(MPI_Comm comm, F&& fn) {
-  try {
-    run_collectively(comm, std::forward<F>(fn));
-  } catch (const CollectiveError& e) {
-    throw DataError(e.what());
-  }
-}
-
 // What one file holds, checked on its own.
 struct TokenSchema {
   std::int64_t tokens = 0;
@@ -87,9 +76,7 @@ void check_format(hid_t file, const std::string& path) {
 
 TokenSchema read_token_schema(const std::string& path, const std::string& key) {
   h5::ErrorContext where(path);
-  h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-  RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+  const h5::File file = data::open_read_only(path);
   check_format(file, path);
   const h5::Dataset tokens = data::open_dataset(file, path, key);
 
@@ -185,7 +172,7 @@ class TokenDatasetOpener {
 
   std::shared_ptr<const TokenDataset> open() {
     TokenCatalog catalog;
-    agreed(world_, [&] { catalog = read_token_catalog(ds_->spec_); });
+    data::agreed(world_, [&] { catalog = read_token_catalog(ds_->spec_); });
     ds_->files_ = std::move(catalog.files);
     ds_->size_ = catalog.total;
     ds_->vocab_size_ = catalog.schema.vocab_size;
@@ -198,42 +185,26 @@ class TokenDatasetOpener {
  private:
   void read_memory() {
     const data::NodeOrder order = data::node_order(world_, node_);
-    const int world_size = order.node_begin.back();
-    const Shard shard = even_shard(ds_->size_, world_size, order.position);
+    const Shard shard = even_shard(ds_->size_, order.node_begin.back(), order.position);
     const auto tb = static_cast<std::int64_t>(sample_type_size(ds_->token_type_));
     ds_->resident_ = std::make_unique<TokenDataset::Resident>(node_, static_cast<std::size_t>(ds_->size_ * tb));
     std::byte* base = ds_->resident_->buffer.data();
-    agreed(world_, [&] {
-      const std::string failure = ds_->resident_->buffer.populate(
-          static_cast<std::size_t>(shard.begin * tb), static_cast<std::size_t>((shard.end - shard.begin) * tb));
-      RT_REQUIRE(failure.empty(), DataError, "{}: {}", ds_->files_.front().path, failure);
-    });
+    data::populate_shard(world_, ds_->resident_->buffer, shard, tb, ds_->files_.front().path);
     // Independent reads through the POSIX driver, as Dataset's memory strategy does (see there).
-    agreed(world_, [&] {
+    data::agreed(world_, [&] {
       const auto guard = h5::lock();
       const std::int64_t per_read = std::max<std::int64_t>(1, ds_->spec_.read_block_bytes / tb);
-      for (const TokenFile& f : ds_->files_) {
-        const std::int64_t begin = std::clamp(shard.begin - f.first, std::int64_t{0}, f.tokens);
-        const std::int64_t end = std::clamp(shard.end - f.first, std::int64_t{0}, f.tokens);
-        if (end <= begin) continue;
-        h5::ErrorContext where(f.path);
-        h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-        RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-        h5::File file(RT_H5_CHECK(H5Fopen(f.path.c_str(), H5F_ACC_RDONLY, fapl)));
+      data::for_each_file_in_shard(ds_->files_, shard, [&](const TokenFile& f, data::Rows rows, hid_t file) {
         const h5::Dataset tokens = data::open_dataset(file, f.path, ds_->spec_.tokens_key);
         const h5::Datatype mem = data::native_type_of(tokens);
-        std::byte* out = base + (f.first + begin) * tb;
-        data::read_rows(tokens, mem, begin, end - begin, per_read, H5P_DEFAULT, data::read_calls(end - begin, per_read),
-                        out);
-        data::check_tokens(ds_->token_type_, out, end - begin, ds_->vocab_size_, f.path, ds_->spec_.tokens_key, begin);
-      }
+        std::byte* out = base + (f.first + rows.begin) * tb;
+        data::read_rows(tokens, mem, rows.begin, rows.count(), per_read, H5P_DEFAULT,
+                        data::read_calls(rows.count(), per_read), out);
+        data::check_tokens(ds_->token_type_, out, rows.count(), ds_->vocab_size_, f.path, ds_->spec_.tokens_key,
+                           rows.begin);
+      });
     });
-    ds_->resident_->buffer.fence();
-    std::vector<std::int64_t> part_begin;
-    for (const int p : order.node_begin)
-      part_begin.push_back(p == world_size ? ds_->size_ : even_shard(ds_->size_, world_size, p).begin);
-    data::exchange_between_nodes(world_, order, base, part_begin, tb);
-    ds_->resident_->buffer.fence();
+    data::complete_node_copy(world_, order, ds_->resident_->buffer, ds_->size_, tb);
   }
 
   MPI_Comm world_;

@@ -1,12 +1,10 @@
-// TokenLoader (see header). As the image Loader: prefetch + 1 reusable batch slots go from a
-// free queue to the builder thread and back through a ready queue; closing both queues wakes
-// every waiting thread for shutdown. A batch is one read per window (TokenReader).
+// TokenLoader (see header). As the image Loader, batches are made ahead in reusable slots by a
+// BatchPrefetcher; a batch is one read per window (TokenReader).
 #include "ringtrain/data/token_loader.hpp"
 
 #include <optional>
-#include <thread>
 
-#include "data/bounded_queue.hpp"
+#include "data/batch_prefetcher.hpp"
 #include "data/token_reader.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sampler.hpp"
@@ -15,11 +13,7 @@ namespace ringtrain {
 
 struct TokenLoader::Impl {
   Impl(std::shared_ptr<const TokenDataset> d, const TokenLoaderOptions& options)
-      : data(std::move(d)),
-        o(options),
-        reader(data),
-        ready(static_cast<std::size_t>(std::max(o.prefetch, 0)) + 1),
-        free(static_cast<std::size_t>(std::max(o.prefetch, 0)) + 1) {
+      : data(std::move(d)), o(options), reader(data), prefetcher(o.prefetch) {
     RT_REQUIRE(o.batch_size > 0, DataError, "loader: batch size must be > 0, got {}", o.batch_size);
     RT_REQUIRE(o.prefetch >= 0, DataError, "data.prefetch: must be >= 0, got {}", o.prefetch);
     RT_REQUIRE(o.epochs > 0, DataError, "loader: epochs must be > 0, got {}", o.epochs);
@@ -40,35 +34,14 @@ struct TokenLoader::Impl {
                "loader: start position epoch {} step {} is outside an epoch of {} steps", o.start_epoch, o.start_step,
                steps);
     const std::int64_t t = data->block_size();
-    slots.resize(static_cast<std::size_t>(o.prefetch) + 1);
+    slots.resize(prefetcher.slots());
     for (auto& s : slots) {
       s.window_tokens = std::vector<std::int32_t>(static_cast<std::size_t>(t + 1));
       s.inputs_full = Tensor::empty(Shape{o.batch_size, t}, DType::i32);
       s.targets_full = Tensor::empty(Shape{o.batch_size, t}, DType::i32);
       s.batch.windows.reserve(static_cast<std::size_t>(o.batch_size));
     }
-    if (o.prefetch > 0) {
-      for (std::size_t i = 0; i < slots.size(); ++i) free.push(static_cast<int>(i));
-      builder = std::thread([this] { build_ahead(); });
-    }
-  }
-
-  ~Impl() {
-    free.close();
-    ready.close();
-    if (builder.joinable()) builder.join();
-  }
-
-  void build_ahead() {
-    try {
-      while (std::optional<int> slot = free.pop()) {
-        if (!fill(static_cast<std::size_t>(*slot))) break;
-        if (!ready.push(*slot)) return;
-      }
-      ready.close();
-    } catch (...) {
-      ready.close(std::current_exception());
-    }
+    prefetcher.start([this](std::size_t k) { return fill(k); });
   }
 
   // Makes the next batch in slot k; false past the last epoch.
@@ -122,9 +95,7 @@ struct TokenLoader::Impl {
   // The builder's position: the next batch is (epoch, step).
   std::int64_t epoch = o.start_epoch;
   std::int64_t step = o.start_step;
-  data::BoundedQueue<int> ready, free;  // slot indices
-  std::thread builder;
-  int held = -1;  // the slot the caller has
+  data::BatchPrefetcher prefetcher;  // last: its builder uses all of the above
 };
 
 TokenLoader::TokenLoader(std::shared_ptr<const TokenDataset> data, const TokenLoaderOptions& options)
@@ -135,16 +106,9 @@ TokenLoader::~TokenLoader() = default;
 std::int64_t TokenLoader::steps_per_epoch() const { return impl_->steps; }
 
 const TokenBatch& TokenLoader::next() {
-  Impl& m = *impl_;
-  if (m.o.prefetch == 0) {
-    RT_REQUIRE(m.fill(0), DataError, "loader: no batch left: all {} epochs were delivered", m.o.epochs);
-    return m.slots[0].batch;
-  }
-  if (m.held >= 0) m.free.push(m.held);
-  const std::optional<int> slot = m.ready.pop();
-  RT_REQUIRE(slot.has_value(), DataError, "loader: no batch left: all {} epochs were delivered", m.o.epochs);
-  m.held = *slot;
-  return m.slots[static_cast<std::size_t>(m.held)].batch;
+  const std::optional<std::size_t> slot = impl_->prefetcher.next();
+  RT_REQUIRE(slot.has_value(), DataError, "loader: no batch left: all {} epochs were delivered", impl_->o.epochs);
+  return impl_->slots[*slot].batch;
 }
 
 }  // namespace ringtrain

@@ -9,40 +9,9 @@
 #include "data/token_check.hpp"
 
 namespace ringtrain::data {
-namespace {
-// Enough for the files one batch's windows touch; well under descriptor limits.
-constexpr std::size_t kOpenFiles = 16;
-}  // namespace
 
-TokenReader::TokenReader(std::shared_ptr<const TokenDataset> data) : data_(std::move(data)) {}
-
-TokenReader::~TokenReader() {
-  const auto guard = h5::lock();
-  open_.clear();
-}
-
-TokenReader::OpenFile& TokenReader::open(std::size_t index) {
-  ++uses_;
-  for (auto& f : open_)
-    if (f.index == index) {
-      f.last_use = uses_;
-      return f;
-    }
-  if (open_.size() == kOpenFiles)
-    open_.erase(std::min_element(open_.begin(), open_.end(),
-                                 [](const OpenFile& a, const OpenFile& b) { return a.last_use < b.last_use; }));
-  const TokenFile& tf = data_->files()[index];
-  OpenFile f;
-  f.index = index;
-  f.last_use = uses_;
-  h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
-  RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-  f.file = h5::File(RT_H5_CHECK(H5Fopen(tf.path.c_str(), H5F_ACC_RDONLY, fapl)));
-  f.tokens = open_dataset(f.file, tf.path, data_->spec().tokens_key);
-  f.mem_type = native_type_of(f.tokens);
-  open_.push_back(std::move(f));
-  return open_.back();
-}
+TokenReader::TokenReader(std::shared_ptr<const TokenDataset> data)
+    : data_(std::move(data)), files_(data_->spec().tokens_key) {}
 
 void TokenReader::read(std::int64_t begin, std::int64_t count, std::int32_t* out) {
   RT_REQUIRE(begin >= 0 && count >= 0 && begin <= data_->size() - count, DataError,
@@ -63,9 +32,9 @@ void TokenReader::read(std::int64_t begin, std::int64_t count, std::int32_t* out
     const std::int64_t n = std::min(count, f->tokens - row);
     h5::ErrorContext where(
         fmt::format("{}: dataset '{}', tokens {}-{}", f->path, data_->spec().tokens_key, row, row + n - 1));
-    OpenFile& file = open(static_cast<std::size_t>(f - files.begin()));
+    OpenFileCache::OpenFile& file = files_.open(static_cast<std::size_t>(f - files.begin()), f->path);
     scratch_.resize(static_cast<std::size_t>(n * tb));
-    read_rows(file.tokens, file.mem_type, row, n, n, H5P_DEFAULT, 1, scratch_.data());
+    read_rows(file.dataset, file.mem_type, row, n, n, H5P_DEFAULT, 1, scratch_.data());
     check_tokens(type, scratch_.data(), n, data_->vocab_size(), f->path, data_->spec().tokens_key, row);
     widen_tokens(type, scratch_.data(), n, out);
     out += n;

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "hdf5/h5_handle.hpp"
+#include "data/open_file_cache.hpp"
 #include "ringtrain/data/tokens.hpp"
 
 namespace ringtrain::data {
@@ -15,27 +15,13 @@ namespace ringtrain::data {
 class TokenReader {
  public:
   explicit TokenReader(std::shared_ptr<const TokenDataset> data);
-  ~TokenReader();
-  TokenReader(const TokenReader&) = delete;
-  TokenReader& operator=(const TokenReader&) = delete;
-
   // Tokens [begin, begin + count) of the stream (which may span files) into out. DataError
   // naming the file and the token's index in it for a token >= vocab_size.
   void read(std::int64_t begin, std::int64_t count, std::int32_t* out);
 
  private:
-  struct OpenFile {
-    std::size_t index = 0;
-    h5::File file;
-    h5::Dataset tokens;
-    h5::Datatype mem_type;
-    std::int64_t last_use = 0;
-  };
-  OpenFile& open(std::size_t index);
-
   std::shared_ptr<const TokenDataset> data_;
-  std::vector<OpenFile> open_;  // stream: a few files, least recently used replaced first
-  std::int64_t uses_ = 0;
+  OpenFileCache files_;             // stream: tokens datasets
   std::vector<std::byte> scratch_;  // stream: tokens as stored, before widening
 };
 
