@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <utility>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/files.hpp"
@@ -162,7 +163,8 @@ std::vector<std::string> CheckpointDir::list_local() const {
   }
   std::sort(all.rbegin(), all.rend());
   std::vector<std::string> names;
-  for (auto& [step, path] : all) names.push_back(path);
+  names.reserve(all.size());
+  for (auto& [step, path] : all) names.push_back(std::move(path));
   return names;
 }
 

@@ -31,7 +31,7 @@ std::uint64_t block_hash(const void* data, std::int64_t bytes) {
   if (bytes > at) std::memcpy(tail, p + at, static_cast<std::size_t>(bytes - at));
   for (int i = 0; i < 4; ++i) lane[i] = lane_step(lane[i], tail[i]);
   std::uint64_t h = static_cast<std::uint64_t>(bytes);
-  for (int i = 0; i < 4; ++i) h = splitmix64(h ^ lane[i]);
+  for (const std::uint64_t l : lane) h = splitmix64(h ^ l);
   return h;
 }
 

@@ -110,7 +110,7 @@ std::string apply_set(toml::table& root, const std::string& assignment) {
   const std::string context = "--set '" + assignment + "'";
   const auto eq = assignment.find('=');
   RT_REQUIRE(eq != std::string::npos && eq > 0, ConfigError, "{}: expected key=value (e.g. train.epochs=3)", context);
-  const std::string key = assignment.substr(0, eq);
+  std::string key = assignment.substr(0, eq);  // not const: returned, so moved
   const std::string text = assignment.substr(eq + 1);
   toml::table parsed;
   try {

@@ -138,7 +138,7 @@ std::string Range::requirement() const {
   return bounds.empty() || bounds[0] == '<' || bounds[0] == '>' ? bounds : "in " + bounds;
 }
 
-KeyBase::KeyBase(const KeyDecl& decl, KeyType type, std::string default_text, std::string allowed)
+KeyBase::KeyBase(const KeyDecl& decl, KeyType type, const std::string& default_text, std::string allowed)
     : range_(decl.range), required_(decl.required) {
   info_.name = std::string(decl.name);
   info_.type = type;

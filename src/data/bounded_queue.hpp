@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 namespace ringtrain::data {
 
@@ -44,7 +45,7 @@ class BoundedQueue {
     const std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return;
     closed_ = true;
-    error_ = error;
+    error_ = std::move(error);
     not_empty_.notify_all();
     not_full_.notify_all();
   }

@@ -197,7 +197,7 @@ void read_rows(hid_t dset, hid_t mem_type, std::int64_t row, std::int64_t count,
     const std::int64_t n = std::clamp<std::int64_t>(count - done, 0, rows_per_read);
     // The memory space has the selection's own shape: HDF5 then maps chunks by whole
     // hyperslabs; a flat memory space makes it walk the selection element by element.
-    start[0] = static_cast<hsize_t>(row + done);
+    start[0] = static_cast<hsize_t>(row) + static_cast<hsize_t>(done);
     block[0] = static_cast<hsize_t>(std::max<std::int64_t>(n, 1));
     h5::Dataspace mem_space(RT_H5_CHECK(H5Screate_simple(rank, block.data(), nullptr)));
     if (n == 0) {  // an empty selection still takes part in the collective call

@@ -69,7 +69,7 @@ IdxArray read_idx(const std::string& path) {
 
   const int ndims = magic[3];
   std::uint8_t raw_dims[4 * kMaxDims] = {};
-  const std::size_t dim_bytes = static_cast<std::size_t>(4 * ndims);
+  const std::size_t dim_bytes = 4 * static_cast<std::size_t>(ndims);
   const std::size_t got_dims = read_some(file.get(), path, raw_dims, dim_bytes);
   RT_REQUIRE(got_dims == dim_bytes, DataError, "{}: truncated IDX header: expected {} bytes of dims, found {}", path,
              dim_bytes, got_dims);
@@ -77,7 +77,7 @@ IdxArray read_idx(const std::string& path) {
   IdxArray out;
   std::uint64_t expected = 1;
   for (int d = 0; d < ndims; ++d) {
-    const std::uint8_t* b = raw_dims + 4 * d;
+    const std::uint8_t* b = raw_dims + std::ptrdiff_t{4} * d;
     const std::uint64_t dim =
         (std::uint64_t{b[0]} << 24) | (std::uint64_t{b[1]} << 16) | (std::uint64_t{b[2]} << 8) | std::uint64_t{b[3]};
     out.dims.push_back(static_cast<std::int64_t>(dim));

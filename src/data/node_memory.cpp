@@ -29,7 +29,10 @@ NodeOrder node_order(MPI_Comm world, MPI_Comm node) {
 
   std::vector<int> ranks(static_cast<std::size_t>(world_size));
   std::iota(ranks.begin(), ranks.end(), 0);
-  auto key = [&](int r) { return std::pair(all[2 * r], all[2 * r + 1]); };
+  auto key = [&](int r) {
+    const std::size_t i = 2 * static_cast<std::size_t>(r);
+    return std::pair(all[i], all[i + 1]);
+  };
   std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return key(a) < key(b); });
   NodeOrder order;
   order.positions.resize(ranks.size());
@@ -69,9 +72,11 @@ NodeSharedBuffer::~NodeSharedBuffer() {
 std::string NodeSharedBuffer::populate(std::size_t offset, std::size_t bytes) const {
   if (bytes == 0) return {};
   const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<std::uintptr_t>(base_ + offset) / page * page;
-  const auto end = reinterpret_cast<std::uintptr_t>(base_ + offset + bytes);
-  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return {};
+  // Round down to the page by pointer arithmetic, not an integer-to-pointer cast.
+  std::byte* const first = base_ + offset;
+  std::byte* const begin = first - reinterpret_cast<std::uintptr_t>(first) % page;
+  const auto length = static_cast<std::size_t>(first + bytes - begin);
+  if (::madvise(begin, length, MADV_POPULATE_WRITE) == 0) return {};
   // Kernels before 5.14 do not know the advice: the pages then come one fault at a time.
   if (errno == EINVAL) return {};
   return fmt::format(

@@ -55,6 +55,7 @@ inline void write_string_attr(hid_t obj, const char* name, const std::vector<std
   Dataspace space(RT_H5_CHECK(scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr)));
   Attribute attr(RT_H5_CHECK(H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT)));
   std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v.c_str());
   RT_H5_CHECK(H5Awrite(attr, type, ptrs.data()));
 }

@@ -22,7 +22,10 @@ double LrSchedule::at(std::int64_t step) const {
   const std::int64_t t = step - o_.warmup_steps;
   switch (o_.kind) {
     case Kind::constant: return o_.base_lr;
-    case Kind::step: return o_.base_lr * std::pow(o_.gamma, static_cast<double>(t / o_.step_size));
+    case Kind::step: {
+      const std::int64_t decays = t / o_.step_size;  // whole steps only: a staircase
+      return o_.base_lr * std::pow(o_.gamma, static_cast<double>(decays));
+    }
     case Kind::cosine: {
       const std::int64_t horizon = std::max<std::int64_t>(1, o_.total_steps - o_.warmup_steps);
       const double progress = std::min(1.0, static_cast<double>(t) / static_cast<double>(horizon));

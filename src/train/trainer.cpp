@@ -166,6 +166,7 @@ void write_trace(const Tracer& tracer, const Session& s, const Context& ctx) {
   run_collectively(ctx, [&] {
     if (ctx.world_rank() != 0) return;
     std::vector<std::string> parts;
+    parts.reserve(static_cast<std::size_t>(ctx.world_size()));
     for (int r = 0; r < ctx.world_size(); ++r) parts.push_back(fmt::format("{}/trace-rank{}.json", dir, r));
     Tracer::merge(parts, dir + "/trace.json");
     for (const auto& p : parts) std::filesystem::remove(p);

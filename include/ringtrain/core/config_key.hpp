@@ -75,7 +75,7 @@ class KeyBase {
   bool required() const { return required_; }
 
  protected:
-  KeyBase(const KeyDecl& decl, KeyType type, std::string default_text, std::string allowed);
+  KeyBase(const KeyDecl& decl, KeyType type, const std::string& default_text, std::string allowed);
   ~KeyBase() = default;
 
  private:

@@ -14,7 +14,7 @@ constexpr std::size_t dtype_size(DType t) {
   switch (t) {
     case DType::f32: return 4;
     case DType::f64: return 8;
-    case DType::bf16: return 2;
+    case DType::bf16:
     case DType::f16: return 2;
     case DType::i32: return 4;
     case DType::u8: return 1;

@@ -23,6 +23,7 @@ namespace ringtrain::cuda {
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads the synthesised 0 of a defaulted <=>
   auto operator<=>(const GemmShape&) const = default;
 };
 
@@ -69,6 +70,7 @@ class BlasLt {
     MathMode math;
     Epilogue epilogue;
     std::uint32_t align_a, align_b, align_c, align_vector;  // align_vector: 0 without epilogue
+    // NOLINTNEXTLINE(modernize-use-nullptr): as for GemmShape above
     auto operator<=>(const Key&) const = default;
   };
   struct Plan;

@@ -11,7 +11,7 @@ CudaBatchNorm2d::CudaBatchNorm2d(ComputePtr compute, double momentum, double eps
     : BatchNorm2d(momentum, eps), compute_(std::move(compute)), staged_(compute_->act == DType::bf16) {}
 
 Shape CudaBatchNorm2d::configure(const Shape& input) {
-  const Shape out = BatchNorm2d::configure(input);
+  Shape out = BatchNorm2d::configure(input);  // not const: returned, so moved
   // The CPU layer initialised host buffers; move them to the device.
   for (Tensor* t : {&running_mean_, &running_var_}) {
     Tensor device = Tensor::empty(t->shape(), DType::f32, Device::cuda);
