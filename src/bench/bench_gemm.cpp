@@ -117,6 +117,7 @@ void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
       std::vector<double> medians;  // per candidate, over the repeats
       for (std::size_t i = 0; i < count; ++i) {
         std::vector<double> runs;
+        runs.reserve(ms.size());
         for (const auto& row : ms) runs.push_back(row[i]);
         medians.push_back(median(runs));
       }
@@ -125,6 +126,7 @@ void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
       const double used_tflops = flops / (medians[0] * 1e-3) / 1e12;
       const double best_tflops = flops / (medians[best] * 1e-3) / 1e12;
       std::vector<double> used_runs;
+      used_runs.reserve(ms.size());
       for (const auto& row : ms) used_runs.push_back(row[0]);
       const nlohmann::json j = {{"bench", "gemm"},
                                 {"backend", "cuda"},

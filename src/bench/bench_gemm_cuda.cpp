@@ -53,6 +53,7 @@ std::vector<std::vector<double>> time_gemm_candidates_cuda(const GemmProblem& p,
   cuda::BlasLt blas;
   const cuda::MathMode math = p.tf32 ? cuda::MathMode::tf32 : cuda::MathMode::strict_f32;
   std::vector<std::vector<double>> ms;
+  ms.reserve(static_cast<std::size_t>(repeats));
   for (int r = 0; r < repeats; ++r)
     ms.push_back(blas.time_candidates(shape, a.get(), b.get(), c.get(), p.ab_type, p.c_type, math, nullptr, calls));
   return ms;

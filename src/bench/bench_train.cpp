@@ -38,6 +38,7 @@ struct StepParts {
 template <typename F>
 double median_of(const std::vector<StepParts>& steps, F field) {
   std::vector<double> v;
+  v.reserve(steps.size());
   for (const auto& s : steps) v.push_back(field(s));
   return median(v);
 }

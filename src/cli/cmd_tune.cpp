@@ -367,6 +367,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
       stop == SearchStop::out_of_memory ? std::min(estimated_within_limit, batch - 1) : estimated_within_limit;
 
   std::vector<BatchPoint> points;
+  points.reserve(rows.size());
   for (const Row& r : rows) points.push_back({r.batch, samples_per_s(r)});
   const KneeChoice knee = choose_knee(points);
   // Rank 0 decides; every rank holds the same gathered timings, so each must agree with it.

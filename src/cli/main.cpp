@@ -50,9 +50,9 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
   return fmt::format("ringtrain: error: {}; run '{} --help' for usage", message, command);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The executable's work; main only adds a last line of defence for what escapes it (an
+// allocation failure while the command line is built, say).
+int run_ringtrain(int argc, char** argv) {
   std::unique_ptr<ringtrain::Context> ctx;
   try {
     ctx = std::make_unique<ringtrain::Context>(&argc, &argv);
@@ -94,4 +94,17 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_ringtrain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtrain: error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "ringtrain: error: unknown exception\n");
+  }
+  return 1;
 }

@@ -93,7 +93,7 @@ void ResourceSampler::take_sample() {
     t.gpu_temp_max_c = std::fmax(t.gpu_temp_max_c, g.temp_c);
     t.gpu_throttle_reasons |= g.throttle_reasons;
   }
-  buffer_.push_back(std::move(s));
+  buffer_.push_back(s);
   if (buffer_.size() > kMaxBuffered) buffer_.pop_front();
 }
 

@@ -2,6 +2,8 @@
 // evaluation and logging never inflate or deflate samples/s.
 #include "train/run_report.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -91,7 +93,7 @@ std::string with_commas(std::int64_t v) {
 }
 
 std::string hms(double seconds) {
-  const auto s = static_cast<std::int64_t>(seconds + 0.5);
+  const auto s = static_cast<std::int64_t>(std::llround(seconds));
   return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
 }
 
