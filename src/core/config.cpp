@@ -310,8 +310,16 @@ void Config::require_present(std::string_view name) const {
 }
 
 void Config::check_range(const KeyBase& key, double value) const {
-  RT_REQUIRE(key.range().contains(value), ConfigError, "config: {}: key '{}': must be {}, got {}", source(),
-             prefix_ + relative_name(key), key.range().requirement(), value);
+  if (!key.range().contains(value)) reject_range(key, fmt::format("{}", value));
+}
+
+void Config::check_range(const KeyBase& key, std::int64_t value) const {
+  if (!key.range().contains(static_cast<double>(value))) reject_range(key, std::to_string(value));
+}
+
+void Config::reject_range(const KeyBase& key, const std::string& value) const {
+  throw ConfigError(fmt::format("config: {}: key '{}': must be {}, got {}", source(), prefix_ + relative_name(key),
+                                key.range().requirement(), value));
 }
 
 void Config::reject_choice(const KeyBase& key, const std::string& spelling) const {

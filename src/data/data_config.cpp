@@ -65,7 +65,7 @@ const EnumKey<AugmentOn> kAugmentOn(
 const IntKey kCropPadding({.name = "data.augment.crop_padding",
                            .doc = "training only: a crop of the original size at a random offset from the image "
                                   "zero-padded by this many pixels, drawn from (seed, epoch, sample index)",
-                           .range = Range::at_least(0)},
+                           .range = Range::between(0, 4096)},
                           0);
 const BoolKey kFlip({.name = "data.augment.flip",
                      .doc = "training only: left-right mirror with probability 1/2, drawn like the crop"},

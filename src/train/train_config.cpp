@@ -16,7 +16,13 @@ const StringKey kRunDir(
      .default_doc = "`runs/<config name>` (under Slurm `runs/<config name>-<job id>[_<array task>]`)"},
     "");
 
-const IntKey kEpochs({.name = "train.epochs", .doc = "epochs over the training set", .range = Range::at_least(1)}, 1);
+// Upper bounds keep every product of config values in an int64: global batch = batch x
+// accumulation x ranks <= 2^20 x 2^10 x 2^31 (an int world size).
+constexpr double kMaxBatch = 1 << 20;
+constexpr double kMaxAccumulation = 1 << 10;
+
+const IntKey kEpochs(
+    {.name = "train.epochs", .doc = "epochs over the training set", .range = Range::between(1, 1'000'000)}, 1);
 const IntKey kMaxSteps({.name = "train.max_steps",
                         .doc = "stop after this many optimizer steps of the run, counted from its step 0 across "
                                "resumes (0: no limit)",
@@ -24,10 +30,12 @@ const IntKey kMaxSteps({.name = "train.max_steps",
                        0);
 const IntKey kBatchSize({.name = "train.batch_size",
                          .doc = "per-rank micro-batch; the global batch is `world x batch_size x accumulation_steps`",
-                         .range = Range::at_least(1)},
+                         .range = Range::between(1, kMaxBatch)},
                         64);
-const IntKey kEvalBatchSize(
-    {.name = "train.eval_batch_size", .doc = "per-rank batch for evaluation", .range = Range::at_least(1)}, 256);
+const IntKey kEvalBatchSize({.name = "train.eval_batch_size",
+                             .doc = "per-rank batch for evaluation",
+                             .range = Range::between(1, kMaxBatch)},
+                            256);
 const IntKey kSeed({.name = "train.seed",
                     .doc = "seeds initialisation, the sampler's per-epoch permutation and dropout",
                     .range = Range::at_least(0)},
@@ -39,7 +47,7 @@ const IntKey kLogEvery({.name = "train.log_every",
 const IntKey kAccumulationSteps({.name = "train.accumulation_steps",
                                  .doc = "micro-batches of `batch_size` per optimizer step (gradients allreduced once, "
                                         "on the last)",
-                                 .range = Range::at_least(1)},
+                                 .range = Range::between(1, kMaxAccumulation)},
                                 1);
 const StringKey kResume({.name = "train.resume",
                          .doc = "`auto`: continue from the newest intact checkpoint in `checkpoint.dir` (damaged ones "

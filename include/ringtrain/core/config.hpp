@@ -76,7 +76,7 @@ class Config {
   std::string relative_name(const KeyBase& key) const;
   void require_present(std::string_view name) const;
   void check_range(const KeyBase& key, double value) const;
-  void check_range(const KeyBase& key, std::int64_t value) const { check_range(key, static_cast<double>(value)); }
+  void check_range(const KeyBase& key, std::int64_t value) const;  // the message shows the integer
   void check_range(const KeyBase& key, const std::vector<double>& values) const {
     for (double v : values) check_range(key, v);
   }
@@ -87,6 +87,7 @@ class Config {
   void check_range(const KeyBase&, const std::string&) const {}
   void check_range(const KeyBase&, const std::vector<std::string>&) const {}
   [[noreturn]] void reject_choice(const KeyBase& key, const std::string& spelling) const;
+  [[noreturn]] void reject_range(const KeyBase& key, const std::string& value) const;
 
   std::int64_t read(std::string_view name, std::int64_t fallback);
   double read(std::string_view name, double fallback);  // integers are accepted

@@ -81,7 +81,7 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(error_of(train + "mean = \"zero\"\n"),
             "config: run.toml: key 'data.mean': expected a number or an array of numbers, got string 'zero'");
   EXPECT_EQ(error_of(train + "[data.augment]\ncrop_padding = -2\n"),
-            "config: run.toml: key 'data.augment.crop_padding': must be >= 0, got -2");
+            "config: run.toml: key 'data.augment.crop_padding': must be in [0, 4096], got -2");
   EXPECT_EQ(error_of(train + "augment_on = \"host\"\n"),
             "config: run.toml: key 'data.augment_on': 'host' is not one of \"auto\", \"cpu\", \"gpu\"");
   EXPECT_EQ(error_of(train + "augment_on = true\n"),
