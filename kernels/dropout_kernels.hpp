@@ -1,5 +1,5 @@
 // Host launchers for inverted dropout (dropout_kernels.cu). The mask of element i comes from
-// dropout_uniform(key, i) with key = dropout_key(seed, step, rank, layer_index)
+// dropout_uniform(key, i) with key = dropout_key(seed, step, rank, layer_index, micro_batch)
 // (include/ringtrain/nn/dropout_rule.hpp). The forward reads the key from device memory, so a
 // CUDA graph of it draws a new mask whenever launch_store_key changes the key between replays.
 // The stream is an opaque cudaStream_t.

@@ -50,7 +50,7 @@ void Dropout::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
     return;
   }
   scale_.resize(static_cast<std::size_t>(n));
-  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_);
+  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_, info.micro_batch);
   const float keep = dropout_scale(p_);
   for (std::int64_t i = 0; i < n; ++i) {
     scale_[static_cast<std::size_t>(i)] = dropout_keep(dropout_uniform(key, i), p_) ? keep : 0.0f;

@@ -168,16 +168,18 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     const std::int64_t m = micro_index_;
     const Tensor input = batch.x.rows(m * micro_batch_, micro_batch_);
     const std::int32_t* micro_labels = batch.labels + m * micro_batch_;
+    StepInfo micro_info = info;  // each micro-batch draws its own dropout masks
+    micro_info.micro_batch = m;
     const auto t0 = Clock::now();
-    model_.begin_step(info);  // per-step device state (dropout keys), outside the graph
-    if (graph_) {             // one micro-batch: forward, loss and backward as one graph launch
+    model_.begin_step(micro_info);  // per-step device state (dropout keys), outside the graph
+    if (graph_) {                   // one micro-batch: forward, loss and backward as one graph launch
       const StepGraphKey key{micro_batch_, scale, cuda_pool().stats().allocations};
       graph_->run(key, [&] {
-        forward_and_loss(input, micro_labels, info, scale);
+        forward_and_loss(input, micro_labels, micro_info, scale);
         model_.backward(dlogits_);
       });
     } else {
-      forward_and_loss(input, micro_labels, info, scale);
+      forward_and_loss(input, micro_labels, micro_info, scale);
     }
     const LossSums sums = loss_->sums();  // on the GPU: waits for the queued work (honest timings)
     loss_sum += sums.loss / static_cast<double>(micro_batch_);

@@ -12,10 +12,14 @@ namespace ringtrain {
 // Purpose index of the dropout streams; layer i draws from kDropoutStream + i.
 inline constexpr std::uint64_t kDropoutStream = 0xd50f'0000'0000'0000ull;
 
-// The key of one layer's mask in one step on one rank. Part of the determinism contract.
-constexpr std::uint64_t dropout_key(std::uint64_t seed, std::int64_t step, int rank, int layer_index) {
-  return stream_key(seed, kDropoutStream + static_cast<std::uint64_t>(layer_index), static_cast<std::uint64_t>(step),
-                    static_cast<std::uint64_t>(rank));
+// The key of one layer's mask in one micro-batch of one step on one rank. Part of the
+// determinism contract: micro-batch 0 keeps the key of runs without accumulation, later
+// micro-batches of the step draw their own masks.
+constexpr std::uint64_t dropout_key(std::uint64_t seed, std::int64_t step, int rank, int layer_index,
+                                    std::int64_t micro_batch = 0) {
+  const std::uint64_t key = stream_key(seed, kDropoutStream + static_cast<std::uint64_t>(layer_index),
+                                       static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(rank));
+  return micro_batch == 0 ? key : stream_key(key, static_cast<std::uint64_t>(micro_batch));
 }
 
 // Element with uniform draw u in [0, 1) is kept unless u < p.

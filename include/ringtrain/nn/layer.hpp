@@ -28,9 +28,10 @@ struct ParamSpec {
 // What a forward pass needs to know beyond its input.
 struct StepInfo {
   bool training = true;
-  std::uint64_t seed = 0;  // run seed
-  std::int64_t step = 0;   // global step (dropout masks differ per step)
-  int rank = 0;            // dropout masks differ per rank
+  std::uint64_t seed = 0;        // run seed
+  std::int64_t step = 0;         // global step (dropout masks differ per step)
+  int rank = 0;                  // dropout masks differ per rank
+  std::int64_t micro_batch = 0;  // with gradient accumulation: which micro-batch of the step
 };
 
 class Layer {

@@ -38,7 +38,7 @@ void CudaDropout::begin_step(const StepInfo& info) {
 }
 
 void CudaDropout::store_key(const StepInfo& info) {
-  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_);
+  const std::uint64_t key = dropout_key(info.seed, info.step, info.rank, layer_index_, info.micro_batch);
   if (key_stored_ && key == stored_key_) return;
   // Captured, the store would bake this step's key into every replay: fail the capture instead
   // (the step then runs eagerly). begin_step, outside the graph, keeps this from happening.
