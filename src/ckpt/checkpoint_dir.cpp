@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -28,11 +29,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Step of a checkpoint file name, or -1 for any other name.
+// Step of a checkpoint file name, or -1 for any other name (also one whose step does not fit
+// an int64: a stray file in a shared directory is ignored, never fatal).
 std::int64_t step_of(const std::string& name) {
   static const std::regex pattern(R"(ckpt-(\d+)\.h5)");
   std::smatch m;
-  return std::regex_match(name, m, pattern) ? std::stoll(m[1].str()) : -1;
+  if (!std::regex_match(name, m, pattern)) return -1;
+  std::int64_t step = -1;
+  const std::string digits = m[1].str();
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+  return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
 
 // Strings from rank 0 to every rank (one MPI broadcast of the joined text).
