@@ -84,6 +84,7 @@ void Model::init_params(std::uint64_t seed) {
           case ParamInit::uniform_fan_in: p[k] = (2.0f * rng.uniform() - 1.0f) * bound; break;
           case ParamInit::ones: p[k] = 1.0f; break;
           case ParamInit::zeros: p[k] = 0.0f; break;
+          case ParamInit::normal: p[k] = static_cast<float>(s.std * rng.normal()); break;
         }
       }
       offset += s.shape.numel();

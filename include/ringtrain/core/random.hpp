@@ -41,6 +41,12 @@ class Rng {
   }
   // Uniform in [0, 1) with 24 random bits (exact in float).
   float uniform() { return static_cast<float>(next() >> 40) * 0x1.0p-24f; }
+  // Standard normal (Box-Muller from two 53-bit uniforms; one draw per call, portable).
+  double normal() {
+    const double u1 = (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(next() >> 11) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
   // Uniform integer in [0, n), unbiased (Lemire's method with rejection).
   std::uint64_t below(std::uint64_t n) {
     std::uint64_t x = next();

@@ -16,6 +16,7 @@ enum class ParamInit {
   uniform_fan_in,  // U(-1/sqrt(fan_in), 1/sqrt(fan_in))
   ones,
   zeros,
+  normal,  // N(0, ParamSpec::std^2) (GPT-2's initialisation)
 };
 
 struct ParamSpec {
@@ -23,6 +24,7 @@ struct ParamSpec {
   Shape shape;
   ParamInit init = ParamInit::uniform_fan_in;
   std::int64_t fan_in = 1;
+  double std = 0.02;  // ParamInit::normal only
 };
 
 // What a forward pass needs to know beyond its input.
@@ -42,6 +44,9 @@ class Layer {
   // Called once, with the per-sample input shape; returns the per-sample output shape.
   // Throws ConfigError when the input does not fit the layer.
   virtual Shape configure(const Shape& input) = 0;
+  // The dtype of the input this layer reads: f32 (the model's activation dtype) or i32 (token
+  // ids, read by an embedding; only from the model's input).
+  virtual DType input_dtype() const { return DType::f32; }
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   // Views into the flat parameter/gradient arenas, in param_specs() order.
   virtual void bind(const std::vector<Tensor>& /*params*/, const std::vector<Tensor>& /*grads*/) {}
