@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/tensor/dtype.hpp"
@@ -20,7 +21,11 @@ class LayerMaker {
   virtual std::unique_ptr<Layer> flatten() = 0;
   virtual std::unique_ptr<Layer> dropout(double p, int layer_index) = 0;
   virtual std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) = 0;
+  virtual std::unique_ptr<Layer> add() = 0;
 };
+
+// The error for a layer type the CUDA backend does not have yet.
+[[noreturn]] void refuse_on_gpu(std::string_view type);
 
 std::unique_ptr<LayerMaker> make_cpu_layer_maker();
 // Layers computing on the current CUDA device with activations of `precision` (f32, bf16,

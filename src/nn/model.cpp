@@ -3,51 +3,125 @@
 // f32 on the CPU. On the GPU the same sweep queues device work; nothing is rounded here.
 #include "ringtrain/nn/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/tensor/rounding.hpp"
+#include "ringtrain/tensor/tensor_ops.hpp"
 
 namespace ringtrain {
 
-Model::Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shape, Device device)
-    : layers_(std::move(layers)), input_shape_(input_shape), device_(device) {
-  RT_REQUIRE(!layers_.empty(), ConfigError, "model: no layers");
-  Shape shape = input_shape;
+Model::Model(std::vector<ModelNode> nodes, const Shape& input_shape, Device device)
+    : nodes_(std::move(nodes)), input_shape_(input_shape), device_(device) {
+  RT_REQUIRE(!nodes_.empty(), ConfigError, "model: no layers");
+  connect(input_shape);
   std::int64_t total = 0;
-  first_trainable_ = layers_.size();
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    try {
-      shape = layers_[i]->configure(shape);
-    } catch (const ConfigError& e) {
-      throw ConfigError(fmt::format("model.layers[{}]: {}", i, e.what()));
-    }
-    shapes_.push_back(shape);
-    specs_.push_back(layers_[i]->param_specs());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    specs_.push_back(nodes_[i].layer->param_specs());
     std::int64_t count = 0;
     for (const auto& s : specs_.back()) count += s.shape.numel();
     layer_params_.push_back(count);
     layer_offset_.push_back(total);
-    if (count > 0 && first_trainable_ == layers_.size()) first_trainable_ = i;
     total += count;
   }
+  plan_backward();
   params_ = Tensor::empty(Shape{total}, DType::f32, device_);
   grads_ = Tensor::empty(Shape{total}, DType::f32, device_);
   bind_layers(params_);
 }
 
+void Model::connect(const Shape& input_shape) {
+  std::vector<std::string> names;  // per node: its output's name ("" unnamed)
+  std::vector<bool> read(nodes_.size(), false);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const std::string where = fmt::format("model.layers[{}]", i);
+    ModelNode& node = nodes_[i];
+    Layer& layer = *node.layer;
+    std::vector<int> reads;
+    if (node.inputs.empty()) {
+      reads.push_back(i == 0 ? kInput : static_cast<int>(i) - 1);
+    } else {
+      for (const auto& in : node.inputs) {
+        if (in == "input") {
+          reads.push_back(kInput);
+          continue;
+        }
+        const auto it = std::find(names.begin(), names.end(), in);
+        RT_REQUIRE(it != names.end(), ConfigError, "{}: input \"{}\" is not \"input\" or the name of an earlier layer",
+                   where, in);
+        reads.push_back(static_cast<int>(it - names.begin()));
+      }
+    }
+    RT_REQUIRE(reads.size() == layer.num_inputs(), ConfigError, "{}: {} reads {} input(s), {} given", where,
+               layer.kind(), layer.num_inputs(), reads.size());
+    RT_REQUIRE(
+        node.name.empty() || node.name == "input" || std::find(names.begin(), names.end(), node.name) == names.end(),
+        ConfigError, "{}: name \"{}\" is already used", where, node.name);
+    RT_REQUIRE(node.name != "input", ConfigError, "{}: name \"input\" is reserved for the model's input", where);
+    std::vector<Shape> in_shapes;
+    for (const int v : reads) {
+      if (v != kInput) read[static_cast<std::size_t>(v)] = true;
+      in_shapes.push_back(v == kInput ? input_shape : shapes_[static_cast<std::size_t>(v)]);
+    }
+    if (layer.input_dtype() == DType::i32) {
+      RT_REQUIRE(reads.size() == 1 && reads[0] == kInput, ConfigError,
+                 "{}: {} reads token ids, so its input must be the model's input", where, layer.kind());
+      reads_tokens_ = true;
+    }
+    try {
+      shapes_.push_back(layer.configure_many(in_shapes));
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}", where, e.what()));
+    }
+    names.push_back(node.name);
+    reads_.push_back(std::move(reads));
+  }
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    for (const int v : reads_[i])
+      RT_REQUIRE(v != kInput || !reads_tokens_ || nodes_[i].layer->input_dtype() == DType::i32, ConfigError,
+                 "model.layers[{}]: {} reads the model's input, which is token ids (an embedding reads it)", i,
+                 nodes_[i].layer->kind());
+    RT_REQUIRE(read[i] || i + 1 == nodes_.size(), ConfigError,
+               "model.layers[{}]: its output is not read by any later layer (only the last layer's output is the "
+               "model's)",
+               i);
+  }
+}
+
+void Model::plan_backward() {
+  // A value needs a gradient when a parameter lies upstream of it; the model's input never does.
+  needs_grad_.assign(nodes_.size(), false);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    bool needed = layer_params_[i] > 0;
+    for (const int v : reads_[i]) needed = needed || (v != kInput && needs_grad_[static_cast<std::size_t>(v)]);
+    needs_grad_[i] = needed;
+  }
+  // Backward visits nodes last to first; the first read of a value to be visited writes its
+  // gradient, every later one adds to it.
+  std::vector<bool> written(nodes_.size(), false);
+  adds_grad_.assign(nodes_.size(), {});
+  for (std::size_t i = nodes_.size(); i-- > 0;) {
+    for (const int v : reads_[i]) {
+      const bool adds = v != kInput && written[static_cast<std::size_t>(v)];
+      adds_grad_[i].push_back(adds);
+      if (v != kInput) written[static_cast<std::size_t>(v)] = true;
+    }
+  }
+}
+
 void Model::bind_layers(const Tensor& params) {
   std::int64_t offset = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::vector<Tensor> p, g;
     for (const auto& s : specs_[i]) {
       p.push_back(params.flat_slice(offset, s.shape));
       g.push_back(grads_.flat_slice(offset, s.shape));
       offset += s.shape.numel();
     }
-    layers_[i]->bind(p, g);
+    nodes_[i].layer->bind(p, g);
   }
 }
 
@@ -73,7 +147,7 @@ void Model::init_params(std::uint64_t seed) {
   // Drawn on the host either way, so a GPU model starts from the CPU model's parameters.
   Tensor host = device_ == Device::cpu ? params() : Tensor::empty(params_.shape());
   std::int64_t offset = 0;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
     for (std::size_t j = 0; j < specs_[i].size(); ++j) {
       const auto& s = specs_[i][j];
       Rng rng(stream_key(seed, kInitStream, i, j));
@@ -100,7 +174,16 @@ void Model::ensure_batch(std::int64_t n) {
       act_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
       grad_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
     }
-    if (emulated()) input_storage_ = Tensor::empty(input_shape_.with_batch(n));
+    if (emulated() && !reads_tokens_) input_storage_ = Tensor::empty(input_shape_.with_batch(n));
+    scratch_storage_.clear();
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      for (std::size_t k = 0; k < reads_[i].size(); ++k) {
+        if (!adds_grad_[i][k]) continue;
+        const std::int64_t need = shapes_[static_cast<std::size_t>(reads_[i][k])].numel() * n;
+        if (scratch_storage_.size() <= k) scratch_storage_.resize(k + 1);
+        if (scratch_storage_[k].numel() < need)
+          scratch_storage_[k] = Tensor::empty(Shape{need}, activation_dtype(), device_);
+      }
     capacity_ = n;
   }
   if (acts_.empty() || acts_[0].shape()[0] != n) {
@@ -116,18 +199,19 @@ void Model::ensure_batch(std::int64_t n) {
 const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
   RT_REQUIRE(x.shape().rank() >= 1 && x.shape().sample() == input_shape_, Error,
              "model input {} does not match the configured per-sample shape {}", x.shape().str(), input_shape_.str());
-  RT_REQUIRE(x.device() == device_ && x.dtype() == activation_dtype(), Error,
-             "model input is {} on the {}, the model computes in {} on the {}", dtype_name(x.dtype()),
-             x.device() == Device::cuda ? "GPU" : "CPU", dtype_name(activation_dtype()),
+  RT_REQUIRE(x.device() == device_ && x.dtype() == input_dtype(), Error,
+             "model input is {} on the {}, the model reads {} on the {}", dtype_name(x.dtype()),
+             x.device() == Device::cuda ? "GPU" : "CPU", dtype_name(input_dtype()),
              device_ == Device::cuda ? "GPU" : "CPU");
   const std::int64_t n = x.shape()[0];
   ensure_batch(n);
   prepare_compute(x);
-  const Tensor* in = &input_;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->forward(*in, acts_[i], info);
+  std::vector<const Tensor*> in;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    in.clear();
+    for (const int v : reads_[i]) in.push_back(&value(v));
+    nodes_[i].layer->forward_many(in, acts_[i], info);
     if (emulated()) round_in_place(acts_[i].f32(), acts_[i].numel(), compute_dtype_);
-    in = &acts_[i];
   }
   return acts_.back();
 }
@@ -142,48 +226,74 @@ void Model::prepare_compute(const Tensor& x) {
     round_in_place(compute_params_.f32(), compute_params_.numel(), compute_dtype_);
     compute_stale_ = false;
   }
+  if (reads_tokens_) {  // token ids are exact: nothing to round
+    input_ = x;
+    return;
+  }
   input_ = input_storage_.rows(0, x.shape()[0]);
   std::memcpy(input_.f32(), x.f32(), x.nbytes());
   round_in_place(input_.f32(), input_.numel(), compute_dtype_);
 }
 
 void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
-  const std::size_t last = layers_.size() - 1;
+  const std::size_t last = nodes_.size() - 1;
   RT_REQUIRE(dlogits.shape() == acts_[last].shape(), Error, "backward: gradient shape {} != output shape {}",
              dlogits.shape().str(), acts_[last].shape().str());
-  // Layers before the first one with parameters need no backward at all, and that layer
-  // needs no input gradient (for the MLP this skips a third of the first GEMM's backward).
-  const Tensor* dy = &dlogits;
-  for (std::size_t i = last + 1; i-- > first_trainable_;) {
-    const Tensor& x = i == 0 ? input_ : acts_[i - 1];
-    Tensor* dx = i == first_trainable_ ? nullptr : &dacts_[i - 1];
-    layers_[i]->backward(x, acts_[i], *dy, dx);
-    if (emulated()) {
-      if (dx != nullptr) round_in_place(dx->f32(), dx->numel(), compute_dtype_);
-      round_in_place(grads_.f32() + layer_offset_[i], layer_params_[i], compute_dtype_);
+  // Nodes whose output needs no gradient (upstream of every parameter) are skipped, and an
+  // input that needs none gets no gradient (for the MLP this skips a third of the first GEMM's
+  // backward).
+  std::vector<const Tensor*> x;
+  std::vector<Tensor*> dx;
+  for (std::size_t i = last + 1; i-- > 0;) {
+    if (!needs_grad_[i]) continue;
+    const Tensor& dy = i == last ? dlogits : dacts_[i];
+    x.clear();
+    dx.clear();
+    for (std::size_t k = 0; k < reads_[i].size(); ++k) {
+      const int v = reads_[i][k];
+      x.push_back(&value(v));
+      if (v == kInput || !needs_grad_[static_cast<std::size_t>(v)]) {
+        dx.push_back(nullptr);
+      } else if (adds_grad_[i][k]) {
+        scratch_.resize(reads_[i].size());
+        scratch_[k] = scratch_storage_[k].flat_slice(0, dacts_[static_cast<std::size_t>(v)].shape());
+        dx.push_back(&scratch_[k]);
+      } else {
+        dx.push_back(&dacts_[static_cast<std::size_t>(v)]);
+      }
     }
+    nodes_[i].layer->backward_many(x, acts_[i], dy, dx);
+    for (std::size_t k = 0; k < dx.size(); ++k) {
+      if (dx[k] == nullptr) continue;
+      if (emulated()) round_in_place(dx[k]->f32(), dx[k]->numel(), compute_dtype_);
+      if (adds_grad_[i][k]) {
+        Tensor& sum = dacts_[static_cast<std::size_t>(reads_[i][k])];
+        add_into(sum, *dx[k]);
+        if (emulated()) round_in_place(sum.f32(), sum.numel(), compute_dtype_);
+      }
+    }
+    if (emulated()) round_in_place(grads_.f32() + layer_offset_[i], layer_params_[i], compute_dtype_);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
-    dy = dx;
   }
 }
 
 void Model::begin_step(const StepInfo& info) {
-  for (const auto& layer : layers_) layer->begin_step(info);
+  for (const auto& node : nodes_) node.layer->begin_step(info);
 }
 
 std::vector<std::int64_t> Model::param_layer_offsets() const {
   std::vector<std::int64_t> out;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
     if (layer_params_[i] > 0) out.push_back(layer_offset_[i]);
   return out;
 }
 
 std::vector<Model::ParamTensor> Model::param_tensors() const {
   std::vector<ParamTensor> out;
-  for (std::size_t i = 0; i < layers_.size(); ++i) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::int64_t offset = layer_offset_[i];
     for (const auto& s : specs_[i]) {
-      out.push_back({i, layers_[i]->kind(), s.name, s.shape, offset});
+      out.push_back({i, nodes_[i].layer->kind(), s.name, s.shape, offset});
       offset += s.shape.numel();
     }
   }
@@ -192,22 +302,30 @@ std::vector<Model::ParamTensor> Model::param_tensors() const {
 
 std::vector<Tensor> Model::buffers() {
   std::vector<Tensor> out;
-  for (auto& l : layers_)
-    for (auto& b : l->buffers()) out.push_back(b);
+  for (auto& node : nodes_)
+    for (auto& b : node.layer->buffers()) out.push_back(b);
   return out;
 }
 
 std::int64_t Model::train_flops_per_sample() const {
   std::int64_t f = 0;
-  for (const auto& l : layers_) f += l->forward_flops_per_sample();
+  for (const auto& node : nodes_) f += node.layer->forward_flops_per_sample();
   return 3 * f;
 }
 
 std::string Model::describe() const {
   std::string s;
-  for (std::size_t i = 0; i < layers_.size(); ++i)
-    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params\n", i, layers_[i]->kind(), shapes_[i].str(),
-                     layer_params_[i]);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    std::string label(nodes_[i].layer->kind());
+    const bool sequential = reads_[i].size() == 1 && reads_[i][0] == static_cast<int>(i) - 1;
+    if (!sequential) {
+      std::string from;
+      for (const int v : reads_[i]) from += (from.empty() ? "" : ", ") + (v == kInput ? "input" : std::to_string(v));
+      label += fmt::format("({})", from);
+    }
+    if (!nodes_[i].name.empty()) label += " " + nodes_[i].name;
+    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params\n", i, label, shapes_[i].str(), layer_params_[i]);
+  }
   return s;
 }
 

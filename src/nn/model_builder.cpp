@@ -22,21 +22,33 @@ class CpuLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) override {
     return std::make_unique<BatchNorm2d>(momentum, eps);
   }
+  std::unique_ptr<Layer> add() override { return std::make_unique<Add>(); }
 };
 
 // The keys of one [[model.layers]] table; each layer type reads only its own.
-const EnumKey<std::string> kType({.name = "model.layers[].type",
-                                  .doc = "the layer; the model is the tables in order, the last one a `linear` "
-                                         "producing one output per class",
-                                  .required = true},
-                                 "linear",
-                                 {{"linear", "linear"},
-                                  {"conv2d", "conv2d"},
-                                  {"relu", "relu"},
-                                  {"maxpool2d", "maxpool2d"},
-                                  {"flatten", "flatten"},
-                                  {"dropout", "dropout"},
-                                  {"batchnorm2d", "batchnorm2d"}});
+const EnumKey<std::string> kType(
+    {.name = "model.layers[].type",
+     .doc = "the layer; the model is the tables in order, each reading the previous one's output "
+            "unless `inputs` names others; the last one's output is the model's (for "
+            "classification a `linear` with one output per class)",
+     .required = true},
+    "linear",
+    {{"linear", "linear"},
+     {"add", "add"},
+     {"conv2d", "conv2d"},
+     {"relu", "relu"},
+     {"maxpool2d", "maxpool2d"},
+     {"flatten", "flatten"},
+     {"dropout", "dropout"},
+     {"batchnorm2d", "batchnorm2d"}});
+const StringKey kName({.name = "model.layers[].name",
+                       .doc = "the name of this layer's output, for later layers' `inputs`"},
+                      "");
+const StringListKey kInputs({.name = "model.layers[].inputs",
+                             .doc = "the values this layer reads: `\"input\"` (the model's input) or earlier "
+                                    "layers' names; two for `add`",
+                             .default_doc = "the previous layer's output"},
+                            {});
 const IntKey kOut({.name = "model.layers[].out",
                    .doc = "output features",
                    .range = Range::at_least(1),
@@ -104,22 +116,27 @@ std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
     return maker.maxpool2d(k, c.get(kStride, k));
   }
   if (type == "flatten") return maker.flatten();
+  if (type == "add") return maker.add();
   if (type == "dropout") return maker.dropout(c.get(kDropoutP), index);
   return maker.batchnorm2d(c.get(kBnMomentum), c.get(kBnEps));
 }
 
 }  // namespace
 
+void refuse_on_gpu(std::string_view type) {
+  throw ConfigError(fmt::format("model.layers[].type = \"{}\": not available on the GPU yet", type));
+}
+
 std::unique_ptr<LayerMaker> make_cpu_layer_maker() { return std::make_unique<CpuLayerMaker>(); }
 
 std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute) {
-  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<ModelNode> nodes;
   const std::unique_ptr<LayerMaker> maker =
       compute.device == Device::cuda ? make_cuda_layer_maker(compute.precision, compute.tf32) : make_cpu_layer_maker();
   int index = 0;
   for (auto& lc : model_config.table_array("layers")) {
     try {
-      layers.push_back(make_layer(lc, index, *maker));
+      nodes.push_back({make_layer(lc, index, *maker), lc.get(kName), lc.get(kInputs)});
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       if (msg.rfind("config:", 0) == 0) throw;
@@ -127,7 +144,7 @@ std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shap
     }
     ++index;
   }
-  auto model = std::make_unique<Model>(std::move(layers), input_shape, compute.device);
+  auto model = std::make_unique<Model>(std::move(nodes), input_shape, compute.device);
   model->set_compute_dtype(compute.precision);
   return model;
 }

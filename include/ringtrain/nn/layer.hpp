@@ -59,6 +59,19 @@ class Layer {
   // needs no gradient).
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) = 0;
 
+  // Layers reading several values (a residual addition) override the *_many forms and
+  // num_inputs(); the model calls only these, which forward to the one-input forms by default.
+  virtual std::size_t num_inputs() const { return 1; }
+  virtual Shape configure_many(const std::vector<Shape>& inputs) { return configure(inputs.front()); }
+  virtual void forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo& info) {
+    forward(*x.front(), y, info);
+  }
+  // dx[k] is null when input k needs no gradient.
+  virtual void backward_many(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                             const std::vector<Tensor*>& dx) {
+    backward(*x.front(), y, dy, dx.front());
+  }
+
   // Called before each training step's forward, outside any captured CUDA graph: a layer whose
   // work depends on StepInfo::step (a dropout mask) puts that step's state in device memory
   // here, so a graph replay of its forward uses it.

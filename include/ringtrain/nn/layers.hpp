@@ -125,6 +125,20 @@ class BatchNorm2d : public Layer {
   std::vector<float> xhat_;
 };
 
+// The residual addition of two values of the same shape (model.layers[].inputs names them).
+class Add : public Layer {
+ public:
+  std::string_view kind() const override { return "add"; }
+  std::size_t num_inputs() const override { return 2; }
+  Shape configure(const Shape& input) override;
+  Shape configure_many(const std::vector<Shape>& inputs) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo& info) override;
+  void backward_many(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
+};
+
 // Softmax + cross-entropy over logits [N, K] and integer labels; mean over the batch.
 class SoftmaxCrossEntropy {
  public:

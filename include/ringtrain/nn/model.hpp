@@ -1,5 +1,9 @@
-// Model: a sequence of layers with one flat arena for parameters and one for gradients
-// (layers hold views). Flat arenas make the gradient allreduce copy-free, and buckets and
+// Model: a graph of layers with one flat arena for parameters and one for gradients (layers
+// hold views). Each node reads named values (the model input or earlier nodes' outputs), so a
+// residual addition is an ordinary two-input layer; a sequential stack is the special case
+// where every node reads the one before it. Nodes are kept in the order given (a topological
+// order: a node reads only earlier values), backward runs them in reverse, and a value read by
+// several nodes gets the sum of their gradients. Flat arenas make the gradient allreduce copy-free, and buckets and
 // checkpoint slices are just ranges of them. Activations are preallocated per batch size.
 // Mixed precision: the f32 arena is the master copy; the layers compute on a rounded copy.
 // On the GPU the arenas and activations live on the device and the CUDA layers cast the
@@ -17,17 +21,28 @@ namespace ringtrain {
 
 class Config;
 
+// One node of the graph: a layer, the name of its output value (optional) and the values it
+// reads: "input" (the model's input) or earlier nodes' names; empty: the previous node's output
+// (the model input for the first node).
+struct ModelNode {
+  std::unique_ptr<Layer> layer;
+  std::string name;
+  std::vector<std::string> inputs;
+};
+
 class Model {
  public:
   // Configures every layer for the per-sample input shape and lays out the arenas on
-  // `device` (the layers must compute there: CUDA layers for Device::cuda).
-  Model(std::vector<std::unique_ptr<Layer>> layers, const Shape& input_shape, Device device = Device::cpu);
+  // `device` (the layers must compute there: CUDA layers for Device::cuda). The last node's
+  // output is the model's; every other node's output must be read. ConfigError names the node
+  // ("model.layers[i]") for an unknown or later input, a wrong input count or shape.
+  Model(std::vector<ModelNode> nodes, const Shape& input_shape, Device device = Device::cpu);
 
   // Initialises all parameters from one seeded stream (the trainer then broadcasts rank
   // 0's parameters so every rank starts identical whatever the seed handling).
   void init_params(std::uint64_t seed);
 
-  // Runs the network on x [N, ...input] (on the model's device, in activation_dtype());
+  // Runs the network on x [N, ...input] (on the model's device, in input_dtype());
   // returns the logits [N, ...output] (owned by the model, valid until the next forward).
   const Tensor& forward(const Tensor& x, const StepInfo& info);
   // Called during backward each time a layer with parameters is done: every gradient from
@@ -48,6 +63,9 @@ class Model {
   // The dtype of inputs, activations and their gradients: the compute dtype on the GPU, f32
   // storage (holding rounded values) on the CPU.
   DType activation_dtype() const { return device_ == Device::cuda ? compute_dtype_ : DType::f32; }
+  // The dtype of the model's input: i32 when it is read by an embedding (token ids), else the
+  // activation dtype.
+  DType input_dtype() const { return reads_tokens_ ? DType::i32 : activation_dtype(); }
 
   // The f32 master parameters (optimizer, checkpoints, broadcast, pruning). Any non-const
   // access counts as a change: the compute copy is refreshed at the next forward (so callers
@@ -64,7 +82,7 @@ class Model {
   std::vector<std::int64_t> param_layer_offsets() const;
   // One entry per parameter tensor, in arena order (pruning selects weights by layer kind).
   struct ParamTensor {
-    std::size_t layer;      // index in model.layers
+    std::size_t layer;      // node index (in model.layers)
     std::string_view kind;  // the layer's kind: "linear", "conv2d", ...
     std::string name;       // "weight", "bias", ...
     Shape shape;
@@ -76,26 +94,38 @@ class Model {
   const Shape& output_shape() const { return shapes_.back(); }
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).
   std::int64_t train_flops_per_sample() const;
-  std::size_t num_layers() const { return layers_.size(); }
+  std::size_t num_layers() const { return nodes_.size(); }
   // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
   void begin_step(const StepInfo& info);
-  std::string describe() const;  // one line per layer: kind, output shape, parameters
+  std::string describe() const;  // one line per node: kind, inputs, output shape, parameters
 
  private:
+  // Resolves the nodes' input names and configures the layers (the constructor's first half).
+  void connect(const Shape& input_shape);
+  // Which values need a gradient and which reads of a value add to a gradient already written.
+  void plan_backward();
   void ensure_batch(std::int64_t n);
   void bind_layers(const Tensor& params);
+  const Tensor& value(int v) const { return v == kInput ? input_ : acts_[static_cast<std::size_t>(v)]; }
   // Sets input_ to x itself or (low precision) a rounded copy of it, after refreshing the
   // compute parameters if the master changed.
   void prepare_compute(const Tensor& x);
   // The CPU emulation of a low-precision compute dtype (rounding after every layer).
   bool emulated() const { return device_ == Device::cpu && compute_dtype_ != DType::f32; }
 
-  std::vector<std::unique_ptr<Layer>> layers_;
+  static constexpr int kInput = -1;  // the value index of the model's input
+
+  std::vector<ModelNode> nodes_;
+  std::vector<std::vector<int>> reads_;  // per node: the value indices it reads (kInput or a node)
   Shape input_shape_;
-  std::vector<Shape> shapes_;               // per-sample output shape of each layer
-  std::vector<std::int64_t> layer_params_;  // parameter count per layer
-  std::vector<std::int64_t> layer_offset_;  // first arena element of each layer's parameters
-  std::size_t first_trainable_ = 0;         // index of the first layer with parameters
+  bool reads_tokens_ = false;               // the input is token ids (an embedding reads it)
+  std::vector<Shape> shapes_;               // per-sample output shape of each node
+  std::vector<std::int64_t> layer_params_;  // parameter count per node
+  std::vector<std::int64_t> layer_offset_;  // first arena element of each node's parameters
+  std::vector<bool> needs_grad_;            // per node: its output's gradient is needed
+  // per node and input: the gradient goes to a scratch buffer then is added to the value's
+  // (another reader, later in the graph, wrote it first)
+  std::vector<std::vector<bool>> adds_grad_;
   std::vector<std::vector<ParamSpec>> specs_;
   Tensor params_, grads_;
   Device device_;
@@ -106,6 +136,7 @@ class Model {
   std::int64_t capacity_ = 0;                       // batch size the activation buffers hold
   std::vector<Tensor> act_storage_, grad_storage_;  // per layer output, at capacity_
   std::vector<Tensor> acts_, dacts_;                // views of the current batch size
+  std::vector<Tensor> scratch_storage_, scratch_;   // per input slot: gradients to add (see adds_grad_)
   Tensor input_;                                    // view of the last forward's (rounded) input
 };
 

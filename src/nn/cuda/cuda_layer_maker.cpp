@@ -27,6 +27,7 @@ class CudaLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) override {
     return std::make_unique<cuda::CudaBatchNorm2d>(compute_, momentum, eps);
   }
+  std::unique_ptr<Layer> add() override { refuse_on_gpu("add"); }
 
  private:
   cuda::ComputePtr compute_;

@@ -37,12 +37,12 @@ class RecordMicroBatch final : public Layer {
 
 TEST(DropoutMicroBatches, TheStepPassesEachMicroBatchItsIndex) {
   std::vector<std::int64_t> seen;
-  std::vector<std::unique_ptr<Layer>> layers;
-  layers.push_back(std::make_unique<RecordMicroBatch>(&seen));
-  layers.push_back(std::make_unique<Flatten>());
-  layers.push_back(std::make_unique<Linear>(4, true));
+  std::vector<ModelNode> nodes;  // a sequential stack: each node reads the previous one
+  nodes.push_back({std::make_unique<RecordMicroBatch>(&seen), "", {}});
+  nodes.push_back({std::make_unique<Flatten>(), "", {}});
+  nodes.push_back({std::make_unique<Linear>(4, true), "", {}});
   const Shape sample{1, 2, 2};
-  Model model(std::move(layers), sample);
+  Model model(std::move(nodes), sample);
   model.init_params(1);
   Sgd sgd(model.num_params(), SgdHyper{});
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);

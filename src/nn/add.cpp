@@ -1,0 +1,36 @@
+// Add: the residual addition y = a + b of two values of the same shape; backward hands dy to
+// both (the model sums it into values that other layers read too).
+#include <cstring>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/layers.hpp"
+
+namespace ringtrain {
+
+Shape Add::configure(const Shape&) { throw Error("add: reads two inputs (model.layers[].inputs)"); }
+
+Shape Add::configure_many(const std::vector<Shape>& inputs) {
+  RT_REQUIRE(inputs.size() == 2 && inputs[0] == inputs[1], ConfigError,
+             "add: its two inputs must have the same shape, got {} and {}", inputs.at(0).str(), inputs.back().str());
+  return inputs[0];
+}
+
+void Add::forward(const Tensor&, Tensor&, const StepInfo&) { throw Error("add: reads two inputs"); }
+
+void Add::backward(const Tensor&, const Tensor&, const Tensor&, Tensor*) { throw Error("add: reads two inputs"); }
+
+void Add::forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo&) {
+  const float* a = x[0]->f32();
+  const float* b = x[1]->f32();
+  float* out = y.f32();
+  const std::int64_t n = y.numel();
+  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void Add::backward_many(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                        const std::vector<Tensor*>& dx) {
+  for (Tensor* d : dx)
+    if (d != nullptr) std::memcpy(d->f32(), dy.f32(), dy.nbytes());
+}
+
+}  // namespace ringtrain

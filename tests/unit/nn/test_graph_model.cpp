@@ -1,0 +1,128 @@
+// Models as graphs: named values, the residual add, gradients summed over a value's readers
+// (checked against finite differences of the whole model), and the errors a wrong graph gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/model.hpp"
+
+namespace ringtrain {
+namespace {
+
+std::unique_ptr<Model> build(const std::string& text, const Shape& in) {
+  Config c = Config::parse(text, "test.toml");
+  Config m = c.section("model");
+  auto model = build_model(m, in);
+  c.finish();
+  return model;
+}
+
+std::string error_of(const std::string& text, const Shape& in) {
+  try {
+    build(text, in);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// h = linear(x); a = linear(relu(h)); y = linear(a + h + h): h has three readers (one of them
+// reads it twice), so its gradient is a sum the model assembles.
+const char* kResidual = R"(
+[[model.layers]]
+type = "linear"
+out = 5
+name = "h"
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "linear"
+out = 5
+name = "a"
+[[model.layers]]
+type = "add"
+inputs = ["a", "h"]
+name = "s"
+[[model.layers]]
+type = "add"
+inputs = ["s", "h"]
+[[model.layers]]
+type = "linear"
+out = 3
+)";
+
+double weighted_output(Model& m, const Tensor& x, const Tensor& r) {
+  const Tensor& y = m.forward(x, StepInfo{});
+  double s = 0.0;
+  for (std::int64_t i = 0; i < y.numel(); ++i) s += static_cast<double>(y.f32()[i]) * r.f32()[i];
+  return s;
+}
+
+TEST(GraphModel, ResidualGradientsMatchFiniteDifferences) {
+  auto m = build(kResidual, Shape{4});
+  m->init_params(3);
+  Rng rng(5);
+  Tensor x = Tensor::empty(Shape{2, 4});
+  Tensor r = Tensor::empty(Shape{2, 3});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  weighted_output(*m, x, r);
+  m->backward(r);
+  const Tensor analytic = Tensor::empty(m->grads().shape());
+  copy_into(analytic, m->grads());
+  constexpr float kEps = 1e-2f;
+  for (std::int64_t i = 0; i < m->num_params(); ++i) {
+    float* p = m->params().f32() + i;
+    const float saved = *p;
+    *p = saved + kEps;
+    const double up = weighted_output(*m, x, r);
+    *p = saved - kEps;
+    const double down = weighted_output(*m, x, r);
+    *p = saved;
+    const double numeric = (up - down) / (2.0 * kEps);
+    EXPECT_NEAR(analytic.f32()[i], numeric, 2e-3 + 1e-2 * std::fabs(numeric)) << "parameter " << i;
+  }
+}
+
+TEST(GraphModel, AddSumsItsInputs) {
+  auto m = build(kResidual, Shape{4});
+  EXPECT_EQ(m->num_layers(), 6u);
+  EXPECT_EQ(m->output_shape(), (Shape{3}));
+  EXPECT_NE(m->describe().find("add(2, 0) s"), std::string::npos) << m->describe();
+  // 3 linear layers: 4*5+5, 5*5+5, 5*3+3
+  EXPECT_EQ(m->num_params(), 25 + 30 + 18);
+}
+
+TEST(GraphModel, SequentialConfigsReadThePreviousLayer) {
+  auto m = build("[[model.layers]]\ntype = \"linear\"\nout = 3\n[[model.layers]]\ntype = \"relu\"\n", Shape{4});
+  EXPECT_EQ(m->describe().find('('), std::string::npos) << m->describe();
+}
+
+TEST(GraphModel, WrongGraphsNameTheLayer) {
+  const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\nname = \"h\"\n";
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"g\"]\n", Shape{4})
+                .find("model.layers[1]: input \"g\" is not"),
+            std::string::npos);
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\n", Shape{4}).find("add reads 2 input(s), 1 given"),
+            std::string::npos);
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"input\"]\n", Shape{3})
+                .find("the same shape, got [4] and [3]"),
+            std::string::npos);
+  EXPECT_NE(error_of(lin + lin, Shape{4}).find("model.layers[1]: name \"h\" is already used"), std::string::npos);
+  EXPECT_NE(error_of("[[model.layers]]\ntype = \"relu\"\nname = \"input\"\n", Shape{4}).find("reserved"),
+            std::string::npos);
+  // a value nobody reads (the second layer reads the input, not the first layer)
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"relu\"\ninputs = [\"input\"]\n", Shape{4})
+                .find("model.layers[0]: its output is not read"),
+            std::string::npos);
+  // a layer cannot read a later one
+  EXPECT_NE(error_of("[[model.layers]]\ntype = \"relu\"\ninputs = [\"h\"]\n" + lin, Shape{4})
+                .find("model.layers[0]: input \"h\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringtrain
