@@ -15,7 +15,46 @@ __global__ void find_nonfinite_kernel(const float* __restrict__ x, std::int64_t 
   if (found) *flag = 1;
 }
 
+// Block b sums elements b*kThreads + t, stepping by the whole grid (a fixed assignment), then
+// reduces its threads' sums in a fixed tree: the result never depends on scheduling.
+__global__ void sum_squares_kernel(const float* __restrict__ x, std::int64_t n, double* out) {
+  __shared__ double sums[kThreads];
+  double s = 0.0;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * kThreads) {
+    const double v = x[i];
+    s += v * v;
+  }
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = sums[0];
+}
+
+__global__ void sum_doubles_kernel(const double* __restrict__ x, int n, double* out) {
+  __shared__ double sums[kThreads];
+  double s = 0.0;
+  for (int i = threadIdx.x; i < n; i += kThreads) s += x[i];
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = sums[0];
+}
+
 }  // namespace
+
+void launch_sum_squares(const float* x, std::int64_t n, double* partials, double* out, void* stream) {
+  sum_squares_kernel<<<kSumSquaresBlocks, kThreads, 0, as_stream(stream)>>>(x, n, partials);
+  check_launch("sum_squares_kernel");
+  sum_doubles_kernel<<<1, kThreads, 0, as_stream(stream)>>>(partials, kSumSquaresBlocks, out);
+  check_launch("sum_doubles_kernel");
+}
 
 void launch_find_nonfinite(const float* x, std::int64_t n, std::int32_t* flag, void* stream) {
   launch_elementwise(find_nonfinite_kernel, "find_nonfinite_kernel", n, stream, x, n, flag);

@@ -20,9 +20,11 @@
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "ringtrain/train/batch_source.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/session.hpp"
+#include "ringtrain/train/synthetic_batch.hpp"
 #include "ringtrain/train/train_config.hpp"
 
 namespace ringtrain {
@@ -52,41 +54,45 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                     .schedule_steps = o.warmup + o.steps});
   const TrainConfig& tc = session->tc;
   RunComms& comms = session->comms;
-  const std::shared_ptr<const Dataset>& data = session->train;
   Model* model = session->model.get();
   LrSchedule* schedule = session->schedule.get();
-  const std::int64_t classes = session->num_classes;
   const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
-  const StepOptions options = step_options(tc, ctx, *comms.gradient);
+  StepOptions options = step_options(tc, ctx, *comms.gradient);
+  options.clip_grad_norm = session->clip_grad_norm;
   Communicator& stats = *comms.main;
   // fp16 scales the loss as in training (session->scaler); skipped steps still count
-  DataParallelStep step(*model, *session->optimizer, stats, *comms.gradient, tc.batch_size, classes, options, nullptr,
+  DataParallelStep step(*model, *session->optimizer, stats, *comms.gradient, tc.batch_size, options, nullptr,
                         &session->scaler);
   start_from_root_params(*model, stats, tc.seed);
 
-  std::unique_ptr<Loader> loader;
-  Tensor synthetic_x;
-  std::vector<std::int32_t> synthetic_labels(static_cast<std::size_t>(per_rank));
+  std::unique_ptr<BatchSource> loader;
+  SyntheticBatch synthetic;
   if (o.synthetic) {
-    synthetic_x = Tensor::empty(data->sample_shape().with_batch(per_rank));
-    Rng rng(stream_key(tc.seed, 0x73796e74, static_cast<std::uint64_t>(ctx.world_rank()), 0));
-    for (std::int64_t i = 0; i < synthetic_x.numel(); ++i) synthetic_x.f32()[i] = rng.uniform() * 2.0f - 1.0f;
-    for (auto& l : synthetic_labels) l = static_cast<std::int32_t>(rng.next() % static_cast<std::uint64_t>(classes));
+    synthetic = make_synthetic_batch(*model, per_rank,
+                                     stream_key(tc.seed, 0x73796e74, static_cast<std::uint64_t>(ctx.world_rank()), 0));
   } else {
     run_collectively(ctx, [&] {
-      LoaderOptions lo = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
       const std::int64_t spe = session->steps_per_epoch;
-      lo.epochs = (o.warmup + o.steps + spe - 1) / spe;
-      loader = std::make_unique<Loader>(data, lo);
+      const std::int64_t epochs = (o.warmup + o.steps + spe - 1) / spe;
+      loader = for_data_key("data.train", [&] {
+        if (session->tokens()) {
+          TokenLoaderOptions lo = token_loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+          lo.epochs = epochs;
+          return make_batch_source(session->train_tokens, lo);
+        }
+        LoaderOptions lo = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+        lo.epochs = epochs;
+        return make_batch_source(session->train, lo);
+      });
     });
   }
 
   std::vector<StepParts> timed;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const auto t0 = Clock::now();
-    const Batch* batch = o.synthetic ? nullptr : &loader->next();
-    const Tensor& x = batch ? batch->x : synthetic_x;
-    const std::int32_t* labels = batch ? batch->labels.data() : synthetic_labels.data();
+    const SourceBatch batch = o.synthetic ? SourceBatch{} : loader->next();
+    const Tensor& x = o.synthetic ? synthetic.x : batch.images != nullptr ? batch.images->x : batch.x;
+    const std::int32_t* labels = o.synthetic ? synthetic.labels.data() : batch.labels;
     const auto t1 = Clock::now();
     const StepResult r =
         step.run(x, labels, StepInfo{true, tc.seed, i, ctx.world_rank()}, static_cast<float>(schedule->at(i)));
@@ -104,40 +110,41 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   const double algbw = allreduce_s > 0 ? static_cast<double>(grad_bytes) / allreduce_s / 1e9 : 0.0;
   const double busbw = algbw * 2.0 * (world - 1) / world;
   auto ms = [&](auto field) { return 1e3 * median_of(timed, field); };
-  const nlohmann::json j = {{"bench", "train"},
-                            {"config", o.config},
-                            {"synthetic", o.synthetic},
-                            {"ranks", world},
-                            {"nodes", ctx.node_count()},
-                            {"backend", ctx.binding().backend},
-                            {"precision", precision_name(tc.precision)},
-                            {"threads_per_rank", ctx.binding().threads},
-                            {"per_rank_batch", per_rank},
-                            {"global_batch", per_rank * world},
-                            {"warmup_steps", o.warmup},
-                            {"timed_steps", o.steps},
-                            {"samples_per_s", global_rate},
-                            {"samples_per_s_per_rank", global_rate / world},
-                            {"step_ms", 1e3 * slowest_step_s},
-                            {"step_ms_this_rank", 1e3 * step_s},
-                            {"data_wait_ms", ms([](const StepParts& s) { return s.data; })},
-                            {"forward_ms", ms([](const StepParts& s) { return s.forward; })},
-                            {"backward_ms", ms([](const StepParts& s) { return s.backward; })},
-                            {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
-                            {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
-                            {"allreduce_ms", 1e3 * allreduce_s},
-                            {"overlap", step.overlapped()},
-                            {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
-                            {"cuda_graph_replays", step.graph_replays()},
-                            {"buckets", step.num_buckets()},
-                            {"bucket_mb", tc.bucket_mb},
-                            {"grad_bytes", grad_bytes},
-                            {"wire_dtype", dtype_name(tc.wire_dtype)},
-                            {"allreduce", comms.gradient->name()},
-                            {"allreduce_algbw_GBps", algbw},
-                            {"allreduce_busbw_GBps", busbw},
-                            {"params", model->num_params()},
-                            {"flops_per_sample", model->train_flops_per_sample()}};
+  nlohmann::json j = {{"bench", "train"},
+                      {"config", o.config},
+                      {"synthetic", o.synthetic},
+                      {"ranks", world},
+                      {"nodes", ctx.node_count()},
+                      {"backend", ctx.binding().backend},
+                      {"precision", precision_name(tc.precision)},
+                      {"threads_per_rank", ctx.binding().threads},
+                      {"per_rank_batch", per_rank},
+                      {"global_batch", per_rank * world},
+                      {"warmup_steps", o.warmup},
+                      {"timed_steps", o.steps},
+                      {"samples_per_s", global_rate},
+                      {"samples_per_s_per_rank", global_rate / world},
+                      {"step_ms", 1e3 * slowest_step_s},
+                      {"step_ms_this_rank", 1e3 * step_s},
+                      {"data_wait_ms", ms([](const StepParts& s) { return s.data; })},
+                      {"forward_ms", ms([](const StepParts& s) { return s.forward; })},
+                      {"backward_ms", ms([](const StepParts& s) { return s.backward; })},
+                      {"exposed_comm_ms", ms([](const StepParts& s) { return s.exposed; })},
+                      {"optimizer_ms", ms([](const StepParts& s) { return s.optimizer; })},
+                      {"allreduce_ms", 1e3 * allreduce_s},
+                      {"overlap", step.overlapped()},
+                      {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
+                      {"cuda_graph_replays", step.graph_replays()},
+                      {"buckets", step.num_buckets()},
+                      {"bucket_mb", tc.bucket_mb},
+                      {"grad_bytes", grad_bytes},
+                      {"wire_dtype", dtype_name(tc.wire_dtype)},
+                      {"allreduce", comms.gradient->name()},
+                      {"allreduce_algbw_GBps", algbw},
+                      {"allreduce_busbw_GBps", busbw},
+                      {"params", model->num_params()},
+                      {"flops_per_sample", model->train_flops_per_sample()}};
+  if (session->tokens()) j["tokens_per_s"] = global_rate * static_cast<double>(tc.data.block_size);
   if (o.json) {
     log::info("{}", j.dump());
     return;

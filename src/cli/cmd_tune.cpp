@@ -35,6 +35,7 @@
 #include "ringtrain/train/batch_tuner.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/session.hpp"
+#include "ringtrain/train/synthetic_batch.hpp"
 #include "ringtrain/train/train_config.hpp"
 
 namespace ringtrain {
@@ -96,6 +97,7 @@ struct Tuner {
   StepOptions step_options;
   Shape sample_shape;
   std::int64_t num_classes = 0;
+  std::int64_t data_vocab_size = 0;  // token data: its vocabulary (a language model's default)
   std::int64_t num_params = 0;
   std::int64_t usable_samples = 0;
   std::int64_t memory_limit = 0;
@@ -136,8 +138,9 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   t->compute = compute_options(t->tc, ctx);
   t->comm = s.comms.main.get();
   t->grad_comm = s.comms.gradient.get();
-  t->sample_shape = s.train->sample_shape();
-  t->usable_samples = s.train->usable_size();
+  t->sample_shape = s.sample_shape;
+  t->usable_samples = s.train_samples();
+  t->data_vocab_size = s.train_tokens ? s.train_tokens->vocab_size() : 0;
   t->num_classes = s.num_classes;
   t->model_config = s.config->section("model");
   t->optim_config = s.config->section("optim");
@@ -160,6 +163,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
                                          format_bytes(available), ctx.local_size());
   }
   t->step_options = step_options(t->tc, ctx, *t->grad_comm);
+  t->step_options.clip_grad_norm = s.clip_grad_norm;
   t->step_options.accumulation_steps = 1;  // the batch tuned is one micro-batch (see the note above)
   return t;
 }
@@ -185,30 +189,25 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;  // its schedule is not needed: every step runs at learning rate 0
   std::unique_ptr<DataParallelStep> step;
-  Tensor x;
-  std::vector<std::int32_t> labels;
+  SyntheticBatch synthetic;
   const auto make_step = [&](Communicator& stats_comm, Communicator& grad_comm) {
-    return std::make_unique<DataParallelStep>(*model, *optimizer, stats_comm, grad_comm, batch, t.num_classes,
-                                              t.step_options, nullptr);
+    return std::make_unique<DataParallelStep>(*model, *optimizer, stats_comm, grad_comm, batch, t.step_options,
+                                              nullptr);
   };
   bool out_of_memory = false;
   run_collectively(ctx, [&] {
     try {
-      model = build_model(*t.model_config, t.sample_shape, t.compute);
+      model = build_model(*t.model_config, t.sample_shape, t.compute, t.data_vocab_size);
       model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
       optimizer = build_optimizer(*t.optim_config, t.num_params, warmup + steps, model->device()).optimizer;
       step = t.gpu ? make_step(*t.self_comm, *t.self_comm) : make_step(*t.comm, *t.grad_comm);
       r.fixed_bytes = meter.used();
-      x = Tensor::empty(t.sample_shape.with_batch(batch));
-      labels.resize(static_cast<std::size_t>(batch));
-      Rng rng(stream_key(t.tc.seed, kSyntheticStream, static_cast<std::uint64_t>(batch),
-                         static_cast<std::uint64_t>(ctx.world_rank())));
-      for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-      for (auto& label : labels)
-        label = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(t.num_classes)));
+      synthetic = make_synthetic_batch(*model, batch,
+                                       stream_key(t.tc.seed, kSyntheticStream, static_cast<std::uint64_t>(batch),
+                                                  static_cast<std::uint64_t>(ctx.world_rank())));
       if (t.gpu) {
         try {
-          step->run(x, labels.data(), StepInfo{true, t.tc.seed, 0, ctx.world_rank()}, 0.0f);
+          step->run(synthetic.x, synthetic.labels.data(), StepInfo{true, t.tc.seed, 0, ctx.world_rank()}, 0.0f);
         } catch (const CollectiveError& e) {  // from the one-rank step: this rank's alone, agreed on below
           throw Error(e.what());
         }
@@ -228,7 +227,7 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
     const auto start = Clock::now();
     // Learning rate 0: random data must not drive the parameters anywhere non-finite; the
     // update costs the same.
-    step->run(x, labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
+    step->run(synthetic.x, synthetic.labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
     if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   r.total_bytes = meter.used();

@@ -19,9 +19,26 @@ const StringListKey kTest(
     {.name = "data.test",
      .doc = "the test set, as `data.train` (empty or `\"\"`: none; then no accuracy is evaluated)"},
     {});
-const StringKey kImagesKey({.name = "data.images_key", .doc = "name of the samples dataset inside the files"},
+const EnumKey<DataFormat> kFormat(
+    {.name = "data.format",
+     .doc = "what the files hold: `images` (samples and integer labels, one per sample) or `tokens` (a token "
+            "stream, see `ringtrain data convert --text/--tokens`, cut into windows of `data.block_size` + 1 tokens: "
+            "inputs and next-token targets, for language models)"},
+    DataFormat::images, {{"images", DataFormat::images}, {"tokens", DataFormat::tokens}});
+const IntKey kBlockSize({.name = "data.block_size",
+                         .doc = "tokens per input window (the model's input length)",
+                         .range = {1, std::int64_t{1} << 20},
+                         .default_doc = "the model's `block_size`",
+                         .read_when = {"data.format", {"tokens"}}},
+                        0);
+const StringKey kImagesKey({.name = "data.images_key",
+                            .doc = "name of the samples dataset inside the files",
+                            .read_when = {"data.format", {"images"}}},
                            "images");
-const StringKey kLabelsKey({.name = "data.labels_key", .doc = "name of the labels dataset inside the files"}, "labels");
+const StringKey kLabelsKey({.name = "data.labels_key",
+                            .doc = "name of the labels dataset inside the files",
+                            .read_when = {"data.format", {"images"}}},
+                           "labels");
 const EnumKey<ReadStrategy> kStrategy(
     {.name = "data.strategy",
      .doc = "`memory` (the dataset fits in each node's shared memory): each rank reads its contiguous 1/W of the data "
@@ -33,7 +50,8 @@ const EnumKey<ReadStrategy> kStrategy(
      {std::string(read_strategy_name(ReadStrategy::stream)), ReadStrategy::stream}});
 const EnumKey<NonFinite> kNonFinite({.name = "data.nonfinite",
                                      .doc = "NaN or Inf in float samples (checked when the data is opened): stop with "
-                                            "an error, or `skip` those samples"},
+                                            "an error, or `skip` those samples",
+                                     .read_when = {"data.format", {"images"}}},
                                     NonFinite::error, {{"error", NonFinite::error}, {"skip", NonFinite::skip}});
 const IntKey kPrefetch({.name = "data.prefetch",
                         .doc = "batches decoded, augmented and normalized ahead on a background thread (0: on the "
@@ -48,27 +66,32 @@ const IntKey kReadAhead(
     {.name = "data.read_ahead", .doc = "`stream`: shuffle windows read ahead", .range = Range::at_least(1)}, 2);
 const NumberListKey kMean({.name = "data.mean",
                            .doc = "one value or one per channel: inputs are `(x - mean) / std`, `x` = uint8 value / "
-                                  "255, other dtypes as stored"},
+                                  "255, other dtypes as stored",
+                           .read_when = {"data.format", {"images"}}},
                           {0.0});
 const NumberListKey kStd({.name = "data.std",
                           .doc = "one value or one per channel (see `data.mean`); the count is checked against the "
                                  "samples' channels",
-                          .range = Range::above(0)},
+                          .range = Range::above(0),
+                          .read_when = {"data.format", {"images"}}},
                          {1.0});
 const EnumKey<AugmentOn> kAugmentOn(
     {.name = "data.augment_on",
      .doc = "where training batches are cropped, flipped and normalized: `cpu` (loader threads, f32 batches uploaded), "
             "`gpu` (uint8 batches uploaded, a quarter of the bytes, augmented on the device into the activation dtype; "
             "the same values bit for bit), `auto` (`gpu` on the `cuda` backend with uint8 data, else `cpu`). `gpu` on "
-            "a CPU run or non-uint8 data is an error. Evaluation always decodes on the host"},
+            "a CPU run or non-uint8 data is an error. Evaluation always decodes on the host",
+     .read_when = {"data.format", {"images"}}},
     AugmentOn::automatic, {{"auto", AugmentOn::automatic}, {"cpu", AugmentOn::cpu}, {"gpu", AugmentOn::gpu}});
 const IntKey kCropPadding({.name = "data.augment.crop_padding",
                            .doc = "training only: a crop of the original size at a random offset from the image "
                                   "zero-padded by this many pixels, drawn from (seed, epoch, sample index)",
-                           .range = Range::between(0, 4096)},
+                           .range = Range::between(0, 4096),
+                           .read_when = {"data.format", {"images"}}},
                           0);
 const BoolKey kFlip({.name = "data.augment.flip",
-                     .doc = "training only: left-right mirror with probability 1/2, drawn like the crop"},
+                     .doc = "training only: left-right mirror with probability 1/2, drawn like the crop",
+                     .read_when = {"data.format", {"images"}}},
                     false);
 
 // The files of a list, without empty entries; the training list must name at least one.
@@ -92,17 +115,32 @@ DatasetSpec DataConfig::spec(const std::vector<std::string>& sources) const {
   return s;
 }
 
-DataConfig read_data_config(Config& data) {
+TokenDatasetSpec DataConfig::token_spec(const std::vector<std::string>& sources) const {
+  TokenDatasetSpec s;
+  s.sources = sources;
+  s.block_size = block_size;
+  s.strategy = strategy;
+  return s;
+}
+
+DataConfig read_data_config(Config& data, std::int64_t model_block_size) {
   DataConfig d;
   d.train = file_list(data, kTrain);
   d.test = file_list(data, kTest);
-  d.images_key = data.get(kImagesKey);
-  d.labels_key = data.get(kLabelsKey);
+  d.format = data.get(kFormat);
   d.strategy = data.get(kStrategy);
-  d.nonfinite = data.get(kNonFinite);
   d.prefetch = static_cast<int>(data.get(kPrefetch));
   d.shuffle_window = data.get(kShuffleWindow);
   d.read_ahead = data.get(kReadAhead);
+  if (d.format == DataFormat::tokens) {
+    d.block_size = data.get(kBlockSize, model_block_size);
+    RT_REQUIRE(d.block_size > 0, ConfigError,
+               "data.block_size: required for token data (the model has no `block_size` to default to)");
+    return d;
+  }
+  d.images_key = data.get(kImagesKey);
+  d.labels_key = data.get(kLabelsKey);
+  d.nonfinite = data.get(kNonFinite);
   d.normalize.mean = data.get(kMean);
   d.normalize.std = data.get(kStd);
   d.augment_on = data.get(kAugmentOn);

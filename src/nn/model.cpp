@@ -18,19 +18,43 @@ Model::Model(std::vector<ModelNode> nodes, const Shape& input_shape, Device devi
     : nodes_(std::move(nodes)), input_shape_(input_shape), device_(device) {
   RT_REQUIRE(!nodes_.empty(), ConfigError, "model: no layers");
   connect(input_shape);
+  lay_out_params();
+  plan_backward();
+  bind_layers(params_);
+}
+
+void Model::lay_out_params() {
   std::int64_t total = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     specs_.push_back(nodes_[i].layer->param_specs());
-    std::int64_t count = 0;
-    for (const auto& s : specs_.back()) count += s.shape.numel();
-    layer_params_.push_back(count);
+    const auto& specs = specs_.back();
+    param_offset_.emplace_back(specs.size(), 0);
+    owned_.emplace_back(specs.size(), true);
+    for (const ParamTie& tie : nodes_[i].ties) {
+      const std::string where = fmt::format("model.layers[{}]", i);
+      std::size_t owner = 0;
+      while (owner < i && nodes_[owner].name != tie.owner) ++owner;
+      RT_REQUIRE(owner < i && tie.param < specs.size() && tie.owner_param < specs_[owner].size(), ConfigError,
+                 "{}: parameter {} cannot be tied to parameter {} of an earlier layer named \"{}\"", where, tie.param,
+                 tie.owner_param, tie.owner);
+      const Shape& mine = specs[tie.param].shape;
+      const Shape& theirs = specs_[owner][tie.owner_param].shape;
+      RT_REQUIRE(mine == theirs, ConfigError, "{}: {} {} cannot be tied to {}'s {} {}", where, specs[tie.param].name,
+                 mine.str(), tie.owner, specs_[owner][tie.owner_param].name, theirs.str());
+      owned_[i][tie.param] = false;
+      param_offset_[i][tie.param] = param_offset_[owner][tie.owner_param];
+      tied_grads_.push_back({owner, tie.owner_param, Tensor::empty(theirs, DType::f32, device_)});
+    }
     layer_offset_.push_back(total);
-    total += count;
+    for (std::size_t j = 0; j < specs.size(); ++j) {
+      if (!owned_[i][j]) continue;
+      param_offset_[i][j] = total;
+      total += specs[j].shape.numel();
+    }
+    layer_params_.push_back(total - layer_offset_.back());
   }
-  plan_backward();
   params_ = Tensor::empty(Shape{total}, DType::f32, device_);
   grads_ = Tensor::empty(Shape{total}, DType::f32, device_);
-  bind_layers(params_);
 }
 
 void Model::connect(const Shape& input_shape) {
@@ -95,7 +119,7 @@ void Model::plan_backward() {
   // A value needs a gradient when a parameter lies upstream of it; the model's input never does.
   needs_grad_.assign(nodes_.size(), false);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    bool needed = layer_params_[i] > 0;
+    bool needed = !specs_[i].empty();  // parameters of its own or tied ones
     for (const int v : reads_[i]) needed = needed || (v != kInput && needs_grad_[static_cast<std::size_t>(v)]);
     needs_grad_[i] = needed;
   }
@@ -113,13 +137,14 @@ void Model::plan_backward() {
 }
 
 void Model::bind_layers(const Tensor& params) {
-  std::int64_t offset = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::vector<Tensor> p, g;
-    for (const auto& s : specs_[i]) {
-      p.push_back(params.flat_slice(offset, s.shape));
-      g.push_back(grads_.flat_slice(offset, s.shape));
-      offset += s.shape.numel();
+    for (std::size_t j = 0; j < specs_[i].size(); ++j) {
+      const Shape& shape = specs_[i][j].shape;
+      p.push_back(params.flat_slice(param_offset_[i][j], shape));
+      g.push_back(grads_.flat_slice(param_offset_[i][j], shape));
+      for (const TiedGrad& t : tied_grads_)
+        if (t.node == i && t.param == j) g.back() = t.scratch;
     }
     nodes_[i].layer->bind(p, g);
   }
@@ -146,12 +171,12 @@ void Model::init_params(std::uint64_t seed) {
   constexpr std::uint64_t kInitStream = 0x1417'0000'0000'0000ull;
   // Drawn on the host either way, so a GPU model starts from the CPU model's parameters.
   Tensor host = device_ == Device::cpu ? params() : Tensor::empty(params_.shape());
-  std::int64_t offset = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     for (std::size_t j = 0; j < specs_[i].size(); ++j) {
+      if (!owned_[i][j]) continue;  // initialised by its owner
       const auto& s = specs_[i][j];
       Rng rng(stream_key(seed, kInitStream, i, j));
-      float* p = host.f32() + offset;
+      float* p = host.f32() + param_offset_[i][j];
       const float bound = 1.0f / std::sqrt(static_cast<float>(s.fan_in));
       for (std::int64_t k = 0; k < s.shape.numel(); ++k) {
         switch (s.init) {
@@ -161,7 +186,6 @@ void Model::init_params(std::uint64_t seed) {
           case ParamInit::normal: p[k] = static_cast<float>(s.std * rng.normal()); break;
         }
       }
-      offset += s.shape.numel();
     }
   if (device_ != Device::cpu) copy_into(params(), host);
 }
@@ -272,6 +296,8 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
         if (emulated()) round_in_place(sum.f32(), sum.numel(), compute_dtype_);
       }
     }
+    for (const TiedGrad& t : tied_grads_)
+      if (t.node == i) add_into(grads_.flat_slice(param_offset_[i][t.param], t.scratch.shape()), t.scratch);
     if (emulated()) round_in_place(grads_.f32() + layer_offset_[i], layer_params_[i], compute_dtype_);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
   }
@@ -290,13 +316,10 @@ std::vector<std::int64_t> Model::param_layer_offsets() const {
 
 std::vector<Model::ParamTensor> Model::param_tensors() const {
   std::vector<ParamTensor> out;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    std::int64_t offset = layer_offset_[i];
-    for (const auto& s : specs_[i]) {
-      out.push_back({i, nodes_[i].layer->kind(), s.name, s.shape, offset});
-      offset += s.shape.numel();
-    }
-  }
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    for (std::size_t j = 0; j < specs_[i].size(); ++j)
+      if (owned_[i][j])
+        out.push_back({i, nodes_[i].layer->kind(), specs_[i][j].name, specs_[i][j].shape, param_offset_[i][j]});
   return out;
 }
 

@@ -123,13 +123,16 @@ std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
 
 }  // namespace
 
+std::int64_t model_block_size(Config&) { return 0; }
+
 void refuse_on_gpu(std::string_view type) {
   throw ConfigError(fmt::format("model.layers[].type = \"{}\": not available on the GPU yet", type));
 }
 
 std::unique_ptr<LayerMaker> make_cpu_layer_maker() { return std::make_unique<CpuLayerMaker>(); }
 
-std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute) {
+std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute,
+                                   std::int64_t /*data_vocab_size*/) {
   std::vector<ModelNode> nodes;
   const std::unique_ptr<LayerMaker> maker =
       compute.device == Device::cuda ? make_cuda_layer_maker(compute.precision, compute.tf32) : make_cpu_layer_maker();

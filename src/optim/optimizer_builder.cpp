@@ -65,9 +65,33 @@ const NumberKey kMinLr({.name = "optim.min_lr",
                         .read_when = {"optim.schedule", {"cosine"}}},
                        0.0);
 
+const StringListKey kNoDecay({.name = "optim.no_decay",
+                              .doc = "parameters updated without weight decay: any of `bias` (every bias), `norm` "
+                                     "(LayerNorm and BatchNorm scales and shifts), `position` (position embeddings), "
+                                     "`embedding` (token embeddings)",
+                              .default_doc = "`[\"bias\", \"norm\", \"position\"]` for a language model (token "
+                                             "input), `[]` otherwise"},
+                             {});
+const NumberKey kClipGradNorm({.name = "optim.clip_grad_norm",
+                               .doc = "scale the averaged gradients down to this global L2 norm when above it (the "
+                                      "same on every rank); 0: no clipping",
+                               .range = Range::at_least(0)},
+                              0.0);
+
+std::vector<std::string> read_no_decay(Config& c, bool language_model) {
+  const std::vector<std::string> kinds =
+      language_model ? c.get(kNoDecay, std::vector<std::string>{"bias", "norm", "position"}) : c.get(kNoDecay);
+  for (const auto& k : kinds)
+    RT_REQUIRE(k == "bias" || k == "norm" || k == "position" || k == "embedding", ConfigError,
+               "config: {}: key '{}': \"{}\" is not one of \"bias\", \"norm\", \"position\", \"embedding\"", c.source(),
+               kNoDecay.name(), k);
+  return kinds;
+}
+
 }  // namespace
 
-OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps, Device device) {
+OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps, Device device,
+                           bool language_model) {
   const std::string name = c.get(kName);
   const bool adamw = name == "adamw";
   LrSchedule::Options so;
@@ -101,7 +125,7 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
                c.source(), kMinLr.name(), so.base_lr, so.min_lr);
   }
   so.total_steps = total_steps;
-  return OptimSetup{std::move(opt), LrSchedule(so)};
+  return OptimSetup{std::move(opt), LrSchedule(so), read_no_decay(c, language_model), c.get(kClipGradNorm)};
 }
 
 }  // namespace ringtrain

@@ -8,6 +8,7 @@ namespace ringtrain {
 void device_add_into(float* dst, const float* src, std::int64_t n);
 void device_add_into_each(float* const* dsts, int count, const float* src, std::int64_t n);
 bool device_has_nonfinite(const float* x, std::int64_t n);
+double device_sum_of_squares(const float* x, std::int64_t n);
 void device_synchronize();
 
 }  // namespace ringtrain

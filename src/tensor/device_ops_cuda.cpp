@@ -31,6 +31,19 @@ bool device_has_nonfinite(const float* x, std::int64_t n) {
   return found != 0;
 }
 
+double device_sum_of_squares(const float* x, std::int64_t n) {
+  // Scratch per process, reused: the partial sums and the result, on the compute stream.
+  static double* scratch = [] {
+    double* p = nullptr;
+    RT_CUDA_CHECK(cudaMalloc(&p, (kernels::kSumSquaresBlocks + 1) * sizeof(double)));
+    return p;
+  }();
+  kernels::launch_sum_squares(x, n, scratch, scratch + kernels::kSumSquaresBlocks, cuda::compute_stream());
+  double sum = 0.0;
+  RT_CUDA_CHECK(cudaMemcpy(&sum, scratch + kernels::kSumSquaresBlocks, sizeof(sum), cudaMemcpyDeviceToHost));
+  return sum;
+}
+
 void device_synchronize() { RT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
 }  // namespace ringtrain

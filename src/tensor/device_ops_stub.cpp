@@ -12,6 +12,7 @@ namespace {
 void device_add_into(float*, const float*, std::int64_t) { not_compiled(); }
 void device_add_into_each(float* const*, int, const float*, std::int64_t) { not_compiled(); }
 bool device_has_nonfinite(const float*, std::int64_t) { not_compiled(); }
+double device_sum_of_squares(const float*, std::int64_t) { not_compiled(); }
 void device_synchronize() { not_compiled(); }
 
 }  // namespace ringtrain

@@ -47,6 +47,14 @@ void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {
   }
 }
 
+double sum_of_squares(const Tensor& t) {
+  if (t.device() == Device::cuda) return device_sum_of_squares(t.f32(), t.numel());
+  const float* x = t.f32();
+  double sum = 0.0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 bool has_nonfinite(const Tensor& t) {
   if (t.device() == Device::cuda) return device_has_nonfinite(t.f32(), t.numel());
   return has_nonfinite(t.f32(), t.numel());

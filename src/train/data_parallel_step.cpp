@@ -45,17 +45,23 @@ std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_st
 }
 }  // namespace
 
+std::int64_t label_positions(const Model& model) {
+  const Shape& out = model.output_shape();
+  return out.numel() / out[out.rank() - 1];
+}
+
 DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm,
-                                   Communicator& grad_comm, std::int64_t micro_batch, std::int64_t num_classes,
-                                   const StepOptions& options, Tracer* tracer, GradScaler* scaler)
+                                   Communicator& grad_comm, std::int64_t micro_batch, const StepOptions& options,
+                                   Tracer* tracer, GradScaler* scaler)
     : model_(model),
       optimizer_(optimizer),
       stats_comm_(stats_comm),
       options_(options),
       micro_batch_(micro_batch),
+      positions_(label_positions(model)),
       tracer_(tracer),
       scaler_(scaler != nullptr && scaler->enabled() ? scaler : nullptr),
-      dlogits_(Tensor::empty(Shape{micro_batch, num_classes}, model.activation_dtype(), model.device())) {
+      dlogits_(Tensor::empty(model.output_shape().with_batch(micro_batch), model.activation_dtype(), model.device())) {
   RT_REQUIRE(options.accumulation_steps >= 1, ConfigError, "train.accumulation_steps: must be >= 1, got {}",
              options.accumulation_steps);
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
@@ -65,7 +71,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, model.device());
   float* bucket_arena = model.grads().f32();
   bool overlap = options.overlap;
-  loss_ = make_step_loss(model.device(), micro_batch);
+  loss_ = make_step_loss(model.device(), micro_batch * positions_);
   placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype(),
                               options.gpu_augment ? &*options.gpu_augment : nullptr);
   if (model.device() == Device::cuda) {
@@ -133,7 +139,10 @@ void DataParallelStep::reduce_after_backward() {
 
 void DataParallelStep::forward_and_loss(const Tensor& x, const std::int32_t* labels, const StepInfo& info,
                                         float loss_scale) {
-  loss_->compute(model_.forward(x, info), labels, dlogits_, loss_scale);
+  const Tensor& logits = model_.forward(x, info);
+  const Shape rows{logits.shape()[0] * positions_, logits.shape().dims().back()};
+  Tensor dlogits = dlogits_.reshape(rows);
+  loss_->compute(logits.reshape(rows), labels, dlogits, loss_scale);
   // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
   if (model_.device() == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
 }
@@ -167,7 +176,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   for (micro_index_ = 0; micro_index_ < k; ++micro_index_) {
     const std::int64_t m = micro_index_;
     const Tensor input = batch.x.rows(m * micro_batch_, micro_batch_);
-    const std::int32_t* micro_labels = batch.labels + m * micro_batch_;
+    const std::int32_t* micro_labels = batch.labels + m * micro_batch_ * positions_;
     StepInfo micro_info = info;  // each micro-batch draws its own dropout masks
     micro_info.micro_batch = m;
     const auto t0 = Clock::now();
@@ -182,7 +191,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
       forward_and_loss(input, micro_labels, micro_info, scale);
     }
     const LossSums sums = loss_->sums();  // on the GPU: waits for the queued work (honest timings)
-    loss_sum += sums.loss / static_cast<double>(micro_batch_);
+    loss_sum += sums.loss / static_cast<double>(micro_batch_ * positions_);
     correct += sums.correct;
     const auto t1 = Clock::now();
     trace(graph_ ? "forward+backward" : "forward", t0, t1);
@@ -219,9 +228,14 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     throw CollectiveError(
         fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss, info.step + 1));
   }
-  if (apply)
-    optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr,
-                    1.0f / static_cast<float>(world * static_cast<double>(k) * r.scale_before));
+  if (apply) {
+    double update_scale = 1.0 / (world * static_cast<double>(k) * r.scale_before);  // to the average
+    if (options_.clip_grad_norm > 0.0) {
+      r.grad_norm = std::sqrt(sum_of_squares(model_.grads())) * update_scale;
+      if (r.grad_norm > options_.clip_grad_norm) update_scale *= options_.clip_grad_norm / r.grad_norm;
+    }
+    optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
+  }
   synchronize(model_.device());
   const auto end = Clock::now();
   trace("optimizer", reduced, end);

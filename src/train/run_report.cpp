@@ -12,6 +12,7 @@
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/train/session.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
@@ -76,8 +77,8 @@ nlohmann::json ranks_json(const std::vector<RankResources>& ranks) {
 }
 
 // "/d/a.h5" or "/d/a.h5 and 3 more files".
-std::string files_of(const Dataset& d) {
-  const auto& f = d.files();
+template <typename Files>
+std::string files_of(const Files& f) {
   return f.size() == 1 ? f[0].path : fmt::format("{} and {} more files", f[0].path, f.size() - 1);
 }
 
@@ -148,11 +149,33 @@ RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view
                                                b.backend == "cuda" ? b.device : ctx.local_rank());
 }
 
-void RunReport::header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
-                       const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
-                       double setup_seconds) {
-  steps_per_epoch_ = steps_per_epoch;
+namespace {
+// The "data:" line's description of the training and test sets.
+std::string describe_data(const Session& s) {
+  if (s.tokens()) {
+    const TokenDataset& t = *s.train_tokens;
+    return fmt::format("train {} tokens ({} windows of {}+1, vocabulary {}{}) ({}), test {}", with_commas(t.size()),
+                       with_commas(t.windows()), t.block_size(), t.vocab_size(),
+                       t.tokenizer().empty() ? std::string() : ", " + t.tokenizer(), files_of(t.files()),
+                       s.test_tokens ? with_commas(s.test_tokens->size()) + " tokens" : std::string("none"));
+  }
+  const Dataset& train = *s.train;
+  const std::string skipped =
+      train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
+  return fmt::format("train {} samples{} {} {} ({}), test {}", with_commas(train.size()), skipped,
+                     sample_type_name(train.sample_type()), train.sample_shape().str(), files_of(train.files()),
+                     s.test ? with_commas(s.test->size()) : std::string("none"));
+}
+
+}  // namespace
+
+void RunReport::header(const Session& session, std::int64_t global_batch, double setup_seconds) {
+  const std::string& config_path = session.config_path;
+  const std::string& resolved_config = session.resolved_config;
+  const Model& model = *session.model;
+  steps_per_epoch_ = session.steps_per_epoch;
   global_batch_ = global_batch;
+  tokens_per_sample_ = session.tokens() ? session.tc.data.block_size : 0;
   const auto& b = ctx_.binding();
   const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
   log::info(
@@ -178,15 +201,9 @@ void RunReport::header(const std::string& config_path, const std::string& resolv
   log::info("{}", indented.substr(0, indented.size() - 1));
   const std::string accumulation =
       tc_.accumulation_steps > 1 ? fmt::format(" x {} micro-batches", tc_.accumulation_steps) : std::string();
-  const std::string skipped =
-      train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
-  log::info(
-      "data:   train {} samples{} {} {} ({}), test {} | {} strategy, prefetch {} | global batch {} = {} x "
-      "{}{} | {} steps/epoch",
-      with_commas(train.size()), skipped, sample_type_name(train.sample_type()), train.sample_shape().str(),
-      files_of(train), test ? with_commas(test->size()) : std::string("none"), read_strategy_name(tc_.data.strategy),
-      tc_.data.prefetch, global_batch_, count_of(ctx_.world_size(), "rank"), tc_.batch_size, accumulation,
-      steps_per_epoch_);
+  log::info("data:   {} | {} strategy, prefetch {} | global batch {} = {} x {}{} | {} steps/epoch",
+            describe_data(session), read_strategy_name(tc_.data.strategy), tc_.data.prefetch, global_batch_,
+            count_of(ctx_.world_size(), "rank"), tc_.batch_size, accumulation, steps_per_epoch_);
   log::info("model:  {}, {} parameters, {:.1f} MFLOP per training sample",
             count_of(static_cast<std::int64_t>(model.num_layers()), "layer"), with_commas(model.num_params()),
             static_cast<double>(model.train_flops_per_sample()) / 1e6);
@@ -227,10 +244,14 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
   const double eta = static_cast<double>(total_steps - global_step - 1) *
                      median_of(times_, window_begin_, [](const StepTimes& t) { return t.total(); });
   const double mean_loss = window_loss_ / static_cast<double>(n);
-  log::info(
-      "epoch {}/{}  step {:>5}/{}  loss {:.4f}  {:>9} samples/s  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
-      epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss,
-      with_commas(static_cast<std::int64_t>(rate)), 100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
+  const std::string rate_text =
+      tokens_per_sample_ > 0
+          ? fmt::format("{:>9} tokens/s",
+                        with_commas(static_cast<std::int64_t>(rate * static_cast<double>(tokens_per_sample_))))
+          : fmt::format("{:>9} samples/s", with_commas(static_cast<std::int64_t>(rate)));
+  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {}  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
+            epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss, rate_text, 100.0 * data / total,
+            100.0 * comm / total, lr, hms(eta));
   nlohmann::json j = {{"type", "step"},
                       {"epoch", epoch + 1},
                       {"step", step_in_epoch + 1},
@@ -243,6 +264,7 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
                       {"data_wait_ms", 1e3 * data / static_cast<double>(n)},
                       {"exposed_comm_ms", 1e3 * comm / static_cast<double>(n)},
                       {"allreduce_ms", 1e3 * allreduce / static_cast<double>(n)}};
+  if (tokens_per_sample_ > 0) j["tokens_per_second"] = rate * static_cast<double>(tokens_per_sample_);
   if (metrics_) metrics_->write(j.dump());
   for (const ResourceSample& r : sampler_->drain())
     if (metrics_) metrics_->write(resource_json(r, ctx_.world_rank(), global_step + 1).dump());
@@ -309,6 +331,7 @@ void RunReport::overflow(std::int64_t global_step, double scale_before, double s
 void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy,
                           double loss) {
   best_accuracy_ = std::max(best_accuracy_, accuracy);
+  last_test_loss_ = loss;
   accuracies_.push_back(accuracy);
   log::info("epoch {}/{}  test accuracy {:.4f}  loss {:.4f}  (best {:.4f})", epoch + 1, epochs, accuracy, loss,
             best_accuracy_);
@@ -383,6 +406,11 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"skipped_steps", scaler.skipped_steps()},  // over the whole run, also before a resume
                       {"loss_scale", scaler.scale()},
                       {"param_checksum", param_checksum}};
+  j["final_test_loss"] = last_test_loss_ ? nlohmann::json(*last_test_loss_) : nlohmann::json();
+  if (tokens_per_sample_ > 0) {
+    j["tokens_per_second"] = rate * static_cast<double>(tokens_per_sample_);
+    j["val_loss"] = j["final_test_loss"];
+  }
   if (!sparsity_.empty()) {
     nlohmann::json layers = nlohmann::json::array();
     std::int64_t weights = 0, zeros = 0;

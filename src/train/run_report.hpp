@@ -17,9 +17,9 @@ namespace ringtrain {
 
 class Communicator;
 class Context;
-class Dataset;
 class GradScaler;
 class Model;
+struct Session;
 struct TrainConfig;
 
 struct StepTimes {
@@ -41,10 +41,8 @@ class RunReport {
  public:
   // start_step > 0 (resumed from a checkpoint): metrics.jsonl is continued, not started afresh.
   RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step);
-  // test: null without a test set.
-  void header(const std::string& config_path, const std::string& resolved_config, const Dataset& train,
-              const Dataset* test, std::int64_t steps_per_epoch, std::int64_t global_batch, const Model& model,
-              double setup_seconds);
+  // The run's data and model as the session opened them.
+  void header(const Session& session, std::int64_t global_batch, double setup_seconds);
   void comm_plan(std::size_t buckets, bool overlap);
   // train.cuda_graph: whether the step runs as a CUDA graph, or why not.
   void cuda_graph(bool graphed, const std::string& refused);
@@ -76,10 +74,12 @@ class RunReport {
   std::int64_t start_step_ = 0;
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t global_batch_ = 0;
-  std::vector<StepTimes> times_;  // every step, for medians and the train time
+  std::int64_t tokens_per_sample_ = 0;  // token data: block_size (rates are also given in tokens/s)
+  std::vector<StepTimes> times_;        // every step, for medians and the train time
   std::size_t window_begin_ = 0;
   double window_loss_ = 0.0;
   double best_accuracy_ = -1.0;
+  std::optional<double> last_test_loss_;
   std::uint64_t graph_replays_ = 0;  // steps run as a CUDA graph launch
   bool overlap_ = false;             // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;

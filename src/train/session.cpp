@@ -2,10 +2,12 @@
 // run_collectively, so an error on any rank becomes the same one-line error on all of them.
 #include "ringtrain/train/session.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/loader.hpp"
+#include "ringtrain/data/token_loader.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 
@@ -28,46 +30,115 @@ void open_config_and_comms(Context& ctx, Session& s, const ConfigOverrides& over
   s.comms = make_run_comms(ctx, s.tc);
 }
 
+void open_token_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
+  const TrainConfig& tc = s.tc;
+  TokenDatasetSpec spec = tc.data.token_spec(tc.data.train);
+  if (data == SessionOptions::Data::shape) spec.strategy = ReadStrategy::stream;  // checks files, reads no tokens
+  s.train_tokens = for_data_key("data.train", [&] { return TokenDataset::open(ctx, spec); });
+  s.sample_shape = Shape{tc.data.block_size};
+  if (data == SessionOptions::Data::shape || tc.data.test.empty()) return;
+  s.test_tokens = for_data_key("data.test", [&] { return TokenDataset::open(ctx, tc.data.token_spec(tc.data.test)); });
+  RT_REQUIRE(s.test_tokens->vocab_size() == s.train_tokens->vocab_size(), DataError,
+             "data.test: {}: vocabulary of {} tokens, but data.train has {}", s.test_tokens->files().front().path,
+             s.test_tokens->vocab_size(), s.train_tokens->vocab_size());
+}
+
 void open_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
   const TrainConfig& tc = s.tc;
+  if (s.tokens()) return open_token_datasets(ctx, s, data);
   DatasetSpec spec = tc.data.spec(tc.data.train);
   // Only the sample shape is needed: the stream strategy opens without reading samples.
   if (data == SessionOptions::Data::shape) spec.strategy = ReadStrategy::stream;
   s.train = for_data_key("data.train", [&] { return Dataset::open(ctx, spec); });
+  s.sample_shape = s.train->sample_shape();
   if (data == SessionOptions::Data::shape) return;
   s.gpu_augment = augment_on_gpu(tc, ctx.binding().backend == "cuda", s.train->sample_type());
   if (!tc.data.test.empty())
     s.test = for_data_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
 }
 
+// The model's output against the data: one class per label (images), or a [T, V] distribution
+// over a vocabulary holding the data's (tokens).
+void check_model_fits_data(const Session& s) {
+  const Model& m = *s.model;
+  const Shape& out = m.output_shape();
+  if (!s.tokens()) {
+    RT_REQUIRE(m.input_dtype() != DType::i32, ConfigError,
+               "config: {}: the model reads token ids (an embedding) but data.format = \"images\"", s.config_path);
+    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
+               s.config_path, out.str());
+    return;
+  }
+  RT_REQUIRE(m.input_dtype() == DType::i32, ConfigError,
+             "config: {}: data.format = \"tokens\" but the model does not read token ids (its first layer must be an "
+             "embedding)",
+             s.config_path);
+  RT_REQUIRE(out.rank() == 2 && out[0] == s.sample_shape[0], ConfigError,
+             "config: {}: model output per sample is {}; a language model gives [block_size, vocabulary] = [{}, ...]",
+             s.config_path, out.str(), s.sample_shape[0]);
+  RT_REQUIRE(out[1] >= s.train_tokens->vocab_size(), ConfigError,
+             "config: {}: the model predicts {} tokens but {} has a vocabulary of {}", s.config_path, out[1],
+             s.train_tokens->files().front().path, s.train_tokens->vocab_size());
+}
+
+// The arena ranges of the parameters optim.no_decay names, merged where adjacent.
+std::vector<ArenaRange> no_decay_ranges(const Model& model, const std::vector<std::string>& kinds) {
+  auto wanted = [&](std::string_view kind) { return std::find(kinds.begin(), kinds.end(), kind) != kinds.end(); };
+  std::vector<ArenaRange> out;
+  for (const Model::ParamTensor& t : model.param_tensors()) {
+    const bool norm = t.kind == "layernorm" || t.kind == "batchnorm2d";
+    const bool exempt = (wanted("bias") && t.name == "bias" && !norm) || (wanted("norm") && norm) ||
+                        (wanted("position") && t.kind == "embedding" && t.name == "position") ||
+                        (wanted("embedding") && t.kind == "embedding" && t.name == "weight");
+    if (!exempt) continue;
+    if (!out.empty() && out.back().end() == t.offset) {
+      out.back().count += t.shape.numel();
+    } else {
+      out.push_back({t.offset, t.shape.numel()});
+    }
+  }
+  return out;
+}
+
+std::int64_t steps_per_epoch(Context& ctx, const Session& s) {
+  if (!s.tokens())
+    return for_data_key("data.train", [&] {
+      return loader_steps_per_epoch(s.train, loader_options(s.tc, ctx.world_size(), ctx.world_rank(), true));
+    });
+  TokenLoaderOptions o = token_loader_options(s.tc, ctx.world_size(), ctx.world_rank(), true);
+  o.prefetch = 0;  // only the plan is wanted
+  return for_data_key("data.train", [&] { return TokenLoader(s.train_tokens, o).steps_per_epoch(); });
+}
+
 void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& options) {
   const TrainConfig& tc = s.tc;
   Config model_config = s.config->section("model");
-  s.model = build_model(model_config, s.train->sample_shape(), compute_options(tc, ctx));
+  s.model = build_model(model_config, s.sample_shape, compute_options(tc, ctx),
+                        s.train_tokens ? s.train_tokens->vocab_size() : 0);
   if (tc.precision == DType::f16) s.scaler = GradScaler(tc.loss_scale);
-  const Shape& out = s.model->output_shape();
-  RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
-             s.config_path, out.str());
-  s.num_classes = out[0];
+  check_model_fits_data(s);
+  s.num_classes = s.model->output_shape().dims().back();
   if (options.data == SessionOptions::Data::samples) {
-    check_labels(*s.train, s.num_classes, "data.train");
-    if (s.test) {
-      RT_REQUIRE(s.test->sample_shape() == s.train->sample_shape(), DataError,
-                 "data.test: {}: samples are {} but data.train has {}", s.test->files().front().path,
-                 s.test->sample_shape().str(), s.train->sample_shape().str());
-      check_labels(*s.test, s.num_classes, "data.test");
+    if (!s.tokens()) {
+      check_labels(*s.train, s.num_classes, "data.train");
+      if (s.test) {
+        RT_REQUIRE(s.test->sample_shape() == s.train->sample_shape(), DataError,
+                   "data.test: {}: samples are {} but data.train has {}", s.test->files().front().path,
+                   s.test->sample_shape().str(), s.train->sample_shape().str());
+        check_labels(*s.test, s.num_classes, "data.test");
+      }
     }
-    s.steps_per_epoch = for_data_key("data.train", [&] {
-      return loader_steps_per_epoch(s.train, loader_options(tc, ctx.world_size(), ctx.world_rank(), true));
-    });
+    s.steps_per_epoch = steps_per_epoch(ctx, s);
     s.total_steps = s.steps_per_epoch * tc.epochs;
     if (tc.max_steps > 0) s.total_steps = std::min(s.total_steps, tc.max_steps);
   }
   Config optim_config = s.config->section("optim");
-  OptimSetup o =
-      build_optimizer(optim_config, s.model->num_params(),
-                      options.schedule_steps > 0 ? options.schedule_steps : s.total_steps, s.model->device());
+  OptimSetup o = build_optimizer(optim_config, s.model->num_params(),
+                                 options.schedule_steps > 0 ? options.schedule_steps : s.total_steps, s.model->device(),
+                                 s.tokens());
   s.optimizer = std::move(o.optimizer);
+  s.optimizer->exempt_from_weight_decay(no_decay_ranges(*s.model, o.no_decay));
+  s.clip_grad_norm = o.clip_grad_norm;
   s.schedule = std::make_unique<LrSchedule>(o.schedule);
   if (s.config->has("prune")) {  // read only when present: other resolved configs stay as they were
     Config prune_config = s.config->section("prune");

@@ -4,6 +4,7 @@
 #include "ringtrain/train/train_config.hpp"
 
 #include "ringtrain/core/config.hpp"
+#include "ringtrain/nn/model.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/runtime/slurm.hpp"
 
@@ -198,7 +199,8 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.checkpoint.keep = config.get(kCheckpointKeep);
 
   Config data = config.section("data");
-  t.data = read_data_config(data);
+  Config model = config.section("model");
+  t.data = read_data_config(data, model_block_size(model));
 
   t.backend = config.get(kBackend);
   t.tf32 = config.get(kTf32);
@@ -233,6 +235,19 @@ LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bo
   o.normalize = tc.data.normalize;
   o.shuffle_window = tc.data.shuffle_window;
   o.read_ahead = tc.data.read_ahead;
+  return o;
+}
+
+TokenLoaderOptions token_loader_options(const TrainConfig& tc, int world_size, int rank, bool training) {
+  const LoaderOptions image = loader_options(tc, world_size, rank, training);
+  TokenLoaderOptions o;
+  o.training = training;
+  o.batch_size = image.batch_size;
+  o.world_size = world_size;
+  o.rank = rank;
+  o.seed = image.seed;
+  o.epochs = image.epochs;
+  o.prefetch = image.prefetch;
   return o;
 }
 

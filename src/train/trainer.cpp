@@ -31,6 +31,7 @@
 #include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/session.hpp"
 #include "ringtrain/train/train_config.hpp"
+#include "ringtrain/train/batch_source.hpp"
 #include "train/checkpointing.hpp"
 #include "train/device_batch.hpp"
 #include "train/run_report.hpp"
@@ -47,7 +48,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // loaders, the checkpoints and the position a resumed run starts from.
 struct Setup {
   std::unique_ptr<Session> session;
-  std::unique_ptr<Loader> train_loader, test_loader;
+  std::unique_ptr<BatchSource> train_loader, test_loader;
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
 };
@@ -60,7 +61,11 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   run_collectively(ctx, [&] {
     if (s.test)
       setup->test_loader = for_data_key("data.test", [&] {
-        return std::make_unique<Loader>(s.test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
+        return make_batch_source(s.test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
+      });
+    if (s.test_tokens)
+      setup->test_loader = for_data_key("data.test", [&] {
+        return make_batch_source(s.test_tokens, token_loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
       });
     if (ctx.world_rank() != 0) return;
     std::error_code ec;
@@ -75,19 +80,26 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   setup->resumed = setup->checkpoints->resume(s.steps_per_epoch);
   if (s.pruner && setup->resumed) s.pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
-    LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
-    o.raw = s.gpu_augment;
-    if (setup->resumed) {
-      o.start_epoch = setup->resumed->epoch;
-      o.start_step = setup->resumed->step_in_epoch;
-    }
-    if (o.start_epoch < o.epochs)
-      setup->train_loader = for_data_key("data.train", [&] { return std::make_unique<Loader>(s.train, o); });
+    const TrainPosition from = setup->resumed.value_or(TrainPosition{});
+    if (from.epoch >= tc.epochs) return;
+    setup->train_loader = for_data_key("data.train", [&] {
+      if (s.tokens()) {
+        TokenLoaderOptions o = token_loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+        o.start_epoch = from.epoch;
+        o.start_step = from.step_in_epoch;
+        return make_batch_source(s.train_tokens, o);
+      }
+      LoaderOptions o = loader_options(tc, ctx.world_size(), ctx.world_rank(), true);
+      o.raw = s.gpu_augment;
+      o.start_epoch = from.epoch;
+      o.start_step = from.step_in_epoch;
+      return make_batch_source(s.train, o);
+    });
   });
   return setup;
 }
 
-// Sum (not mean) of loss and correct predictions over this rank's shard of the test set.
+// Loss and accuracy over the test set (per label: per token for token data).
 struct EvalResult {
   double accuracy = 0.0;
   double loss = 0.0;
@@ -97,41 +109,53 @@ struct EvalResult {
 // computed there, through the same pieces as a training step.
 class Evaluator {
  public:
-  Evaluator(const Model& model, std::int64_t max_rows, std::int64_t classes)
-      : dlogits_(Tensor::empty(Shape{max_rows, classes}, model.activation_dtype(), model.device())),
-        loss_(make_step_loss(model.device(), max_rows)),
+  Evaluator(const Model& model, std::int64_t max_rows)
+      : positions_(label_positions(model)),
+        dlogits_(Tensor::empty(model.output_shape().with_batch(max_rows), model.activation_dtype(), model.device())),
+        loss_(make_step_loss(model.device(), max_rows * positions_)),
         placer_(make_device_batch(model.device(), max_rows, model.input_shape(), model.activation_dtype())) {}
-  LossSums run(Model& model, const Batch& batch) {
+  std::int64_t positions() const { return positions_; }
+  LossSums run(Model& model, const SourceBatch& batch) {
     const StepInfo info{false, 0, 0, 0};
-    const PlacedBatch placed = placer_->upload(batch.x, batch.labels.data());
-    Tensor dlogits = dlogits_.rows(0, batch.size());
-    loss_->compute(model.forward(placed.x, info), placed.labels, dlogits, 1.0f);
+    const PlacedBatch placed = placer_->upload(batch.images != nullptr ? batch.images->x : batch.x, batch.labels);
+    const Tensor& logits = model.forward(placed.x, info);
+    const Shape rows{batch.size * positions_, logits.shape().dims().back()};
+    Tensor dlogits = dlogits_.rows(0, batch.size).reshape(rows);
+    loss_->compute(logits.reshape(rows), placed.labels, dlogits, 1.0f);
     return loss_->sums();
   }
 
  private:
+  std::int64_t positions_;
   Tensor dlogits_;
   std::unique_ptr<StepLoss> loss_;
   std::unique_ptr<DeviceBatch> placer_;
 };
 
-EvalResult evaluate(Session& s, Loader& test_loader, const Context& ctx, Evaluator& evaluator) {
+EvalResult evaluate(Session& s, BatchSource& test_loader, const Context& ctx, Evaluator& evaluator) {
   // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
   for (Tensor& b : s.model->buffers())
     with_host_copy(b, [&](Tensor& h) {
       s.comms.main->allreduce_sum(h.raw(), static_cast<std::size_t>(h.numel()), DType::f32);
       for (std::int64_t i = 0; i < h.numel(); ++i) h.f32()[i] /= static_cast<float>(ctx.world_size());
     });
-  double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, samples
+  double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, labels
   for (std::int64_t i = 0; i < test_loader.steps_per_epoch(); ++i) {
-    const Batch& batch = *for_data_key("data.test", [&] { return &test_loader.next(); });
+    const SourceBatch batch = for_data_key("data.test", [&] { return test_loader.next(); });
     const LossSums r = evaluator.run(*s.model, batch);
     sums[0] += r.correct;
     sums[1] += r.loss;
-    sums[2] += static_cast<double>(batch.size());
+    sums[2] += static_cast<double>(batch.size * evaluator.positions());
   }
   s.comms.main->allreduce_sum(sums, 3, DType::f64);
   return EvalResult{sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+// One training step on a batch from the source: an image batch goes whole (a raw one is
+// augmented on the GPU), token windows as inputs and targets.
+StepResult run_step(DataParallelStep& step, const SourceBatch& batch, const StepInfo& info, float lr) {
+  if (batch.images != nullptr) return step.run(*batch.images, info, lr);
+  return step.run(batch.x, batch.labels, info, lr);
 }
 
 std::uint64_t fnv1a(const void* data, std::size_t bytes) {
@@ -254,8 +278,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
         start.step, pc.start_step, pc.end_step, pc.every_steps);
   }
   RunReport report(ctx, s.tc, s.comms.main->name(), start.step);
-  report.header(config_path, s.resolved_config, *s.train, s.test.get(), spe, b * world, model,
-                seconds_since(setup_start));
+  report.header(s, b * world, seconds_since(setup_start));
 
   // Parameters start identical everywhere: rank 0's initialisation is broadcast (a resumed
   // run's parameters were read from the same checkpoint by every rank).
@@ -265,6 +288,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
 
   Tracer tracer(tc.trace, ctx.world_rank());
   StepOptions options = step_options(tc, ctx, *s.comms.gradient);
+  options.clip_grad_norm = s.clip_grad_norm;
   if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
   if (const AugmentOptions& a = tc.data.augment; a.enabled())
     log::info("augment: {}{}{} of training batches on the {}",
@@ -275,13 +299,14 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     log::info("input:  uint8 training batches uploaded and normalized on the GPU");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
-  DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, s.num_classes, options,
-                           &tracer, &s.scaler);
+  DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, options, &tracer,
+                           &s.scaler);
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
   BoundaryPolicy policy(tc, *s.comms.main, ctx);
-  Evaluator evaluator(model, tc.eval_batch_size, s.num_classes);
+  Evaluator evaluator(model, tc.eval_batch_size);
+  const std::int64_t labels_per_step = b * world * label_positions(model);
   TrainPosition at = start;
   double final_loss = 0.0;
   std::optional<EvalResult> last_eval;  // none without a test set, or before the first epoch's end
@@ -289,15 +314,16 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   while (at.step < s.total_steps) {
     const auto t0 = Clock::now();
     // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
-    const Batch& batch = *for_data_key("data.train", [&] { return &setup->train_loader->next(); });
+    const SourceBatch batch = for_data_key("data.train", [&] { return setup->train_loader->next(); });
     const auto t1 = Clock::now();
     tracer.span("data wait", "data", t0, t1);
     const double lr = s.schedule->at(at.step);
-    const StepResult r = dp_step.run(batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));
+    const StepResult r =
+        run_step(dp_step, batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));
     if (r.skipped) report.overflow(at.step, r.scale_before, r.scale_after);
     if (s.pruner) s.pruner->after_step(at.step + 1);  // masks are re-applied after every optimizer step
     final_loss = r.loss;
-    report.step(at.epoch, at.step_in_epoch, at.step, r.loss, r.correct / static_cast<double>(b * world), lr,
+    report.step(at.epoch, at.step_in_epoch, at.step, r.loss, r.correct / static_cast<double>(labels_per_step), lr,
                 StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
                 s.total_steps);
     ++at.step;

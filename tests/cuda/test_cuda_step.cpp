@@ -47,7 +47,7 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph)
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
-  DataParallelStep step(*model, sgd, *stats, *grads, kBatch, 10, options, nullptr);
+  DataParallelStep step(*model, sgd, *stats, *grads, kBatch, options, nullptr);
   Tensor x = Tensor::empty(kInput.with_batch(kBatch));
   std::vector<std::int32_t> labels(kBatch);
   for (std::int64_t s = 0; s < kSteps; ++s) {

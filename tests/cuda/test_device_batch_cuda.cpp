@@ -104,7 +104,7 @@ std::vector<float> train(DType precision, bool raw) {
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   if (raw) options.gpu_augment = kAugment;
-  DataParallelStep step(*model, sgd, *stats, *grads, kMaxRows, 10, options, nullptr);
+  DataParallelStep step(*model, sgd, *stats, *grads, kMaxRows, options, nullptr);
   for (std::int64_t s = 0; s < 4; ++s) {
     const BothForms b = make_batch(kMaxRows, 10 + static_cast<std::uint64_t>(s), kSample);
     step.run(raw ? b.raw : b.decoded, StepInfo{true, 1, s, 0}, 0.05f);

@@ -2,6 +2,11 @@
 # One GoogleTest executable; without MPI_SIZES it runs as one plain test, with MPI_SIZES it is
 # registered once per size under mpirun (oversubscribed, allowed as root) as name.npN. A binary
 # whose cases all skipped exits 77 (tests/support/mpi_main.cpp): ctest reports it as skipped.
+# Every test's temporary files go under this build's test-tmp/ (TMPDIR), so two checkouts
+# testing at once on one machine never share a fixed /tmp path.
+set(RINGTRAIN_TEST_TMPDIR ${CMAKE_BINARY_DIR}/test-tmp)
+file(MAKE_DIRECTORY ${RINGTRAIN_TEST_TMPDIR})
+set(RINGTRAIN_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;TMPDIR=${RINGTRAIN_TEST_TMPDIR}")
 set(RINGTRAIN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
     --mca btl self,vader --mca btl_vader_single_copy_mechanism none
     CACHE STRING "Flags mpirun gets in tests")
@@ -19,12 +24,12 @@ function(ringtrain_add_test)
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${RINGTRAIN_MPIEXEC_FLAGS}
                        $<TARGET_FILE:${ARG_NAME}>)
       set_tests_properties(${ARG_NAME}.np${np} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                           PROCESSORS ${np} ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1"
+                           PROCESSORS ${np} ENVIRONMENT "${RINGTRAIN_TEST_ENV}"
                            SKIP_RETURN_CODE 77)
     endforeach()
   else()
     add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
     set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                         ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1" SKIP_RETURN_CODE 77)
+                         ENVIRONMENT "${RINGTRAIN_TEST_ENV}" SKIP_RETURN_CODE 77)
   endif()
 endfunction()

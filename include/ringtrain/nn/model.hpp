@@ -24,10 +24,20 @@ class Config;
 // One node of the graph: a layer, the name of its output value (optional) and the values it
 // reads: "input" (the model's input) or earlier nodes' names; empty: the previous node's output
 // (the model input for the first node).
+// A parameter of a node that is another node's (tied weights: a language model's output
+// projection and its token embedding): `param` of this node is `owner_param` of the earlier node
+// named `owner`. The owner holds it in the arenas; its gradient is the sum of both uses.
+struct ParamTie {
+  std::size_t param = 0;
+  std::string owner;
+  std::size_t owner_param = 0;
+};
+
 struct ModelNode {
   std::unique_ptr<Layer> layer;
   std::string name;
   std::vector<std::string> inputs;
+  std::vector<ParamTie> ties;
 };
 
 class Model {
@@ -102,6 +112,9 @@ class Model {
  private:
   // Resolves the nodes' input names and configures the layers (the constructor's first half).
   void connect(const Shape& input_shape);
+  // Arena offsets of every parameter (a tied one at its owner's), and the owners' gradient
+  // scratch buffers (the constructor's second half).
+  void lay_out_params();
   // Which values need a gradient and which reads of a value add to a gradient already written.
   void plan_backward();
   void ensure_batch(std::int64_t n);
@@ -127,6 +140,15 @@ class Model {
   // (another reader, later in the graph, wrote it first)
   std::vector<std::vector<bool>> adds_grad_;
   std::vector<std::vector<ParamSpec>> specs_;
+  std::vector<std::vector<std::int64_t>> param_offset_;  // per node and parameter (a tied one: its owner's)
+  std::vector<std::vector<bool>> owned_;                 // per node and parameter: in the arena here (not tied)
+  // A tied parameter's owner computes its gradient into a scratch buffer, added to the arena's
+  // (which the later node, visited first by backward, wrote) after the owner's backward.
+  struct TiedGrad {
+    std::size_t node, param;
+    Tensor scratch;
+  };
+  std::vector<TiedGrad> tied_grads_;
   Tensor params_, grads_;
   Device device_;
   DType compute_dtype_ = DType::f32;
@@ -148,9 +170,15 @@ struct ComputeOptions {
   bool tf32 = false;
 };
 
+// The model's input length for token data: `model.block_size` of a family that has one; 0
+// otherwise.
+std::int64_t model_block_size(Config& model_config);
+
 // Builds the layers described by [[model.layers]] (type = "linear" | "conv2d" | "relu" |
 // "maxpool2d" | "flatten" | "dropout" | "batchnorm2d") for a per-sample input shape, with
 // the CPU or the CUDA layers, and sets the compute dtype.
-std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute = {});
+// data_vocab_size: the token data's vocabulary (0 for image data), a language model's default.
+std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute = {},
+                                   std::int64_t data_vocab_size = 0);
 
 }  // namespace ringtrain

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/tensor/arena_range.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
@@ -40,12 +41,6 @@ PruneConfig read_prune_config(Config& prune_config);
 double scheduled_sparsity(const PruneConfig& c, std::int64_t step);
 // Whether the mask is recomputed after `step`: start_step, every every_steps after it, end_step.
 bool is_mask_update_step(const PruneConfig& c, std::int64_t step);
-
-// A run of arena elements a mask decides on.
-struct ArenaRange {
-  std::int64_t offset = 0;
-  std::int64_t count = 0;
-};
 
 // Sets mask to 0 on exactly round(sparsity * n) of the n elements of `ranges` (taken together)
 // with the smallest |params|, to 1 on the others. Ties go to elements already masked, then to

@@ -15,6 +15,9 @@ void add_into(const Tensor& dst, const Tensor& src);  // dst += src; f32, same e
 void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src);
 // Whether any element is Inf or NaN (f32). On the device this waits for the answer.
 bool has_nonfinite(const Tensor& t);
+// The sum of the squared elements (f32), accumulated in double in a fixed order (the same
+// result every call). On the device this waits for the answer.
+double sum_of_squares(const Tensor& t);
 // Waits until the device has finished the work queued so far (a no-op for host tensors):
 // step timings measure work done, not work queued.
 void synchronize(Device device);

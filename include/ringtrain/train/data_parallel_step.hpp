@@ -46,11 +46,14 @@ struct StepOptions {
   // backward, without overlap) when the model allows; see DataParallelStep::graph_refused().
   bool cuda_graph = false;
   std::optional<GpuAugment> gpu_augment;  // set: run(const Batch&) takes raw loader batches too
+  // > 0: the averaged gradients are scaled down to this global L2 norm when above it (folded
+  // into the update, computed on the reduced gradients: every rank clips alike).
+  double clip_grad_norm = 0.0;
 };
 
 struct StepResult {
-  double loss = 0.0;          // mean over the global batch (all ranks, all micro-batches)
-  double correct = 0.0;       // correct predictions in the global batch
+  double loss = 0.0;          // mean over the global batch's labels (all ranks, micro-batches, positions)
+  double correct = 0.0;       // correct predictions in the global batch (over all positions)
   double compute_s = 0.0;     // forward, backward, optimizer
   double forward_s = 0.0;     // of which: forward and loss (all micro-batches); as a CUDA
                               //           graph, forward, loss and backward
@@ -60,22 +63,28 @@ struct StepResult {
   double allreduce_s = 0.0;   // gradient buckets' allreduce time (overlapped or not)
   double exposed_s = 0.0;     // end of backward until all buckets are reduced, + statistics
   bool skipped = false;       // fp16 overflow: the optimizer did not step
+  double grad_norm = 0.0;     // with clipping: the averaged gradients' L2 norm before it
   double scale_before = 1.0;  // loss scale this step ran with
   double scale_after = 1.0;   // loss scale of the next step
 };
 
+// Labels per sample of a model: its output's positions (every dimension but the last, the classes).
+std::int64_t label_positions(const Model& model);
+
 class DataParallelStep {
  public:
   // stats_comm carries the loss/accuracy; grad_comm is used only for gradient buckets (on
-  // the comm thread when overlapping). micro_batch: samples per micro-batch per rank.
+  // the comm thread when overlapping). micro_batch: samples per micro-batch per rank. The loss
+  // is softmax cross-entropy over the last dimension of the model's output, at every position
+  // of the others: one label per position ([K]: one per sample; [T, V]: T per sample).
   // scaler: null or disabled for no loss scaling (its state lives with the caller, which
   // checkpoints it); the model's compute dtype is set by the caller too.
   DataParallelStep(Model& model, Optimizer& optimizer, Communicator& stats_comm, Communicator& grad_comm,
-                   std::int64_t micro_batch, std::int64_t num_classes, const StepOptions& options, Tracer* tracer,
-                   GradScaler* scaler = nullptr);
+                   std::int64_t micro_batch, const StepOptions& options, Tracer* tracer, GradScaler* scaler = nullptr);
   ~DataParallelStep();
 
-  // x: [micro_batch * accumulation_steps, ...] this rank's inputs; labels: as many entries.
+  // x: [micro_batch * accumulation_steps, ...] this rank's inputs (in the model's input_dtype());
+  // labels: one per sample and output position (label_positions(model) per sample).
   // Throws CollectiveError (on every rank at once) when the global loss is not finite; the
   // update is then skipped. With an enabled scaler a non-finite loss or gradient is an
   // overflow instead: the step is skipped (StepResult::skipped) and training goes on.
@@ -107,6 +116,7 @@ class DataParallelStep {
   Communicator& stats_comm_;
   StepOptions options_;
   std::int64_t micro_batch_;
+  std::int64_t positions_;  // labels per sample
   Tracer* tracer_;
   GradScaler* scaler_;
   std::unique_ptr<StepLoss> loss_;

@@ -10,6 +10,7 @@
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/dataset.hpp"
+#include "ringtrain/data/tokens.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -38,16 +39,25 @@ struct Session {
   std::string resolved_config;     // the config with every default, as written to run.dir
   TrainConfig tc;
   RunComms comms;
-  std::shared_ptr<const Dataset> train, test;  // test: null without data.test (or Data::shape)
+  // data.format = "images": train, test (null without data.test, or with Data::shape); "tokens":
+  // train_tokens, test_tokens likewise.
+  std::shared_ptr<const Dataset> train, test;
+  std::shared_ptr<const TokenDataset> train_tokens, test_tokens;
+  Shape sample_shape;  // the model's input per sample: the image shape, or [data.block_size] token ids
   std::unique_ptr<Model> model;
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
   GradScaler scaler;               // enabled for train.precision = "fp16"
+  double clip_grad_norm = 0.0;     // optim.clip_grad_norm (0: none), for StepOptions
   bool gpu_augment = false;        // data.augment_on resolved: raw training batches augmented on the GPU
-  std::int64_t num_classes = 0;    // the model's outputs per sample
+  std::int64_t num_classes = 0;    // the model's outputs per position (the vocabulary for tokens)
   std::int64_t steps_per_epoch = 0;
   std::int64_t total_steps = 0;  // epochs x steps_per_epoch, capped by train.max_steps
+
+  bool tokens() const { return tc.data.format == DataFormat::tokens; }
+  // Samples in the training set: images, or windows of block_size + 1 tokens.
+  std::int64_t train_samples() const { return tokens() ? train_tokens->windows() : train->usable_size(); }
 };
 
 // Sets up a session; collective. Throws CollectiveError (reported once by rank 0) for bad input.

@@ -7,6 +7,7 @@
 
 #include "ringtrain/data/data_config.hpp"
 #include "ringtrain/data/loader.hpp"
+#include "ringtrain/data/token_loader.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 
@@ -78,6 +79,8 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem);
 // How a run's loaders are set up. Training: batch_size x accumulation_steps per rank,
 // shuffled and augmented; evaluation: eval_batch_size, this rank's shard in order.
 LoaderOptions loader_options(const TrainConfig& tc, int world_size, int rank, bool training);
+// The same for token data (data.format = "tokens").
+TokenLoaderOptions token_loader_options(const TrainConfig& tc, int world_size, int rank, bool training);
 
 // data.augment_on resolved: true when the training batches are augmented and normalized on the
 // GPU (raw loader batches). on_gpu: the run is bound to the cuda backend; train_samples: the

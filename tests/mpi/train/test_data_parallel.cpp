@@ -77,7 +77,7 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
   const std::int64_t b = kGlobalBatch / stats_comm->size();
   const std::int64_t micro = b / options.accumulation_steps;
   DistributedSampler sampler(kSamples, kGlobalBatch, stats_comm->size(), stats_comm->rank(), 3);
-  DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, micro, 10, options, nullptr);
+  DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, micro, options, nullptr);
   Tensor x = Tensor::empty(kSample.with_batch(b));
   std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
   for (std::int64_t s = 0; s < kSteps; ++s) {

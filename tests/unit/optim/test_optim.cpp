@@ -57,6 +57,49 @@ TEST(AdamW, MatchesReferenceFormula) {
   }
 }
 
+// Parameter groups: elements in an exempt range are updated without weight decay, the others
+// with it, and AdamW's moments and bias correction are the same for both.
+TEST(AdamW, ExemptRangesGetNoWeightDecay) {
+  AdamWHyper h;
+  h.weight_decay = 0.5f;
+  AdamW grouped(6, h), decayed(6, h), plain(6, AdamWHyper{.weight_decay = 0.0f});
+  grouped.exempt_from_weight_decay({{1, 2}, {4, 1}});
+  float a[6], b[6], c[6];
+  for (int i = 0; i < 6; ++i) a[i] = b[i] = c[i] = 1.0f + static_cast<float>(i);
+  const float g[6] = {0.1f, -0.2f, 0.3f, 0.05f, -0.4f, 0.2f};
+  for (int t = 0; t < 3; ++t) {
+    grouped.step(a, g, 6, 1e-2f);
+    decayed.step(b, g, 6, 1e-2f);
+    plain.step(c, g, 6, 1e-2f);
+  }
+  for (int i = 0; i < 6; ++i) {
+    const bool exempt = i == 1 || i == 2 || i == 4;
+    EXPECT_EQ(a[i], exempt ? c[i] : b[i]) << i;
+  }
+  EXPECT_EQ(grouped.steps_taken(), 3);
+  AdamW bad(4, h);
+  EXPECT_THROW(bad.exempt_from_weight_decay({{2, 2}, {1, 1}}), Error);  // not sorted
+}
+
+TEST(BuildOptimizer, NoDecayAndClipKeys) {
+  Config lm_file = Config::parse("[optim]\nname = \"adamw\"\nclip_grad_norm = 1.0\n", "o.toml");
+  Config lm = lm_file.section("optim");
+  const OptimSetup a = build_optimizer(lm, 4, 10, Device::cpu, true);
+  EXPECT_EQ(a.no_decay, (std::vector<std::string>{"bias", "norm", "position"}));
+  EXPECT_EQ(a.clip_grad_norm, 1.0);
+  Config image_file = Config::parse("[optim]\nname = \"adamw\"\n", "o.toml");
+  Config image = image_file.section("optim");
+  EXPECT_TRUE(build_optimizer(image, 4, 10).no_decay.empty());
+  Config bad_file = Config::parse("[optim]\nno_decay = [\"bias\", \"weights\"]\n", "o.toml");
+  Config bad = bad_file.section("optim");
+  try {
+    build_optimizer(bad, 4, 10);
+    ADD_FAILURE() << "accepted \"weights\"";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"weights\" is not one of"), std::string::npos) << e.what();
+  }
+}
+
 TEST(LrSchedule, ConstantStepCosineWarmup) {
   LrSchedule::Options o;
   o.base_lr = 1.0;

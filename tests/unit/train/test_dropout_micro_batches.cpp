@@ -49,7 +49,7 @@ TEST(DropoutMicroBatches, TheStepPassesEachMicroBatchItsIndex) {
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.accumulation_steps = 3;
-  DataParallelStep step(model, sgd, *stats, *grads, 2, 4, options, nullptr);
+  DataParallelStep step(model, sgd, *stats, *grads, 2, options, nullptr);
   Tensor x = Tensor::empty(sample.with_batch(6));
   for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 0.01f * static_cast<float>(i);
   const std::vector<std::int32_t> labels = {0, 1, 2, 3, 0, 1};

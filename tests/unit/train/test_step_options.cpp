@@ -45,7 +45,7 @@ std::vector<float> train_mlp(bool cuda_graph, std::string* refused) {
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
-  DataParallelStep step(*model, sgd, *stats, *grads, 8, 10, options, nullptr);
+  DataParallelStep step(*model, sgd, *stats, *grads, 8, options, nullptr);
   EXPECT_FALSE(step.graphed());
   *refused = step.graph_refused();
   Tensor x = Tensor::empty(sample.with_batch(8));
