@@ -10,6 +10,8 @@
 
 namespace ringtrain {
 
+// Applied to the last dimension: per sample [in] -> [out], or [T, in] -> [T, out] (a sequence,
+// as GEMMs over N*T rows).
 class Linear : public Layer {
  public:
   Linear(std::int64_t out_features, bool bias);
@@ -19,10 +21,14 @@ class Linear : public Layer {
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-  std::int64_t forward_flops_per_sample() const override { return 2 * in_ * out_; }
+  std::int64_t forward_flops_per_sample() const override { return 2 * seq_ * in_ * out_; }
 
  protected:
+  // Rows of the GEMMs for a batch x: N for [N, in], N*T for [N, T, in].
+  std::int64_t rows_of(const Tensor& x) const { return x.shape()[0] * seq_; }
+
   std::int64_t in_ = 0, out_;
+  std::int64_t seq_ = 1;  // T for a per-sample input [T, in]; 1 for [in]
   bool has_bias_;
   Tensor w_, b_, dw_, db_;
 };
