@@ -14,7 +14,8 @@ namespace ringtrain {
 class LayerMaker {
  public:
   virtual ~LayerMaker() = default;
-  virtual std::unique_ptr<Layer> linear(std::int64_t out_features, bool bias) = 0;
+  // init_std > 0: GPT-2's initialisation (see Linear)
+  virtual std::unique_ptr<Layer> linear(std::int64_t out_features, bool bias, double init_std = 0.0) = 0;
   virtual std::unique_ptr<Layer> conv2d(const Conv2dOptions& options) = 0;
   virtual std::unique_ptr<Layer> relu() = 0;
   virtual std::unique_ptr<Layer> maxpool2d(std::int64_t kernel, std::int64_t stride) = 0;
@@ -22,6 +23,10 @@ class LayerMaker {
   virtual std::unique_ptr<Layer> dropout(double p, int layer_index) = 0;
   virtual std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) = 0;
   virtual std::unique_ptr<Layer> add() = 0;
+  virtual std::unique_ptr<Layer> embedding(std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd) = 0;
+  virtual std::unique_ptr<Layer> layernorm(double eps) = 0;
+  virtual std::unique_ptr<Layer> gelu() = 0;
+  virtual std::unique_ptr<Layer> attention(std::int64_t n_head) = 0;
 };
 
 // The error for a layer type the CUDA backend does not have yet.

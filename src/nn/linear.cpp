@@ -1,22 +1,35 @@
-// Linear: y = x W^T + b with W [out, in]; three GEMMs per step (forward, dW, dx).
+// Linear: y = x W^T + b with W [out, in] over the last dimension; three GEMMs per step
+// (forward, dW, dx), over N rows for [N, in] and N*T rows for [N, T, in].
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
 
-Linear::Linear(std::int64_t out_features, bool bias) : out_(out_features), has_bias_(bias) {
+Linear::Linear(std::int64_t out_features, bool bias, double init_std)
+    : out_(out_features), has_bias_(bias), init_std_(init_std) {
   RT_REQUIRE(out_ > 0, ConfigError, "linear: out must be > 0, got {}", out_);
 }
 
 Shape Linear::configure(const Shape& input) {
-  RT_REQUIRE(input.rank() == 1, ConfigError, "linear: input per sample is {}; add a flatten layer before it",
-             input.str());
-  in_ = input[0];
-  return Shape{out_};
+  RT_REQUIRE(input.rank() == 1 || input.rank() == 2, ConfigError,
+             "linear: input per sample is {}; add a flatten layer before it", input.str());
+  if (input.rank() == 1) {
+    seq_ = 1;
+    in_ = input[0];
+    return Shape{out_};
+  }
+  seq_ = input[0];
+  in_ = input[1];
+  return Shape{seq_, out_};
 }
 
 std::vector<ParamSpec> Linear::param_specs() const {
+  if (init_std_ > 0.0) {  // GPT-2's: normal weights, zero bias
+    std::vector<ParamSpec> specs{{"weight", Shape{out_, in_}, ParamInit::normal, in_, init_std_}};
+    if (has_bias_) specs.push_back({"bias", Shape{out_}, ParamInit::zeros, in_});
+    return specs;
+  }
   std::vector<ParamSpec> specs{{"weight", Shape{out_, in_}, ParamInit::uniform_fan_in, in_}};
   if (has_bias_) specs.push_back({"bias", Shape{out_}, ParamInit::uniform_fan_in, in_});
   return specs;
@@ -32,7 +45,7 @@ void Linear::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 }
 
 void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
-  const std::int64_t n = x.shape()[0];
+  const std::int64_t n = rows_of(x);
   float* out = y.f32();
   if (has_bias_) {
     const float* b = b_.f32();
@@ -43,7 +56,7 @@ void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 }
 
 void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  const std::int64_t n = x.shape()[0];
+  const std::int64_t n = rows_of(x);
   const float* g = dy.f32();
   blas::sgemm(true, false, out_, in_, n, 1.0f, g, out_, x.f32(), in_, 0.0f, dw_.f32(), in_);
   if (has_bias_) {

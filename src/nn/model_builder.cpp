@@ -4,6 +4,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "nn/gpt_family.hpp"
 #include "nn/layer_maker.hpp"
 
 namespace ringtrain {
@@ -11,7 +12,9 @@ namespace {
 
 class CpuLayerMaker final : public LayerMaker {
  public:
-  std::unique_ptr<Layer> linear(std::int64_t out, bool bias) override { return std::make_unique<Linear>(out, bias); }
+  std::unique_ptr<Layer> linear(std::int64_t out, bool bias, double init_std) override {
+    return std::make_unique<Linear>(out, bias, init_std);
+  }
   std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override { return std::make_unique<Conv2d>(o); }
   std::unique_ptr<Layer> relu() override { return std::make_unique<ReLU>(); }
   std::unique_ptr<Layer> maxpool2d(std::int64_t k, std::int64_t s) override {
@@ -23,6 +26,14 @@ class CpuLayerMaker final : public LayerMaker {
     return std::make_unique<BatchNorm2d>(momentum, eps);
   }
   std::unique_ptr<Layer> add() override { return std::make_unique<Add>(); }
+  std::unique_ptr<Layer> embedding(std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd) override {
+    return std::make_unique<Embedding>(vocab_size, block_size, n_embd);
+  }
+  std::unique_ptr<Layer> layernorm(double eps) override { return std::make_unique<LayerNorm>(eps); }
+  std::unique_ptr<Layer> gelu() override { return std::make_unique<Gelu>(); }
+  std::unique_ptr<Layer> attention(std::int64_t n_head) override {
+    return std::make_unique<CausalSelfAttention>(n_head);
+  }
 };
 
 // The keys of one [[model.layers]] table; each layer type reads only its own.
@@ -49,6 +60,34 @@ const StringListKey kInputs({.name = "model.layers[].inputs",
                                     "layers' names; two for `add`",
                              .default_doc = "the previous layer's output"},
                             {});
+const EnumKey<std::string> kFamily({.name = "model.family",
+                                    .doc = "`layers`: the [[model.layers]] tables; `gpt`: a GPT-2 style language model "
+                                           "from the `n_layer`, `n_head`, `n_embd`, `block_size`... keys"},
+                                   "layers", {{"layers", "layers"}, {"gpt", "gpt"}});
+const IntKey kVocabSize({.name = "model.layers[].vocab_size",
+                         .doc = "token ids the table embeds",
+                         .range = {1, std::int64_t{1} << 31},
+                         .required = true,
+                         .read_when = {"model.layers[].type", {"embedding"}}},
+                        0);
+const IntKey kBlockSize({.name = "model.layers[].block_size",
+                         .doc = "longest input (rows of the position table)",
+                         .range = {1, std::int64_t{1} << 20},
+                         .required = true,
+                         .read_when = {"model.layers[].type", {"embedding"}}},
+                        0);
+const IntKey kNEmbd({.name = "model.layers[].n_embd",
+                     .doc = "embedding width",
+                     .range = {1, std::int64_t{1} << 16},
+                     .required = true,
+                     .read_when = {"model.layers[].type", {"embedding"}}},
+                    0);
+const IntKey kNHead({.name = "model.layers[].n_head",
+                     .doc = "attention heads (the input is [T, 3C] q|k|v; C a multiple of n_head)",
+                     .range = {1, 1024},
+                     .required = true,
+                     .read_when = {"model.layers[].type", {"attention"}}},
+                    0);
 const IntKey kOut({.name = "model.layers[].out",
                    .doc = "output features",
                    .range = Range::at_least(1),
@@ -95,7 +134,7 @@ const NumberKey kBnMomentum({.name = "model.layers[].momentum",
 const NumberKey kBnEps({.name = "model.layers[].eps",
                         .doc = "variance term",
                         .range = Range::above(0),
-                        .read_when = {"model.layers[].type", {"batchnorm2d"}}},
+                        .read_when = {"model.layers[].type", {"batchnorm2d", "layernorm"}}},
                        1e-5);
 
 std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
@@ -117,13 +156,19 @@ std::unique_ptr<Layer> make_layer(Config& c, int index, LayerMaker& maker) {
   }
   if (type == "flatten") return maker.flatten();
   if (type == "add") return maker.add();
+  if (type == "embedding") return maker.embedding(c.get(kVocabSize), c.get(kBlockSize), c.get(kNEmbd));
+  if (type == "layernorm") return maker.layernorm(c.get(kBnEps));
+  if (type == "gelu") return maker.gelu();
+  if (type == "attention") return maker.attention(c.get(kNHead));
   if (type == "dropout") return maker.dropout(c.get(kDropoutP), index);
   return maker.batchnorm2d(c.get(kBnMomentum), c.get(kBnEps));
 }
 
 }  // namespace
 
-std::int64_t model_block_size(Config&) { return 0; }
+std::int64_t model_block_size(Config& model_config) {
+  return model_config.get(kFamily) == "gpt" ? gpt_block_size(model_config) : 0;
+}
 
 void refuse_on_gpu(std::string_view type) {
   throw ConfigError(fmt::format("model.layers[].type = \"{}\": not available on the GPU yet", type));
@@ -132,20 +177,24 @@ void refuse_on_gpu(std::string_view type) {
 std::unique_ptr<LayerMaker> make_cpu_layer_maker() { return std::make_unique<CpuLayerMaker>(); }
 
 std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute,
-                                   std::int64_t /*data_vocab_size*/) {
+                                   std::int64_t data_vocab_size) {
   std::vector<ModelNode> nodes;
   const std::unique_ptr<LayerMaker> maker =
       compute.device == Device::cuda ? make_cuda_layer_maker(compute.precision, compute.tf32) : make_cpu_layer_maker();
-  int index = 0;
-  for (auto& lc : model_config.table_array("layers")) {
-    try {
-      nodes.push_back({make_layer(lc, index, *maker), lc.get(kName), lc.get(kInputs)});
-    } catch (const ConfigError& e) {
-      const std::string msg = e.what();
-      if (msg.rfind("config:", 0) == 0) throw;
-      throw ConfigError(fmt::format("config: {}: {}: {}", lc.source(), lc.path_of("type"), msg));
+  if (model_config.get(kFamily) == "gpt") {
+    nodes = gpt_nodes(read_gpt_config(model_config, data_vocab_size), *maker);
+  } else {
+    int index = 0;
+    for (auto& lc : model_config.table_array("layers")) {
+      try {
+        nodes.push_back({make_layer(lc, index, *maker), lc.get(kName), lc.get(kInputs), {}});
+      } catch (const ConfigError& e) {
+        const std::string msg = e.what();
+        if (msg.rfind("config:", 0) == 0) throw;
+        throw ConfigError(fmt::format("config: {}: {}: {}", lc.source(), lc.path_of("type"), msg));
+      }
+      ++index;
     }
-    ++index;
   }
   auto model = std::make_unique<Model>(std::move(nodes), input_shape, compute.device);
   model->set_compute_dtype(compute.precision);

@@ -10,20 +10,28 @@
 
 namespace ringtrain {
 
+// Applied to the last dimension: per sample [in] -> [out], or [T, in] -> [T, out] (a sequence,
+// as GEMMs over N*T rows).
 class Linear : public Layer {
  public:
-  Linear(std::int64_t out_features, bool bias);
+  // init_std > 0: weights N(0, init_std^2) and zero bias (GPT-2); else PyTorch's uniform default.
+  Linear(std::int64_t out_features, bool bias, double init_std = 0.0);
   std::string_view kind() const override { return "linear"; }
   Shape configure(const Shape& input) override;
   std::vector<ParamSpec> param_specs() const override;
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-  std::int64_t forward_flops_per_sample() const override { return 2 * in_ * out_; }
+  std::int64_t forward_flops_per_sample() const override { return 2 * seq_ * in_ * out_; }
 
  protected:
+  // Rows of the GEMMs for a batch x: N for [N, in], N*T for [N, T, in].
+  std::int64_t rows_of(const Tensor& x) const { return x.shape()[0] * seq_; }
+
   std::int64_t in_ = 0, out_;
+  std::int64_t seq_ = 1;  // T for a per-sample input [T, in]; 1 for [in]
   bool has_bias_;
+  double init_std_;
   Tensor w_, b_, dw_, db_;
 };
 
@@ -137,6 +145,70 @@ class Add : public Layer {
   void forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo& info) override;
   void backward_many(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                      const std::vector<Tensor*>& dx) override;
+};
+
+// Token and position embedding of a GPT: per sample [T] int32 token ids -> [T, C] with
+// y[t] = weight[token[t]] + position[t]; T <= block_size. Tokens have no gradient.
+class Embedding : public Layer {
+ public:
+  Embedding(std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd);
+  std::string_view kind() const override { return "embedding"; }
+  Shape configure(const Shape& input) override;
+  DType input_dtype() const override { return DType::i32; }
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ protected:
+  std::int64_t vocab_, block_, c_, t_ = 0;
+  Tensor wte_, wpe_, dwte_, dwpe_;
+};
+
+// Layer normalisation over the last dimension C (any per-sample shape): each row is normalised
+// to zero mean and unit variance (biased), then scaled by weight and shifted by bias ([C]).
+class LayerNorm : public Layer {
+ public:
+  explicit LayerNorm(double eps);
+  std::string_view kind() const override { return "layernorm"; }
+  Shape configure(const Shape& input) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ protected:
+  float eps_;
+  std::int64_t c_ = 0;
+  Tensor gamma_, beta_, dgamma_, dbeta_;
+  std::vector<float> mean_, rstd_;  // per row of the last forward
+};
+
+// GELU, the tanh approximation (GPT-2's): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+class Gelu : public Layer {
+ public:
+  std::string_view kind() const override { return "gelu"; }
+  Shape configure(const Shape& input) override { return input; }
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+};
+
+// Causal multi-head self-attention after a fused QKV projection: per sample [T, 3C] (q | k | v
+// along the last dimension, head h in columns h*hs..(h+1)*hs of each) -> [T, C], the heads'
+// outputs side by side. Keeps only each row's log-sum-exp for backward (see attention.cpp).
+class CausalSelfAttention : public Layer {
+ public:
+  explicit CausalSelfAttention(std::int64_t n_head);
+  std::string_view kind() const override { return "attention"; }
+  Shape configure(const Shape& input) override;
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  std::int64_t forward_flops_per_sample() const override;
+
+ protected:
+  std::int64_t heads_, t_ = 0, c_ = 0, hs_ = 0;
+  std::vector<float> lse_;     // [N, heads, T]: log-sum-exp of each scaled score row
+  std::vector<float> s_, dp_;  // [T, T] scratch: scores/probabilities, their gradient
 };
 
 // Softmax + cross-entropy over logits [N, K] and integer labels; mean over the batch.

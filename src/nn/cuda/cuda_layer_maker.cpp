@@ -10,7 +10,8 @@ namespace {
 class CudaLayerMaker final : public LayerMaker {
  public:
   CudaLayerMaker(DType precision, bool tf32) : compute_(std::make_shared<cuda::CudaCompute>(precision, tf32)) {}
-  std::unique_ptr<Layer> linear(std::int64_t out, bool bias) override {
+  std::unique_ptr<Layer> linear(std::int64_t out, bool bias, double init_std) override {
+    if (init_std > 0.0) refuse_on_gpu("linear with GPT-2 initialisation");
     return std::make_unique<cuda::CudaLinear>(compute_, out, bias);
   }
   std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override {
@@ -28,6 +29,10 @@ class CudaLayerMaker final : public LayerMaker {
     return std::make_unique<cuda::CudaBatchNorm2d>(compute_, momentum, eps);
   }
   std::unique_ptr<Layer> add() override { refuse_on_gpu("add"); }
+  std::unique_ptr<Layer> embedding(std::int64_t, std::int64_t, std::int64_t) override { refuse_on_gpu("embedding"); }
+  std::unique_ptr<Layer> layernorm(double) override { refuse_on_gpu("layernorm"); }
+  std::unique_ptr<Layer> gelu() override { refuse_on_gpu("gelu"); }
+  std::unique_ptr<Layer> attention(std::int64_t) override { refuse_on_gpu("attention"); }
 
  private:
   cuda::ComputePtr compute_;

@@ -14,7 +14,7 @@ void CudaLinear::bind(const std::vector<Tensor>& params, const std::vector<Tenso
 
 void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   CudaCompute& c = *compute_;
-  const std::int64_t n = x.shape()[0];
+  const std::int64_t n = rows_of(x);
   const void* w = weight_.refresh(c.stream);
   c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(), c.act, c.act,
               c.math, c.stream, has_bias_ ? Epilogue::bias : Epilogue::none, has_bias_ ? b_.f32() : nullptr);
@@ -22,7 +22,7 @@ void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 
 void CudaLinear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   CudaCompute& c = *compute_;
-  const std::int64_t n = x.shape()[0];
+  const std::int64_t n = rows_of(x);
   c.blas.gemm(GemmShape{true, false, out_, in_, n, out_, in_, in_}, 1.0f, dy.raw(), x.raw(), 0.0f, dw_.raw(), c.act,
               DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
               has_bias_ ? db_.f32() : nullptr);

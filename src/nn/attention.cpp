@@ -1,0 +1,120 @@
+// CausalSelfAttention: y = softmax(q k^T / sqrt(hs) + causal mask) v per (sample, head), with
+// GEMMs on strided views of the fused [T, 3C] input (leading dimension 3C), nothing copied.
+// Memory: the [N, heads, T, T] probabilities are not kept for backward (at T = 1024 they would
+// outweigh every other activation); only each row's log-sum-exp [N, heads, T] is, and backward
+// recomputes P = exp(S - lse) from S = q k^T / sqrt(hs) (flash-attention style: one extra
+// T x T x hs GEMM per head). The only T x T memory is two scratch matrices for the current
+// (sample, head). The GEMMs compute the full T x T scores, masked half included.
+#include <cmath>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/layers.hpp"
+#include "nn/row_math.hpp"
+#include "tensor/blas.hpp"
+
+namespace ringtrain {
+
+CausalSelfAttention::CausalSelfAttention(std::int64_t n_head) : heads_(n_head) {
+  RT_REQUIRE(heads_ > 0, ConfigError, "attention: n_head must be > 0, got {}", heads_);
+}
+
+Shape CausalSelfAttention::configure(const Shape& input) {
+  RT_REQUIRE(input.rank() == 2 && input[0] > 0 && input[1] > 0 && input[1] % 3 == 0, ConfigError,
+             "attention: input per sample must be [T, 3C] (q | k | v from a linear with out = 3 n_embd), got {}",
+             input.str());
+  t_ = input[0];
+  c_ = input[1] / 3;
+  RT_REQUIRE(c_ % heads_ == 0, ConfigError, "attention: n_embd = {} (input {}) is not a multiple of n_head = {}", c_,
+             input.str(), heads_);
+  hs_ = c_ / heads_;
+  return Shape{t_, c_};
+}
+
+// Two GEMMs of T x T x hs per head (scores, then P v) at 2 flops per multiply-add, counted over
+// the full T x T although half of it is masked: 2 * 2 * T * T * hs * heads.
+std::int64_t CausalSelfAttention::forward_flops_per_sample() const { return 4 * t_ * t_ * c_; }
+
+void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
+  s_.resize(static_cast<std::size_t>(t * t));
+  lse_.resize(static_cast<std::size_t>(n * heads_ * t));
+  float* s = s_.data();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t h = 0; h < heads_; ++h) {
+      const float* q = x.f32() + b * t * ld + h * hs_;
+      const float* k = q + c_;
+      const float* v = q + 2 * c_;
+      float* out = y.f32() + b * t * c_ + h * hs_;
+      float* lse = lse_.data() + (b * heads_ + h) * t;
+      blas::sgemm(false, true, t, t, hs_, scale, q, ld, k, ld, 0.0f, s, t);
+      for (std::int64_t i = 0; i < t; ++i) {
+        float* row = s + i * t;
+        float m = row[0];
+        for (std::int64_t j = 1; j <= i; ++j) m = row[j] > m ? row[j] : m;
+        float lane[rowmath::kLanes] = {};
+        std::int64_t j = 0;
+        for (; j + rowmath::kLanes <= i + 1; j += rowmath::kLanes)
+          for (std::int64_t l = 0; l < rowmath::kLanes; ++l) {
+            row[j + l] = rowmath::exp(row[j + l] - m);
+            lane[l] += row[j + l];
+          }
+        float sum = 0.0f;
+        for (const float p : lane) sum += p;
+        for (; j <= i; ++j) {
+          row[j] = rowmath::exp(row[j] - m);
+          sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        for (j = 0; j <= i; ++j) row[j] *= inv;
+        for (; j < t; ++j) row[j] = 0.0f;
+        lse[i] = m + std::log(sum);
+      }
+      blas::sgemm(false, false, t, hs_, t, 1.0f, s, t, v, ld, 0.0f, out, c_);
+    }
+}
+
+// With P recomputed: dV = P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)), dQ = dS K scale,
+// dK = dS^T Q scale (S being the scaled scores).
+void CausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx == nullptr) return;  // no parameters
+  const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
+  s_.resize(static_cast<std::size_t>(t * t));
+  dp_.resize(static_cast<std::size_t>(t * t));
+  float* p = s_.data();
+  float* dp = dp_.data();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t h = 0; h < heads_; ++h) {
+      const float* q = x.f32() + b * t * ld + h * hs_;
+      const float* k = q + c_;
+      const float* v = q + 2 * c_;
+      const float* g = dy.f32() + b * t * c_ + h * hs_;
+      float* dq = dx->f32() + b * t * ld + h * hs_;
+      float* dk = dq + c_;
+      float* dv = dq + 2 * c_;
+      const float* lse = lse_.data() + (b * heads_ + h) * t;
+      blas::sgemm(false, true, t, t, hs_, scale, q, ld, k, ld, 0.0f, p, t);
+      for (std::int64_t i = 0; i < t; ++i) {
+        float* row = p + i * t;
+        const float l = lse[i];
+        std::int64_t j = 0;
+        for (; j <= i; ++j) row[j] = rowmath::exp(row[j] - l);
+        for (; j < t; ++j) row[j] = 0.0f;
+      }
+      blas::sgemm(true, false, t, hs_, t, 1.0f, p, t, g, c_, 0.0f, dv, ld);
+      blas::sgemm(false, true, t, t, hs_, 1.0f, g, c_, v, ld, 0.0f, dp, t);
+      for (std::int64_t i = 0; i < t; ++i) {
+        const float* prow = p + i * t;
+        float* drow = dp + i * t;
+        const float d = rowmath::dot(prow, drow, i + 1);
+        std::int64_t j = 0;
+        for (; j <= i; ++j) drow[j] = prow[j] * (drow[j] - d);
+        for (; j < t; ++j) drow[j] = 0.0f;
+      }
+      blas::sgemm(false, false, t, hs_, t, scale, dp, t, k, ld, 0.0f, dq, ld);
+      blas::sgemm(true, false, t, hs_, t, scale, dp, t, q, ld, 0.0f, dk, ld);
+    }
+}
+
+}  // namespace ringtrain

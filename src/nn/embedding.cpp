@@ -1,0 +1,79 @@
+// Embedding: GPT-2's token table plus learned positions. Backward is a serial scatter-add (rows
+// in batch order), so the gradient is the same whatever the threading; both tables' gradients
+// are zeroed first (overwritten, like every layer's). Token ids are checked in forward.
+#include <cstring>
+
+#include "ringtrain/core/error.hpp"
+#include "ringtrain/nn/layers.hpp"
+
+namespace ringtrain {
+
+Embedding::Embedding(std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd)
+    : vocab_(vocab_size), block_(block_size), c_(n_embd) {
+  RT_REQUIRE(vocab_ > 0 && vocab_ <= std::int64_t{1} << 31, ConfigError,
+             "embedding: vocab_size must be in [1, 2^31] (token ids are int32), got {}", vocab_);
+  RT_REQUIRE(block_ > 0, ConfigError, "embedding: block_size must be > 0, got {}", block_);
+  RT_REQUIRE(c_ > 0, ConfigError, "embedding: n_embd must be > 0, got {}", c_);
+}
+
+Shape Embedding::configure(const Shape& input) {
+  RT_REQUIRE(input.rank() == 1, ConfigError, "embedding: input per sample must be [T] token ids, got {}", input.str());
+  RT_REQUIRE(input[0] >= 1 && input[0] <= block_, ConfigError,
+             "embedding: sequence length T = {} must be in [1, block_size = {}]", input[0], block_);
+  t_ = input[0];
+  return Shape{t_, c_};
+}
+
+std::vector<ParamSpec> Embedding::param_specs() const {
+  return {{"weight", Shape{vocab_, c_}, ParamInit::normal, 1, 0.02},
+          {"position", Shape{block_, c_}, ParamInit::normal, 1, 0.02}};
+}
+
+void Embedding::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+  wte_ = params[0];
+  wpe_ = params[1];
+  dwte_ = grads[0];
+  dwpe_ = grads[1];
+}
+
+void Embedding::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  const std::int64_t n = x.shape()[0];
+  const std::int32_t* tokens = x.data<std::int32_t>();
+  const float* wte = wte_.f32();
+  const float* wpe = wpe_.f32();
+  float* out = y.f32();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < t_; ++t) {
+      const std::int64_t row = b * t_ + t;
+      const std::int64_t token = tokens[row];
+      RT_REQUIRE(token >= 0 && token < vocab_, DataError,
+                 "embedding: token id {} (sample {}, position {}) is outside the vocabulary [0, {})", token, b, t,
+                 vocab_);
+      const float* w = wte + token * c_;
+      const float* p = wpe + t * c_;
+      float* o = out + row * c_;
+      for (std::int64_t i = 0; i < c_; ++i) o[i] = w[i] + p[i];
+    }
+}
+
+// dx is never written: token ids have no gradient (the model passes none for its input).
+void Embedding::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor*) {
+  const std::int64_t n = x.shape()[0];
+  const std::int32_t* tokens = x.data<std::int32_t>();
+  const float* g = dy.f32();
+  float* dwte = dwte_.f32();
+  float* dwpe = dwpe_.f32();
+  std::memset(dwte, 0, dwte_.nbytes());
+  std::memset(dwpe, 0, dwpe_.nbytes());
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t t = 0; t < t_; ++t) {
+      const std::int64_t row = b * t_ + t;
+      const float* gr = g + row * c_;
+      float* w = dwte + static_cast<std::int64_t>(tokens[row]) * c_;
+      float* p = dwpe + t * c_;
+      for (std::int64_t i = 0; i < c_; ++i) w[i] += gr[i];
+      for (std::int64_t i = 0; i < c_; ++i) p[i] += gr[i];
+    }
+}
+
+}  // namespace ringtrain

@@ -1,0 +1,75 @@
+// Private: small inline helpers for the CPU layers' per-row loops (layer norm, GELU, softmax)
+// written so GCC vectorises them at the baseline ISA without -ffast-math: sums keep kLanes
+// partial sums (a fixed order, so results do not depend on the compiler), exp is a polynomial
+// (its clamp if-converts only with -fno-trapping-math, which the including files get).
+#pragma once
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+namespace ringtrain::rowmath {
+
+inline constexpr std::int64_t kLanes = 8;
+
+// sum_i a[i] * b[i], float partial sums in kLanes lanes, then the lanes and the tail in order.
+inline float dot(const float* a, const float* b, std::int64_t n) {
+  float lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
+  float s = 0.0f;
+  for (const float v : lane) s += v;
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// sum_i a[i], as dot.
+inline float sum(const float* a, std::int64_t n) {
+  float lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l];
+  float s = 0.0f;
+  for (const float v : lane) s += v;
+  for (; i < n; ++i) s += a[i];
+  return s;
+}
+
+// sum_i (a[i] - c)^2, as dot.
+inline float centered_sq_sum(const float* a, float c, std::int64_t n) {
+  float lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::int64_t l = 0; l < kLanes; ++l) {
+      const float d = a[i + l] - c;
+      lane[l] += d * d;
+    }
+  float s = 0.0f;
+  for (const float v : lane) s += v;
+  for (; i < n; ++i) s += (a[i] - c) * (a[i] - c);
+  return s;
+}
+
+// e^x for x in float range, relative error ~2e-7 (Cephes' expf polynomial). Inputs are clamped
+// to [-87, 88]: below, the result is ~1.6e-38 instead of 0 (callers add it to 1 or multiply it
+// by a bounded value), above, ~1.7e38 instead of overflowing. Branch-free, so loops over it
+// vectorise.
+inline float exp(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
+  const float n = (x * kLog2e + kRound) - kRound;
+  // r = x - n ln2, with ln2 split in two so n * ln2_hi is exact.
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(bits);
+}
+
+}  // namespace ringtrain::rowmath
