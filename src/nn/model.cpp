@@ -61,8 +61,9 @@ void Model::connect(const Shape& input_shape) {
   std::vector<std::string> names;  // per node: its output's name ("" unnamed)
   std::vector<bool> read(nodes_.size(), false);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const std::string where = fmt::format("model.layers[{}]", i);
     ModelNode& node = nodes_[i];
+    const std::string where =
+        node.name.empty() ? fmt::format("model.layers[{}]", i) : fmt::format("model.layers[{}] ({})", i, node.name);
     Layer& layer = *node.layer;
     std::vector<int> reads;
     if (node.inputs.empty()) {
@@ -83,8 +84,9 @@ void Model::connect(const Shape& input_shape) {
                layer.kind(), layer.num_inputs(), reads.size());
     RT_REQUIRE(
         node.name.empty() || node.name == "input" || std::find(names.begin(), names.end(), node.name) == names.end(),
-        ConfigError, "{}: name \"{}\" is already used", where, node.name);
-    RT_REQUIRE(node.name != "input", ConfigError, "{}: name \"input\" is reserved for the model's input", where);
+        ConfigError, "model.layers[{}]: name \"{}\" is already used", i, node.name);
+    RT_REQUIRE(node.name != "input", ConfigError, "model.layers[{}]: name \"input\" is reserved for the model's input",
+               i);
     std::vector<Shape> in_shapes;
     for (const int v : reads) {
       if (v != kInput) read[static_cast<std::size_t>(v)] = true;

@@ -1,0 +1,140 @@
+// A GPT language model end to end through the real executable, on byte tokens converted from a
+// generated text: training lowers the validation loss, 1 rank with batch 2B equals 2 ranks with
+// batch B, a stopped run resumes bit for bit (also on another number of ranks), bench train and
+// tune batch run it, and a wrong model/data pairing is one clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "integration/run_command.hpp"
+
+namespace ringtrain::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path& work_dir() {
+  static const fs::path dir = [] {
+    auto d = fs::temp_directory_path() / "ringtrain-gpt";
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// ~60 KB of text with structure to learn: numbered sentences from a small vocabulary of words.
+const fs::path& token_dir() {
+  static const fs::path dir = [] {
+    const char* words[] = {"the",      "ring", "passes", "gradients", "between", "ranks", "while",
+                           "backward", "runs", "and",    "every",     "step",    "ends",  "together"};
+    std::string text;
+    for (int i = 0; text.size() < 60000; ++i)
+      text +=
+          std::to_string(i % 97) + ": " + words[i % 14] + " " + words[(i * 7) % 14] + " " + words[(i * 3) % 14] + ".\n";
+    const fs::path txt = work_dir() / "corpus.txt";
+    std::ofstream(txt) << text;
+    const fs::path out = work_dir() / "tokens";
+    const auto r = run_ringtrain(
+        1, {"data", "convert", "--text", txt.string(), "--val-fraction", "0.1", "--out-dir", out.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return out;
+  }();
+  return dir;
+}
+
+std::string config_path() {
+  static const std::string path = [] {
+    const fs::path p = work_dir() / "gpt.toml";
+    std::ofstream(p) << "[data]\nformat = \"tokens\"\ntrain = \"" << (token_dir() / "train.h5").string()
+                     << "\"\ntest = \"" << (token_dir() / "val.h5").string()
+                     << "\"\n[model]\nfamily = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\nblock_size = 32\n"
+                        "[optim]\nname = \"adamw\"\nlr = 0.003\nbeta2 = 0.95\nweight_decay = 0.1\n"
+                        "clip_grad_norm = 1.0\nwarmup_steps = 5\nschedule = \"cosine\"\nmin_lr = 0.0003\n"
+                        "[train]\nbatch_size = 8\nmax_steps = 40\nlog_every = 10\n";
+    return p.string();
+  }();
+  return path;
+}
+
+nlohmann::json train(int ranks, const std::string& run, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"train", config_path(), "--set", "run.dir=" + (work_dir() / run).string()};
+  for (auto& e : extra) {
+    args.push_back("--set");
+    args.push_back(e);
+  }
+  const auto r = run_ringtrain(ranks, args);
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 75) << r.output;
+  std::ifstream in(work_dir() / run / "summary.json");
+  return nlohmann::json::parse(in);
+}
+
+double relative(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
+
+TEST(GptTrain, LearnsAndReportsTokens) {
+  const auto s = train(1, "learn");
+  const double chance = std::log(256.0);
+  EXPECT_LT(s["val_loss"].get<double>(), chance - 1.5) << s.dump();
+  EXPECT_GT(s["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_EQ(s["parameters"].get<std::int64_t>(), 34688);  // tied LM head: the token table once
+}
+
+TEST(GptTrain, OneRankTwiceTheBatchEqualsTwoRanks) {
+  const auto one = train(1, "np1", {"train.batch_size=8"});
+  const auto two = train(2, "np2", {"train.batch_size=4"});
+  EXPECT_LT(relative(two["final_train_loss"], one["final_train_loss"]), 1e-5);
+  EXPECT_LT(relative(two["val_loss"], one["val_loss"]), 1e-5);
+}
+
+TEST(GptTrain, ResumeIsBitExactAlsoOnOtherRankCounts) {
+  const auto straight = train(1, "straight");
+  train(1, "stopped", {"train.exit_at_step=15"});
+  const auto resumed = train(1, "stopped", {"train.resume=auto"});
+  EXPECT_EQ(resumed["param_checksum"], straight["param_checksum"]);
+  EXPECT_EQ(resumed["start_step"].get<int>(), 15);
+  train(1, "moved", {"train.exit_at_step=15"});
+  const auto moved = train(2, "moved", {"train.resume=auto", "train.batch_size=4"});
+  EXPECT_LT(relative(moved["final_train_loss"], straight["final_train_loss"]), 1e-5);
+}
+
+TEST(GptTrain, BenchTrainAndTuneBatchRunIt) {
+  auto r =
+      run_ringtrain(2, {"bench", "train", config_path(), "--synthetic", "--steps", "3", "--warmup", "1", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(lines_of(r.output).back());
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(j["params"].get<std::int64_t>(), 34688);
+  r = run_ringtrain(1, {"tune", "batch", config_path(), "--max-batch", "16"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("choice: batch"), std::string::npos) << r.output;
+}
+
+// Exactly one error line, naming what is wrong.
+void expect_error(const std::vector<std::string>& sets, const std::string& needle) {
+  std::vector<std::string> args = {"train", config_path(), "--set", "run.dir=" + (work_dir() / "bad").string()};
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  const auto r = run_ringtrain(2, args);
+  EXPECT_NE(r.exit_code, 0);
+  int errors = 0;
+  for (const auto& line : lines_of(r.output))
+    if (line.rfind("ringtrain: error:", 0) == 0) {
+      ++errors;
+      EXPECT_NE(line.find(needle), std::string::npos) << line;
+    }
+  EXPECT_EQ(errors, 1) << r.output;
+}
+
+TEST(GptTrain, WrongModelsForTheDataAreOneError) {
+  expect_error({"model.vocab_size=100"}, "the model predicts 100 tokens but");
+  expect_error({"model.n_head=3"}, "model.n_embd = 32 is not a multiple of model.n_head = 3");
+  expect_error({"data.block_size=64"}, "64");  // longer than the position table
+  expect_error({"data.format=images"}, "train.h5");
+}
+
+}  // namespace
+}  // namespace ringtrain::test
