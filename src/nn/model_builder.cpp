@@ -51,7 +51,11 @@ const EnumKey<std::string> kType(
      {"maxpool2d", "maxpool2d"},
      {"flatten", "flatten"},
      {"dropout", "dropout"},
-     {"batchnorm2d", "batchnorm2d"}});
+     {"batchnorm2d", "batchnorm2d"},
+     {"embedding", "embedding"},
+     {"layernorm", "layernorm"},
+     {"gelu", "gelu"},
+     {"attention", "attention"}});
 const StringKey kName({.name = "model.layers[].name",
                        .doc = "the name of this layer's output, for later layers' `inputs`"},
                       "");

@@ -50,17 +50,18 @@ inline float centered_sq_sum(const float* a, float c, std::int64_t n) {
   return s;
 }
 
-// e^x for x in float range, relative error ~2e-7 (Cephes' expf polynomial). Inputs are clamped
-// to [-87, 88]: below, the result is ~1.6e-38 instead of 0 (callers add it to 1 or multiply it
-// by a bounded value), above, ~1.7e38 instead of overflowing. Branch-free, so loops over it
-// vectorise.
+// e^x for x <= 0 (a softmax's s - max, GELU's -2|u|; small positive x works too, x > 88 does
+// not), relative error < 1e-7 (Cephes' expf polynomial); 0 below -86 rather than a denormal.
+// Branch-free, so loops over it vectorise. Where GCC if-converts the clamp it evaluates the
+// clamped case for every lane, so that case must not make denormals (they cost ~100 cycles).
 inline float exp(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kLow = -86.0f;
+  const float xc = std::max(x, kLow);
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
-  const float n = (x * kLog2e + kRound) - kRound;
-  // r = x - n ln2, with ln2 split in two so n * ln2_hi is exact.
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float n = (xc * kLog2e + kRound) - kRound;
+  // r = xc - n ln2, with ln2 split in two so n * ln2_hi is exact.
+  const float r = (xc - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -69,7 +70,8 @@ inline float exp(float x) {
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
   const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
+  const float e = p * std::bit_cast<float>(bits);
+  return x < kLow ? 0.0f : e;
 }
 
 }  // namespace ringtrain::rowmath
