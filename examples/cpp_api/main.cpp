@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   // One communicator for the loss and accuracy, one for the gradient buckets.
   auto stats_comm = rt::make_mpi_communicator(ctx, rt::AllreduceAlgo::ring);
   auto grad_comm = rt::make_mpi_communicator(ctx, rt::AllreduceAlgo::ring);
-  rt::DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, kBatch, kClasses, rt::StepOptions{}, nullptr);
+  rt::DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, kBatch, rt::StepOptions{}, nullptr);
 
   rt::Tensor x = rt::Tensor::empty(rt::Shape{kFeatures}.with_batch(kBatch));
   std::vector<std::int32_t> labels(kBatch);
