@@ -105,6 +105,8 @@ class Model {
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).
   std::int64_t train_flops_per_sample() const;
   std::size_t num_layers() const { return nodes_.size(); }
+  // Node i's name ("" when unnamed; the GPT family names its nodes after GPT-2's modules).
+  const std::string& layer_name(std::size_t i) const { return nodes_[i].name; }
   // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
   void begin_step(const StepInfo& info);
   std::string describe() const;  // one line per node: kind, inputs, output shape, parameters
