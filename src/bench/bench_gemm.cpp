@@ -2,7 +2,6 @@
 // peak, one JSON line on rank 0), or on one GPU the Fashion-MNIST Linear GEMMs and two squares,
 // ringtrain's cuBLASLt algorithm against cuBLASLt's fastest (cuda; bench_gemm_cuda.cpp).
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,7 +15,7 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "tensor/blas.hpp"
+#include "ringtrain/train/peak_flops.hpp"
 
 namespace ringtrain {
 namespace {
@@ -25,24 +24,9 @@ namespace {
 void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   const std::int64_t n = o.size;
-  std::vector<float> a(static_cast<std::size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
-  using Clock = std::chrono::steady_clock;
-  auto run = [&](std::int64_t iters) {
-    const auto t0 = Clock::now();
-    for (std::int64_t i = 0; i < iters; ++i)
-      blas::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  double once = run(1);                       // warm-up, and the per-call time that sizes the timed loops
-  comm->allreduce_sum(&once, 1, DType::f64);  // same iteration count on every rank
-  const auto iters = std::max<std::int64_t>(1, static_cast<std::int64_t>(o.seconds / (once / ctx.world_size())));
-  std::vector<double> rates;
-  for (int r = 0; r < o.repeats; ++r) {
-    comm->barrier();
-    double gflops = 2.0 * static_cast<double>(n * n * n) * static_cast<double>(iters) / run(iters) / 1e9;
-    comm->allreduce_sum(&gflops, 1, DType::f64);
-    rates.push_back(gflops);
-  }
+  const SgemmPeak peak = measure_sgemm_peak(*comm, ctx.world_size(), n, o.seconds, o.repeats);
+  const std::vector<double>& rates = peak.aggregate;
+  const std::int64_t iters = peak.iterations;
   const double aggregate = median(rates);
   nlohmann::json j = {{"bench", "gemm"},
                       {"backend", "cpu"},

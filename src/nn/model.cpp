@@ -136,6 +136,44 @@ void Model::plan_backward() {
       if (v != kInput) written[static_cast<std::size_t>(v)] = true;
     }
   }
+  plan_grad_slots();
+}
+
+void Model::plan_grad_slots() {
+  // A value's gradient lives from the backward of its last reader (which writes it first) to
+  // the backward of its producer (which reads it as dy); values whose lives do not overlap share
+  // a buffer, the smallest free one that fits (grown when none does). A sequential stack needs
+  // two buffers whatever its depth.
+  grad_slot_.assign(nodes_.size(), -1);
+  slot_elems_.clear();
+  std::vector<bool> slot_free;
+  const std::size_t last = nodes_.size() - 1;
+  for (std::size_t i = last + 1; i-- > 0;) {
+    if (!needs_grad_[i]) continue;
+    for (const int v : reads_[i]) {
+      if (v == kInput || !needs_grad_[static_cast<std::size_t>(v)] || grad_slot_[static_cast<std::size_t>(v)] >= 0)
+        continue;
+      const std::int64_t need = shapes_[static_cast<std::size_t>(v)].numel();
+      int best = -1;
+      for (std::size_t k = 0; k < slot_elems_.size(); ++k) {
+        if (!slot_free[k]) continue;
+        const bool fits = slot_elems_[k] >= need;
+        const bool better = best < 0 || (fits && (slot_elems_[static_cast<std::size_t>(best)] < need ||
+                                                  slot_elems_[k] < slot_elems_[static_cast<std::size_t>(best)]));
+        if (better) best = static_cast<int>(k);
+      }
+      if (best < 0) {
+        best = static_cast<int>(slot_elems_.size());
+        slot_elems_.push_back(0);
+        slot_free.push_back(true);
+      }
+      auto& elems = slot_elems_[static_cast<std::size_t>(best)];
+      elems = std::max(elems, need);
+      slot_free[static_cast<std::size_t>(best)] = false;
+      grad_slot_[static_cast<std::size_t>(v)] = best;
+    }
+    if (i != last && grad_slot_[i] >= 0) slot_free[static_cast<std::size_t>(grad_slot_[i])] = true;  // consumed
+  }
 }
 
 void Model::bind_layers(const Tensor& params) {
@@ -196,10 +234,9 @@ void Model::ensure_batch(std::int64_t n) {
   if (n > capacity_) {
     act_storage_.clear();
     grad_storage_.clear();
-    for (const auto& s : shapes_) {
-      act_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
-      grad_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
-    }
+    for (const auto& s : shapes_) act_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
+    for (const std::int64_t elems : slot_elems_)
+      grad_storage_.push_back(Tensor::empty(Shape{elems * n}, activation_dtype(), device_));
     if (emulated() && !reads_tokens_) input_storage_ = Tensor::empty(input_shape_.with_batch(n));
     scratch_storage_.clear();
     for (std::size_t i = 0; i < nodes_.size(); ++i)
@@ -217,7 +254,9 @@ void Model::ensure_batch(std::int64_t n) {
     dacts_.clear();
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
       acts_.push_back(act_storage_[i].rows(0, n));
-      dacts_.push_back(grad_storage_[i].rows(0, n));
+      const int slot = grad_slot_[i];
+      dacts_.push_back(
+          slot < 0 ? Tensor() : grad_storage_[static_cast<std::size_t>(slot)].flat_slice(0, shapes_[i].with_batch(n)));
     }
   }
 }

@@ -1,6 +1,8 @@
 // OpenBLAS-backed BLAS wrapper (see blas.hpp).
 #include "tensor/blas.hpp"
 
+#include <chrono>
+
 #include <cblas.h>
 
 namespace ringtrain::blas {
@@ -14,6 +16,20 @@ void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int6
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+SgemmTimer::SgemmTimer(std::int64_t n)
+    : n_(n), a_(static_cast<std::size_t>(n * n), 0.5f), b_(a_.size(), 0.25f), c_(a_.size(), 0.0f) {}
+
+double SgemmTimer::seconds(std::int64_t iterations) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < iterations; ++i)
+    sgemm(false, false, n_, n_, n_, 1.0f, a_.data(), n_, b_.data(), n_, 0.0f, c_.data(), n_);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double SgemmTimer::gflops(std::int64_t iterations, double seconds) const {
+  return 2.0 * static_cast<double>(n_ * n_ * n_) * static_cast<double>(iterations) / seconds / 1e9;
 }
 
 }  // namespace ringtrain::blas

@@ -169,6 +169,10 @@ std::string describe_data(const Session& s) {
 
 }  // namespace
 
+double RunReport::mfu(double samples_per_second) const {
+  return samples_per_second * static_cast<double>(flops_per_sample_) / (peak_gflops_ * 1e9 * ctx_.world_size());
+}
+
 void RunReport::header(const Session& session, std::int64_t global_batch, double setup_seconds) {
   const std::string& config_path = session.config_path;
   const std::string& resolved_config = session.resolved_config;
@@ -176,6 +180,7 @@ void RunReport::header(const Session& session, std::int64_t global_batch, double
   steps_per_epoch_ = session.steps_per_epoch;
   global_batch_ = global_batch;
   tokens_per_sample_ = session.tokens() ? session.tc.data.block_size : 0;
+  flops_per_sample_ = model.train_flops_per_sample();
   const auto& b = ctx_.binding();
   const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
   log::info(
@@ -210,6 +215,13 @@ void RunReport::header(const Session& session, std::int64_t global_batch, double
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
   log::info("setup:  {:.2f} s", setup_seconds);
   log::info("monitor: {}", sampler_->describe());
+}
+
+void RunReport::peak(double gflops_per_rank, std::string_view source) {
+  peak_gflops_ = gflops_per_rank;
+  if (gflops_per_rank > 0)
+    log::info("peak:   {:.1f} GFLOP/s per rank ({}); MFU = training FLOP/s over the ranks' peak", gflops_per_rank,
+              source);
 }
 
 void RunReport::comm_plan(std::size_t buckets, bool overlap) {
@@ -249,9 +261,10 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
           ? fmt::format("{:>9} tokens/s",
                         with_commas(static_cast<std::int64_t>(rate * static_cast<double>(tokens_per_sample_))))
           : fmt::format("{:>9} samples/s", with_commas(static_cast<std::int64_t>(rate)));
-  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {}  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
-            epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss, rate_text, 100.0 * data / total,
-            100.0 * comm / total, lr, hms(eta));
+  const std::string mfu_text = peak_gflops_ > 0 ? fmt::format("  MFU {:.1f}%", 100.0 * mfu(rate)) : std::string();
+  log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {}{}  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
+            epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss, rate_text, mfu_text,
+            100.0 * data / total, 100.0 * comm / total, lr, hms(eta));
   nlohmann::json j = {{"type", "step"},
                       {"epoch", epoch + 1},
                       {"step", step_in_epoch + 1},
@@ -265,6 +278,7 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
                       {"exposed_comm_ms", 1e3 * comm / static_cast<double>(n)},
                       {"allreduce_ms", 1e3 * allreduce / static_cast<double>(n)}};
   if (tokens_per_sample_ > 0) j["tokens_per_second"] = rate * static_cast<double>(tokens_per_sample_);
+  if (peak_gflops_ > 0) j["mfu"] = mfu(rate);
   if (metrics_) metrics_->write(j.dump());
   for (const ResourceSample& r : sampler_->drain())
     if (metrics_) metrics_->write(resource_json(r, ctx_.world_rank(), global_step + 1).dump());
@@ -340,6 +354,13 @@ void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t 
   if (metrics_) metrics_->write(j.dump());
 }
 
+void RunReport::evaluation(std::int64_t global_step, double accuracy, double loss) {
+  last_test_loss_ = loss;
+  log::info("step {}  test loss {:.4f}  accuracy {:.4f}", global_step, loss, accuracy);
+  nlohmann::json j = {{"type", "eval"}, {"global_step", global_step}, {"test_accuracy", accuracy}, {"test_loss", loss}};
+  if (metrics_) metrics_->write(j.dump());
+}
+
 void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config) {
   sparsity_ = layers;
   prune_ = config;
@@ -407,6 +428,8 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"loss_scale", scaler.scale()},
                       {"param_checksum", param_checksum}};
   j["final_test_loss"] = last_test_loss_ ? nlohmann::json(*last_test_loss_) : nlohmann::json();
+  j["peak_gflops_per_rank"] = peak_gflops_ > 0 ? nlohmann::json(peak_gflops_) : nlohmann::json();
+  j["mfu"] = peak_gflops_ > 0 ? nlohmann::json(mfu(rate)) : nlohmann::json();
   if (tokens_per_sample_ > 0) {
     j["tokens_per_second"] = rate * static_cast<double>(tokens_per_sample_);
     j["val_loss"] = j["final_test_loss"];

@@ -56,6 +56,11 @@ class RunReport {
   // fp16: the step's gradients overflowed and its update was skipped.
   void overflow(std::int64_t global_step, double scale_before, double scale_after);
   void epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t global_step, double accuracy, double loss);
+  // An evaluation between epoch ends (train.eval_every).
+  void evaluation(std::int64_t global_step, double accuracy, double loss);
+  // One rank's peak GFLOP/s (0: unknown): progress lines, metrics.jsonl and summary.json then give
+  // the model FLOP utilization (training FLOPs per sample x samples/s over the ranks' peak).
+  void peak(double gflops_per_rank, std::string_view source);
   // Prints the per-layer sparsity table (pruned runs) and keeps it for summary.json.
   void sparsity(const std::vector<LayerSparsity>& layers, const PruneConfig& config);
   // final_accuracy: none without a test set (null in summary.json). finished: false for a run
@@ -75,7 +80,10 @@ class RunReport {
   std::int64_t steps_per_epoch_ = 0;
   std::int64_t global_batch_ = 0;
   std::int64_t tokens_per_sample_ = 0;  // token data: block_size (rates are also given in tokens/s)
-  std::vector<StepTimes> times_;        // every step, for medians and the train time
+  std::int64_t flops_per_sample_ = 0;   // training FLOPs per sample
+  double peak_gflops_ = 0.0;            // per rank; 0: MFU not reported
+  double mfu(double samples_per_second) const;
+  std::vector<StepTimes> times_;  // every step, for medians and the train time
   std::size_t window_begin_ = 0;
   double window_loss_ = 0.0;
   double best_accuracy_ = -1.0;

@@ -35,8 +35,20 @@ const IntKey kBatchSize({.name = "train.batch_size",
                         64);
 const IntKey kEvalBatchSize({.name = "train.eval_batch_size",
                              .doc = "per-rank batch for evaluation",
-                             .range = Range::between(1, kMaxBatch)},
+                             .range = Range::between(1, kMaxBatch),
+                             .default_doc = "`256` (images), `train.batch_size` (tokens: a window's activations are "
+                                            "block_size times an image's)"},
                             256);
+const IntKey kEvalEvery({.name = "train.eval_every",
+                         .doc = "also evaluate on `data.test` every this many steps (0: at the end of each epoch and "
+                                "of the run only)",
+                         .range = Range::at_least(0)},
+                        0);
+const IntKey kEvalBatches({.name = "train.eval_batches",
+                           .doc = "batches of `eval_batch_size` per rank an evaluation reads from the start of its "
+                                  "shard of `data.test` (0: all)",
+                           .range = Range::at_least(0)},
+                          0);
 const IntKey kSeed({.name = "train.seed",
                     .doc = "seeds initialisation, the sampler's per-epoch permutation and dropout",
                     .range = Range::at_least(0)},
@@ -159,6 +171,13 @@ const IntKey kMonitorIntervalMs(
             "per rank and warns about a rank > 25% slower than the median rank (0: off)",
      .range = Range::at_least(0)},
     1000);
+const NumberKey kPeakGflops({.name = "monitor.peak_gflops",
+                             .doc = "one rank's peak GFLOP/s, against which the model FLOP utilization (MFU) is "
+                                    "reported; 0: measured at the start on the CPU (a 1024^3 sgemm on every rank at "
+                                    "once, about 0.2 s; `ringtrain bench gemm` measures the same), not reported on "
+                                    "the GPU",
+                             .range = Range::at_least(0)},
+                            0.0);
 
 }  // namespace
 
@@ -173,7 +192,8 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.epochs = config.get(kEpochs);
   t.max_steps = config.get(kMaxSteps);
   t.batch_size = config.get(kBatchSize);
-  t.eval_batch_size = config.get(kEvalBatchSize);
+  t.eval_every = config.get(kEvalEvery);
+  t.eval_batches = config.get(kEvalBatches);
   t.seed = static_cast<std::uint64_t>(config.get(kSeed));
   t.log_every = config.get(kLogEvery);
   t.accumulation_steps = config.get(kAccumulationSteps);
@@ -201,6 +221,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   Config data = config.section("data");
   Config model = config.section("model");
   t.data = read_data_config(data, model_block_size(model));
+  t.eval_batch_size = config.get(kEvalBatchSize, t.data.format == DataFormat::tokens ? t.batch_size : 256);
 
   t.backend = config.get(kBackend);
   t.tf32 = config.get(kTf32);
@@ -215,6 +236,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
 
   t.trace = config.get(kTrace);
   t.monitor_interval_ms = config.get(kMonitorIntervalMs);
+  t.peak_gflops = config.get(kPeakGflops);
   return t;
 }
 

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/peak_flops.hpp"
 #include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/session.hpp"
 #include "ringtrain/train/train_config.hpp"
@@ -48,7 +50,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // loaders, the checkpoints and the position a resumed run starts from.
 struct Setup {
   std::unique_ptr<Session> session;
-  std::unique_ptr<BatchSource> train_loader, test_loader;
+  std::unique_ptr<BatchSource> train_loader;
+  // A fresh pass over this rank's shard of data.test per evaluation; empty without data.test.
+  std::function<std::unique_ptr<BatchSource>()> test_source;
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
 };
@@ -58,15 +62,21 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   setup->session = open_session(ctx, config_path, overrides);
   Session& s = *setup->session;
   const TrainConfig& tc = s.tc;
+  if (s.test || s.test_tokens)
+    setup->test_source = [&s, &ctx] {
+      return for_data_key("data.test", [&] {
+        if (s.test_tokens) {
+          TokenLoaderOptions o = token_loader_options(s.tc, ctx.world_size(), ctx.world_rank(), false);
+          o.epochs = 1;
+          return make_batch_source(s.test_tokens, o);
+        }
+        LoaderOptions o = loader_options(s.tc, ctx.world_size(), ctx.world_rank(), false);
+        o.epochs = 1;
+        return make_batch_source(s.test, o);
+      });
+    };
   run_collectively(ctx, [&] {
-    if (s.test)
-      setup->test_loader = for_data_key("data.test", [&] {
-        return make_batch_source(s.test, loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
-      });
-    if (s.test_tokens)
-      setup->test_loader = for_data_key("data.test", [&] {
-        return make_batch_source(s.test_tokens, token_loader_options(tc, ctx.world_size(), ctx.world_rank(), false));
-      });
+    if (setup->test_source) setup->test_source();  // bad options fail here, on every rank alike
     if (ctx.world_rank() != 0) return;
     std::error_code ec;
     std::filesystem::create_directories(tc.run_dir, ec);
@@ -132,6 +142,7 @@ class Evaluator {
   std::unique_ptr<DeviceBatch> placer_;
 };
 
+// One pass over the test set (train.eval_batches batches per rank when set).
 EvalResult evaluate(Session& s, BatchSource& test_loader, const Context& ctx, Evaluator& evaluator) {
   // BatchNorm statistics are per rank: average them so every rank evaluates the same model.
   for (Tensor& b : s.model->buffers())
@@ -140,7 +151,9 @@ EvalResult evaluate(Session& s, BatchSource& test_loader, const Context& ctx, Ev
       for (std::int64_t i = 0; i < h.numel(); ++i) h.f32()[i] /= static_cast<float>(ctx.world_size());
     });
   double sums[3] = {0.0, 0.0, 0.0};  // correct, loss sum, labels
-  for (std::int64_t i = 0; i < test_loader.steps_per_epoch(); ++i) {
+  std::int64_t batches = test_loader.steps_per_epoch();
+  if (s.tc.eval_batches > 0) batches = std::min(batches, s.tc.eval_batches);
+  for (std::int64_t i = 0; i < batches; ++i) {
     const SourceBatch batch = for_data_key("data.test", [&] { return test_loader.next(); });
     const LossSums r = evaluator.run(*s.model, batch);
     sums[0] += r.correct;
@@ -302,6 +315,14 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, options, &tracer,
                            &s.scaler);
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
+  if (tc.peak_gflops > 0) {
+    report.peak(tc.peak_gflops, "monitor.peak_gflops");
+  } else if (model.device() == Device::cpu) {
+    constexpr std::int64_t kPeakSize = 1024;
+    constexpr double kPeakSeconds = 0.2;
+    const SgemmPeak p = measure_sgemm_peak(*s.comms.main, world, kPeakSize, kPeakSeconds, 1);
+    report.peak(p.aggregate.front() / world, "a 1024^3 sgemm on every rank at once, measured now");
+  }
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
   BoundaryPolicy policy(tc, *s.comms.main, ctx);
@@ -309,7 +330,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   const std::int64_t labels_per_step = b * world * label_positions(model);
   TrainPosition at = start;
   double final_loss = 0.0;
-  std::optional<EvalResult> last_eval;  // none without a test set, or before the first epoch's end
+  std::optional<EvalResult> last_eval;  // none without a test set, or before the first evaluation
   std::string stopped;                  // why the run ended before its last step; empty when it completed
   while (at.step < s.total_steps) {
     const auto t0 = Clock::now();
@@ -327,17 +348,22 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
                 StepTimes{std::chrono::duration<double>(t1 - t0).count(), r.compute_s, r.exposed_s, r.allreduce_s},
                 s.total_steps);
     ++at.step;
-    // An epoch ends with its evaluation, also the last, partial one (max_steps); evaluation
-    // averages BatchNorm statistics, so it comes before any checkpoint of this step.
-    if (++at.step_in_epoch == spe || at.step == s.total_steps) {
-      if (setup->test_loader) {
-        last_eval = evaluate(s, *setup->test_loader, ctx, evaluator);
+    // An epoch ends with its evaluation, also the last, partial one (max_steps), and with
+    // train.eval_every every so many steps; evaluation averages BatchNorm statistics, so it
+    // comes before any checkpoint of this step.
+    const bool epoch_end = ++at.step_in_epoch == spe || at.step == s.total_steps;
+    const bool periodic = tc.eval_every > 0 && at.step % tc.eval_every == 0;
+    if (setup->test_source && (epoch_end || periodic)) {
+      last_eval = evaluate(s, *setup->test_source(), ctx, evaluator);
+      if (epoch_end) {
         report.epoch_end(at.epoch, tc.epochs, at.step, last_eval->accuracy, last_eval->loss);
+      } else {
+        report.evaluation(at.step, last_eval->accuracy, last_eval->loss);
       }
-      if (at.step_in_epoch == spe) {
-        ++at.epoch;
-        at.step_in_epoch = 0;
-      }
+    }
+    if (at.step_in_epoch == spe) {
+      ++at.epoch;
+      at.step_in_epoch = 0;
     }
     const Boundary boundary = policy.after_step(at.step, s.total_steps);
     if (boundary.save && setup->checkpoints->enabled()) setup->checkpoints->save(at, boundary.why);

@@ -74,11 +74,21 @@ nlohmann::json train(int ranks, const std::string& run, std::vector<std::string>
 double relative(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
 
 TEST(GptTrain, LearnsAndReportsTokens) {
-  const auto s = train(1, "learn");
+  const auto s = train(1, "learn", {"train.eval_every=15", "train.eval_batches=2"});
   const double chance = std::log(256.0);
   EXPECT_LT(s["val_loss"].get<double>(), chance - 1.5) << s.dump();
   EXPECT_GT(s["tokens_per_second"].get<double>(), 0.0);
+  EXPECT_GT(s["mfu"].get<double>(), 0.0);
+  EXPECT_LT(s["mfu"].get<double>(), 1.0);
   EXPECT_EQ(s["parameters"].get<std::int64_t>(), 34688);  // tied LM head: the token table once
+  // train.eval_every: evaluations at steps 15 and 30, then the run's end (step 40)
+  std::ifstream metrics(work_dir() / "learn" / "metrics.jsonl");
+  std::vector<std::int64_t> eval_steps;
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "eval" || j["type"] == "epoch") eval_steps.push_back(j["global_step"].get<std::int64_t>());
+  }
+  EXPECT_EQ(eval_steps, (std::vector<std::int64_t>{15, 30, 40}));
 }
 
 TEST(GptTrain, OneRankTwiceTheBatchEqualsTwoRanks) {

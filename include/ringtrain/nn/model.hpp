@@ -105,6 +105,8 @@ class Model {
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).
   std::int64_t train_flops_per_sample() const;
   std::size_t num_layers() const { return nodes_.size(); }
+  // Buffers the values' gradients share in backward (2 for a sequential stack of any depth).
+  std::size_t gradient_buffers() const { return slot_elems_.size(); }
   // Node i's name ("" when unnamed; the GPT family names its nodes after GPT-2's modules).
   const std::string& layer_name(std::size_t i) const { return nodes_[i].name; }
   // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
@@ -119,6 +121,8 @@ class Model {
   void lay_out_params();
   // Which values need a gradient and which reads of a value add to a gradient already written.
   void plan_backward();
+  // Which gradient buffer each value's gradient uses (buffers shared between disjoint lives).
+  void plan_grad_slots();
   void ensure_batch(std::int64_t n);
   void bind_layers(const Tensor& params);
   const Tensor& value(int v) const { return v == kInput ? input_ : acts_[static_cast<std::size_t>(v)]; }
@@ -154,14 +158,17 @@ class Model {
   Tensor params_, grads_;
   Device device_;
   DType compute_dtype_ = DType::f32;
-  Tensor compute_params_;                           // not f32: the rounded copy the layers are bound to
-  bool compute_stale_ = true;                       // compute_params_ must be refreshed from params_
-  Tensor input_storage_;                            // not f32: the rounded input, at capacity_
-  std::int64_t capacity_ = 0;                       // batch size the activation buffers hold
-  std::vector<Tensor> act_storage_, grad_storage_;  // per layer output, at capacity_
-  std::vector<Tensor> acts_, dacts_;                // views of the current batch size
-  std::vector<Tensor> scratch_storage_, scratch_;   // per input slot: gradients to add (see adds_grad_)
-  Tensor input_;                                    // view of the last forward's (rounded) input
+  Tensor compute_params_;                          // not f32: the rounded copy the layers are bound to
+  bool compute_stale_ = true;                      // compute_params_ must be refreshed from params_
+  Tensor input_storage_;                           // not f32: the rounded input, at capacity_
+  std::int64_t capacity_ = 0;                      // batch size the activation buffers hold
+  std::vector<Tensor> act_storage_;                // per node output, at capacity_
+  std::vector<Tensor> grad_storage_;               // per gradient slot, at capacity_
+  std::vector<int> grad_slot_;                     // per node: its output gradient's slot (-1: none)
+  std::vector<std::int64_t> slot_elems_;           // per slot: elements per sample
+  std::vector<Tensor> acts_, dacts_;               // views of the current batch size
+  std::vector<Tensor> scratch_storage_, scratch_;  // per input slot: gradients to add (see adds_grad_)
+  Tensor input_;                                   // view of the last forward's (rounded) input
 };
 
 // Where and how a model computes: the device, the compute dtype (f32, bf16, f16) and, for f32

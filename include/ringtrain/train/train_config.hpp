@@ -40,6 +40,8 @@ struct TrainConfig {
   std::int64_t max_steps = 0;    // stop after this many optimizer steps (0: no limit)
   std::int64_t batch_size = 64;  // per rank
   std::int64_t eval_batch_size = 256;
+  std::int64_t eval_every = 0;    // steps between evaluations besides epoch ends (0: none)
+  std::int64_t eval_batches = 0;  // batches per evaluation and rank (0: the whole shard)
   std::uint64_t seed = 0;
   std::int64_t log_every = 100;         // steps between progress lines
   std::int64_t accumulation_steps = 1;  // micro-batches (of batch_size) per optimizer step
@@ -66,6 +68,7 @@ struct TrainConfig {
   // [monitor]
   bool trace = false;                       // Chrome/Perfetto timeline in run.dir/trace.json
   std::int64_t monitor_interval_ms = 1000;  // resource sampling period (0: off)
+  double peak_gflops = 0.0;                 // per rank, for MFU (0: measured on the CPU)
 };
 
 // The train.precision spelling of a compute dtype: "fp32", "bf16", "fp16".

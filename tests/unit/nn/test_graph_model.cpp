@@ -135,6 +135,15 @@ TEST(GraphModel, SequentialConfigsReadThePreviousLayer) {
   EXPECT_EQ(m->describe().find('('), std::string::npos) << m->describe();
 }
 
+TEST(GraphModel, GradientsShareBuffersWhenTheirLivesDoNotOverlap) {
+  std::string deep;
+  for (int i = 0; i < 6; ++i)
+    deep += "[[model.layers]]\ntype = \"linear\"\nout = 8\n[[model.layers]]\ntype = \"relu\"\n";
+  EXPECT_EQ(build(deep, Shape{4})->gradient_buffers(), 2u);  // ping-pong, whatever the depth
+  // the residual net: h's gradient lives through the whole backward of the block beside it
+  EXPECT_EQ(build(kResidual, Shape{4})->gradient_buffers(), 3u);
+}
+
 TEST(GraphModel, WrongGraphsNameTheLayer) {
   const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\nname = \"h\"\n";
   EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"g\"]\n", Shape{4})
