@@ -16,9 +16,13 @@ torch_gpt_train.py: 6 N + 12 n_layer block n_embd), val loss, final train loss, 
 rank and median step time; and the ratios: ringtrain/PyTorch tokens/s (median of per-repeat
 ratios), val loss difference, RSS ratio.
 
-ringtrain cannot train a GPT yet: run `--only-pytorch` until it can (the peak is still measured
-when the ringtrain binary exists; --peak-gflops gives it by hand). run_ringtrain() is the one
-place that knows ringtrain's side (the command and summary.json's field names).
+run_ringtrain() is the one place that knows ringtrain's side (the command and summary.json's
+field names). Both sides' tokens/s are tokens per step / median step time (ringtrain's from
+summary.json's global_batch and median_step_ms; its own tokens_per_second, over train_seconds,
+is kept in the raw results as summary_tokens_per_second). --only-pytorch runs the PyTorch side alone (the peak is still measured when the
+ringtrain binary exists; --peak-gflops gives it by hand). Peak RSS: PyTorch's is getrusage's
+ru_maxrss, ringtrain's the largest resident size its monitor sampled (every
+monitor.interval_ms, default 1 s), both MiB, the larger rank's.
 
 Stdlib only (Python >= 3.11 for tomllib). The PyTorch interpreter: --torch-python, default the
 venv of tools/setup-torch-venv (${RINGTRAIN_TORCH_VENV:-~/.cache/ringtrain/torch-venv}).
@@ -73,6 +77,7 @@ TORCH_FIXED = {
     "model.tie_embeddings": True,
     "optim.name": "adamw",
     "optim.schedule": "cosine",
+    "optim.no_decay": ["bias", "norm", "position"],
     "train.accumulation_steps": 1,
     "train.precision": "fp32",
 }
@@ -262,15 +267,12 @@ def run_torch(args, torch_argv):
     return obj
 
 
-# summary.json field -> our name. GUESSED: ringtrain's GPT summary is not written yet; adapt
-# the left-hand names when it is.
-RINGTRAIN_FIELDS = {
-    "tokens_per_second": "tokens_per_second",  # global, training steps only
-    "val_loss": "val_loss",                    # mean cross-entropy over the val set after the last step
-    "peak_rss_mb": "peak_rss_mb",              # max over ranks
-}
-RINGTRAIN_OPTIONAL = ("final_train_loss", "median_step_ms", "parameters", "flops_per_token", "steps",
-                      "world_size", "global_batch")
+# What run_ringtrain() reads from summary.json (README "summary.json"): tokens_per_second (global,
+# training steps only), val_loss (mean cross-entropy over data.test after the last step),
+# resources.ranks[].rss_peak_mib (monitor.interval_ms sampling; max over ranks = peak_rss_mb)
+# and, when present, the optional fields below.
+RINGTRAIN_OPTIONAL = ("final_train_loss", "median_step_ms", "parameters", "steps", "world_size",
+                      "global_batch", "achieved_gflops", "ringtrain_version")
 
 
 def run_ringtrain(args):
@@ -292,10 +294,21 @@ def run_ringtrain(args):
                 summ = json.load(f)
         except (OSError, ValueError) as e:
             raise RunFailed(f"ringtrain gpt: cannot read {path}: {e}")
-        missing = [k for k in RINGTRAIN_FIELDS if k not in summ]
+        missing = [k for k in ("tokens_per_second", "val_loss") if summ.get(k) is None]
         if missing:
             raise RunFailed(f"ringtrain gpt: {path} lacks {', '.join(missing)} (fields: {', '.join(sorted(summ))})")
-        result = {ours: summ[theirs] for theirs, ours in RINGTRAIN_FIELDS.items()}
+        result = {"tokens_per_second": summ["tokens_per_second"], "val_loss": summ["val_loss"],
+                  "summary_tokens_per_second": summ["tokens_per_second"]}
+        block = args.cfg.get("data.block_size", args.cfg.get("model.block_size"))
+        # tokens/s as the PyTorch worker counts it: tokens per step / median step time
+        if summ.get("median_step_ms") and summ.get("global_batch") and block:
+            result["tokens_per_second"] = summ["global_batch"] * block / (summ["median_step_ms"] / 1e3)
+        if summ.get("model_flops_per_sample") and block:
+            result["flops_per_token"] = summ["model_flops_per_sample"] / block
+        rss = [r.get("rss_peak_mib") for r in (summ.get("resources") or {}).get("ranks", [])]
+        rss = [x for x in rss if x is not None and x > 0]
+        result["peak_rss_mb"] = max(rss) if rss else None  # none with monitor.interval_ms = 0
+        result["per_rank_peak_rss_mb"] = rss
         result.update({k: summ[k] for k in RINGTRAIN_OPTIONAL if k in summ})
         result["framework"] = "ringtrain"
         result["summary"] = summ
@@ -357,7 +370,8 @@ def summarize(runs, peaks, args):
              if p["ringtrain"].get("peak_rss_mb") and p["pytorch"].get("peak_rss_mb")])
         rt_flops = s["sides"]["ringtrain"].get("flops_per_token")
         if rt_flops and flops and abs(rt_flops - flops) > 1e-6 * flops:
-            s["note"] = f"ringtrain counts {rt_flops} FLOPs/token, PyTorch {flops}; MFU uses PyTorch's"
+            s["note"] = (f"FLOPs/token: ringtrain's summary counts {rt_flops:.0f}, torch_gpt_train.py {flops:.0f} "
+                         f"({100 * (rt_flops / flops - 1):+.2f}%); MFU uses the latter for both")
     return s
 
 
@@ -392,7 +406,7 @@ def print_table(args, s):
         ("val loss (nats/token)", fmt(rt.get("val_loss"), ".4f"), fmt(pt.get("val_loss"), ".4f"),
          ratio("val_loss_difference", "+.4f")),
         ("final train loss", fmt(rt.get("final_train_loss"), ".4f"), fmt(pt.get("final_train_loss"), ".4f"), "-"),
-        ("peak RSS per rank (MB)", fmt(rt.get("peak_rss_mb"), ".0f"), fmt(pt.get("peak_rss_mb"), ".0f"),
+        ("peak RSS per rank (MiB)", fmt(rt.get("peak_rss_mb"), ".0f"), fmt(pt.get("peak_rss_mb"), ".0f"),
          ratio("ratio_peak_rss", ".2f", "x")),
         ("median step (ms)", fmt(rt.get("median_step_ms"), ".1f"), fmt(pt.get("median_step_ms"), ".1f"), "-"),
     ]
@@ -458,6 +472,7 @@ def main():
             sys.exit(f"error: {path} not found (--data-dir; write it with tools/prepare-shakespeare {args.data_dir})")
 
     cfg = load_config(args.config, args.set)
+    args.cfg = cfg
     want_rt = not args.only_pytorch
     want_torch = not args.only_ringtrain
     torch_argv = torch_hyper_args(cfg) if want_torch else []
@@ -484,7 +499,7 @@ def main():
         log(f"using torch {ver}: {args.torch_python}")
 
     runs, peaks = [], []
-    raw = {"config": {k: v for k, v in vars(args).items()}, "resolved_config": cfg, "torch_args": torch_argv,
+    raw = {"config": {k: v for k, v in vars(args).items() if k != "cfg"}, "resolved_config": cfg, "torch_args": torch_argv,
            "peaks": peaks, "runs": runs}
     status = 0
     try:
