@@ -284,7 +284,10 @@ def run_ringtrain(args):
                                    "--set", f"run.dir={rundir}",
                                    "--set", "train.log_every=100000",
                                    "--set", f"data.train={args.train}",
-                                   "--set", f"data.test={args.val}"]
+                                   "--set", f"data.test={args.val}",
+                                   # one validation, at the end, over what the PyTorch side reads
+                                   "--set", "train.eval_every=0",
+                                   "--set", f"train.eval_batches={args.eval_batches}"]
         for kv in args.set:
             cmd += ["--set", kv]
         run_cmd(cmd, args.timeout, env=ringtrain_env(), what="ringtrain gpt")
@@ -476,8 +479,6 @@ def main():
     want_rt = not args.only_pytorch
     want_torch = not args.only_ringtrain
     torch_argv = torch_hyper_args(cfg) if want_torch else []
-    if want_rt and want_torch and args.eval_batches:
-        log("warning: --eval-batches limits the PyTorch val set only: the val losses are not comparable")
 
     have_rt = os.path.isfile(args.ringtrain) and os.access(args.ringtrain, os.X_OK)
     if want_rt and not have_rt:

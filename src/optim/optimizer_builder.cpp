@@ -79,7 +79,7 @@ const NumberKey kClipGradNorm({.name = "optim.clip_grad_norm",
                               0.0);
 
 std::vector<std::string> read_no_decay(Config& c, bool language_model) {
-  const std::vector<std::string> kinds =
+  std::vector<std::string> kinds =
       language_model ? c.get(kNoDecay, std::vector<std::string>{"bias", "norm", "position"}) : c.get(kNoDecay);
   for (const auto& k : kinds)
     RT_REQUIRE(k == "bias" || k == "norm" || k == "position" || k == "embedding", ConfigError,
