@@ -8,6 +8,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -111,6 +112,8 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   std::ifstream in(path_, std::ios::binary | std::ios::ate);
   RT_REQUIRE(in, DataError, "{}: cannot open: {}", path_, std::strerror(errno));
+  std::error_code ec;
+  RT_REQUIRE(std::filesystem::is_regular_file(path_, ec), DataError, "{}: not a regular file", path_);
   const std::int64_t size = in.tellg();
   std::uint64_t n = 0;
   RT_REQUIRE(size >= 8, DataError, "{}: {} bytes: too short for a safetensors file (8-byte header length first)", path_,

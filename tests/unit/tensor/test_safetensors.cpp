@@ -99,6 +99,8 @@ TEST(Safetensors, HostileFilesAreOneLineErrors) {
   const std::string four(4, '\0');
   const auto one = [](const std::string& entry) { return R"({"t":)" + entry + "}"; };
   expect_error(temp_file("absent.safetensors"), {"cannot open"});
+  std::filesystem::create_directories(temp_file("folder"));
+  expect_error(temp_file("folder"), {"not a regular file"});
   {
     const std::string path = temp_file("short.safetensors");
     std::ofstream(path) << "abc";
