@@ -1,5 +1,7 @@
 // `ringtrain ckpt inspect FILE`: a checkpoint's metadata and datasets, with every checksum
 // verified (exit status 1 and one error line naming the file for a damaged one).
+// `ringtrain ckpt export FILE --format safetensors -o OUT`: a GPT checkpoint's parameters under
+// HuggingFace GPT-2's names (the model rebuilt on the CPU from the config the checkpoint holds).
 #include <CLI/CLI.hpp>
 #include <ctime>
 #include <filesystem>
@@ -8,7 +10,10 @@
 
 #include "cli/commands.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
+#include "ringtrain/core/config.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/nn/gpt_safetensors.hpp"
+#include "ringtrain/nn/model.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 
@@ -83,6 +88,43 @@ void inspect(const InspectOptions& o) {
   if (o.config) log::info("config:\n{}", m.config);
 }
 
+struct ExportOptions {
+  std::string path;
+  std::string format;
+  std::string out;
+};
+
+// Collective (the parameters are read on every rank); rank 0 writes the file.
+void export_checkpoint(const Context& ctx, const ExportOptions& o) {
+  std::unique_ptr<Config> config;
+  std::unique_ptr<Model> model;
+  run_collectively(ctx, [&] {
+    std::vector<CheckpointDataset> datasets;
+    config = std::make_unique<Config>(Config::parse(inspect_checkpoint_file(o.path, false, &datasets).config, o.path));
+    Config model_config = config->section("model");
+    const std::int64_t block_size = model_block_size(model_config);
+    RT_REQUIRE(block_size > 0, ConfigError,
+               "ckpt export: {}: the model is not a GPT (model.family = \"gpt\"): only GPTs export to {}", o.path,
+               o.format);
+    model = build_model(model_config, Shape{block_size});
+    const auto params =
+        std::find_if(datasets.begin(), datasets.end(), [](const auto& d) { return d.name == "params"; });
+    RT_REQUIRE(params != datasets.end() && params->dims == std::vector<std::int64_t>{model->num_params()},
+               CheckpointMismatch,
+               "ckpt export: {}: dataset 'params' does not hold the {} parameters of its config's model", o.path,
+               model->num_params());
+  });
+  read_checkpoint_file(ctx, o.path, {{"params", model->params().f32(), model->num_params()}});
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() != 0) return;
+    Config model_config = config->section("model");
+    export_gpt_safetensors(model_config, *model, o.out);
+    log::info("export: {} -> {} ({}, {} tensors, {} parameters, {:.1f} MB)", o.path, o.out, o.format,
+              model->param_tensors().size(), model->num_params(),
+              static_cast<double>(std::filesystem::file_size(o.out)) / 1e6);
+  });
+}
+
 }  // namespace
 
 Command add_ckpt_command(CLI::App& app) {
@@ -94,11 +136,17 @@ Command add_ckpt_command(CLI::App& app) {
   cmd->add_flag("!--no-verify", o->verify, "skip reading the data to verify checksums");
   cmd->add_flag("--json", o->json, "one JSON object instead of text");
   cmd->add_flag("--config", o->config, "also print the run's resolved config");
-  return [cmd, o](Context& ctx) {
-    if (!cmd->parsed()) return 0;
-    run_collectively(ctx, [&] {
-      if (ctx.world_rank() == 0) inspect(*o);
-    });
+  auto* exp = ckpt->add_subcommand("export", "Write a GPT checkpoint's parameters as safetensors (GPT-2's names)");
+  auto e = std::make_shared<ExportOptions>();
+  exp->add_option("file", e->path, "checkpoint file (.h5)")->required();
+  exp->add_option("--format", e->format, "output format")->required()->check(CLI::IsMember({"safetensors"}));
+  exp->add_option("-o,--output", e->out, "output file (.safetensors), written atomically")->required();
+  return [cmd, o, exp, e](Context& ctx) {
+    if (exp->parsed()) export_checkpoint(ctx, *e);
+    if (cmd->parsed())
+      run_collectively(ctx, [&] {
+        if (ctx.world_rank() == 0) inspect(*o);
+      });
     return 0;
   };
 }

@@ -60,6 +60,13 @@ const BoolKey kTieEmbeddings({.name = "model.tie_embeddings",
                               .doc = "the LM head uses the token embedding's weights (as GPT-2)",
                               .read_when = {"model.family", {"gpt"}}},
                              true);
+const StringKey kInitFrom({.name = "model.init_from",
+                           .doc = "a safetensors file with HuggingFace GPT-2's tensor names (as `ringtrain ckpt "
+                                  "export` writes) whose weights a new run starts from instead of the random "
+                                  "initialisation (not when resuming)",
+                           .default_doc = "none: random",
+                           .read_when = {"model.family", {"gpt"}}},
+                          "");
 
 constexpr double kInitStd = 0.02;
 constexpr double kLayerNormEps = 1e-5;
@@ -132,6 +139,8 @@ GptConfig read_gpt_config(Config& model, std::int64_t data_vocab_size) {
 }
 
 std::int64_t gpt_block_size(Config& model) { return model.get(kBlockSize); }
+
+std::string gpt_init_from(Config& model) { return model.get(kInitFrom); }
 
 std::vector<ModelNode> gpt_nodes(const GptConfig& g, LayerMaker& maker) { return GptNodes(g, maker).build(); }
 

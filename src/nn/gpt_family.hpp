@@ -2,6 +2,7 @@
 // made by a LayerMaker (see gpt_family.cpp for the architecture).
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ringtrain/nn/model.hpp"
@@ -21,6 +22,7 @@ struct GptConfig {
 // Reads the [model] keys of the family; data_vocab_size (> 0) is model.vocab_size's default.
 GptConfig read_gpt_config(Config& model, std::int64_t data_vocab_size);
 std::int64_t gpt_block_size(Config& model);
+std::string gpt_init_from(Config& model);  // model.init_from: "" for a random start
 std::vector<ModelNode> gpt_nodes(const GptConfig& g, LayerMaker& maker);
 
 }  // namespace ringtrain

@@ -174,6 +174,10 @@ std::int64_t model_block_size(Config& model_config) {
   return model_config.get(kFamily) == "gpt" ? gpt_block_size(model_config) : 0;
 }
 
+std::string model_init_from(Config& model_config) {
+  return model_config.get(kFamily) == "gpt" ? gpt_init_from(model_config) : std::string();
+}
+
 void refuse_on_gpu(std::string_view type) {
   throw ConfigError(fmt::format("model.layers[].type = \"{}\": not available on the GPU yet", type));
 }

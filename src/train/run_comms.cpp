@@ -1,8 +1,13 @@
-// make_run_comms and step_options (see header).
+// make_run_comms, step_options and the starts from rank 0's parameters (see header).
 #include "ringtrain/train/run_comms.hpp"
+
+#include <algorithm>
+#include <fmt/ranges.h>
 
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/nn/gpt_safetensors.hpp"
+#include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
@@ -51,6 +56,28 @@ ComputeOptions compute_options(const TrainConfig& tc, const Context& ctx) {
 void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed) {
   if (comm.rank() == 0) model.init_params(seed);
   with_host_copy(model.params(), [&](Tensor& h) { comm.broadcast(h.raw(), h.nbytes(), 0); });
+}
+
+void start_from_file(const Context& ctx, Model& model, Communicator& comm, const std::string& path) {
+  with_host_copy(model.params(), [&](Tensor& h) {
+    run_collectively(ctx, [&] {
+      if (comm.rank() != 0) return;
+      std::vector<std::string> unused;
+      try {
+        unused = import_gpt_safetensors(path, model, h.f32());
+      } catch (const Error& e) {
+        throw ConfigError(fmt::format("model.init_from: {}", e.what()));
+      }
+      const std::size_t ignored = unused.size();
+      constexpr std::size_t kNamed = 3;  // unused tensors named in the note
+      unused.resize(std::min(ignored, kNamed));
+      log::info("init:   {} parameter tensors from {}{}", model.param_tensors().size(), path,
+                ignored == 0 ? std::string()
+                             : fmt::format("; {} other tensor{} ignored ({}{})", ignored, ignored == 1 ? "" : "s",
+                                           fmt::join(unused, ", "), ignored > kNamed ? ", ..." : ""));
+    });
+    comm.broadcast(h.raw(), h.nbytes(), 0);
+  });
 }
 
 }  // namespace ringtrain

@@ -115,6 +115,7 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
   Config model_config = s.config->section("model");
   s.model = build_model(model_config, s.sample_shape, compute_options(tc, ctx),
                         s.train_tokens ? s.train_tokens->vocab_size() : 0);
+  s.init_from = model_init_from(model_config);
   if (tc.precision == DType::f16) s.scaler = GradScaler(tc.loss_scale);
   check_model_fits_data(s);
   s.num_classes = s.model->output_shape().dims().back();

@@ -293,10 +293,14 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   RunReport report(ctx, s.tc, s.comms.main->name(), start.step);
   report.header(s, b * world, seconds_since(setup_start));
 
-  // Parameters start identical everywhere: rank 0's initialisation is broadcast (a resumed
-  // run's parameters were read from the same checkpoint by every rank).
+  // Parameters start identical everywhere: rank 0's initialisation (random, or model.init_from)
+  // is broadcast (a resumed run's parameters were read from the same checkpoint by every rank).
   if (!setup->resumed) {
-    start_from_root_params(model, *s.comms.main, tc.seed);
+    if (s.init_from.empty()) {
+      start_from_root_params(model, *s.comms.main, tc.seed);
+    } else {
+      start_from_file(ctx, model, *s.comms.main, s.init_from);
+    }
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());

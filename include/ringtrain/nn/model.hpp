@@ -182,6 +182,9 @@ struct ComputeOptions {
 // The model's input length for token data: `model.block_size` of a family that has one; 0
 // otherwise.
 std::int64_t model_block_size(Config& model_config);
+// The safetensors file a new run's parameters come from (`model.init_from` of a GPT; read with
+// import_gpt_safetensors); "" for the random initialisation.
+std::string model_init_from(Config& model_config);
 
 // Builds the layers described by [[model.layers]] (type = "linear" | "conv2d" | "relu" |
 // "maxpool2d" | "flatten" | "dropout" | "batchnorm2d") for a per-sample input shape, with

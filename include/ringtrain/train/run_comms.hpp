@@ -1,8 +1,9 @@
 // What every training-like command (train, bench train, tune batch) builds the same way from
 // its config: the run's communicators under one watchdog, the data-parallel step options, the
-// compute options of the model, and the start from rank 0's parameters.
+// compute options of the model, and the start from rank 0's parameters (random or from a file).
 #pragma once
 #include <memory>
+#include <string>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
@@ -47,5 +48,10 @@ void with_host_copy(Tensor& t, F&& collective) {
 // Every rank starts from rank 0's parameters (a fresh start: rank 0 initialises them from
 // the seed). Collective.
 void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed);
+
+// Every rank starts from the weights of a GPT's safetensors file (model.init_from), read by
+// rank 0 and broadcast. Collective: a missing, malformed or mismatched file ends every rank with
+// the same error naming model.init_from.
+void start_from_file(const Context& ctx, Model& model, Communicator& comm, const std::string& path);
 
 }  // namespace ringtrain

@@ -45,6 +45,7 @@ struct Session {
   std::shared_ptr<const TokenDataset> train_tokens, test_tokens;
   Shape sample_shape;  // the model's input per sample: the image shape, or [data.block_size] token ids
   std::unique_ptr<Model> model;
+  std::string init_from;  // model.init_from: the file a new run's parameters come from ("": random)
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
