@@ -18,7 +18,8 @@ Generator::Generator(Config model_config, const Tensor& params, bool kv_cache)
     : config_(std::move(model_config)), params_(Tensor::empty(params.shape())), kv_cache_(kv_cache) {
   block_ = model_block_size(config_);
   RT_REQUIRE(block_ > 0, ConfigError,
-             "generate: the model is not a language model (model.family = \"gpt\", token ids in, logits out)");
+             "generate: the model is not a GPT (generation needs model.family = \"gpt\", whose block_size bounds "
+             "the context)");
   std::memcpy(params_.f32(), params.f32(), params.nbytes());
   model_of_length(1);
   vocab_ = model_->output_shape().dims().back();
@@ -42,6 +43,7 @@ std::vector<std::int32_t> Generator::generate(const std::vector<std::int32_t>& p
                                               const std::function<void(std::int32_t)>& on_token) {
   RT_REQUIRE(!prompt.empty(), DataError, "generate: the prompt is empty (generation starts from at least one token)");
   RT_REQUIRE(max_tokens >= 0, ConfigError, "generate: max_tokens must be >= 0, got {}", max_tokens);
+  check_sampling_options(sampling);
   for (std::size_t i = 0; i < prompt.size(); ++i)
     RT_REQUIRE(prompt[i] >= 0 && prompt[i] < vocab_, DataError,
                "generate: prompt token {} is {}, outside the model's vocabulary [0, {})", i, prompt[i], vocab_);

@@ -13,10 +13,14 @@
 
 namespace ringtrain {
 
-std::int32_t sample_token(const float* logits, std::int64_t vocab, const SamplingOptions& o, std::int64_t position) {
+void check_sampling_options(const SamplingOptions& o) {
   RT_REQUIRE(std::isfinite(o.temperature) && o.temperature >= 0.0, ConfigError,
              "sampling: temperature must be a finite number >= 0 (0 = greedy), got {}", o.temperature);
   RT_REQUIRE(o.top_k >= 0, ConfigError, "sampling: top_k must be >= 0 (0 = all tokens), got {}", o.top_k);
+}
+
+std::int32_t sample_token(const float* logits, std::int64_t vocab, const SamplingOptions& o, std::int64_t position) {
+  check_sampling_options(o);
   if (o.temperature == 0.0) return static_cast<std::int32_t>(std::max_element(logits, logits + vocab) - logits);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(vocab));
   std::iota(ids.begin(), ids.end(), 0);

@@ -22,8 +22,8 @@ class Model;
 
 class Generator {
  public:
-  // model_config: the [model] section of the trained run (a language model with a block_size;
-  // ConfigError otherwise); params: its f32 parameter arena on the host (copied).
+  // model_config: the [model] section of the trained run (model.family = "gpt"; ConfigError
+  // otherwise); params: its f32 parameter arena on the host (copied).
   // kv_cache = false: every token is a full forward of a model as long as the window.
   Generator(Config model_config, const Tensor& params, bool kv_cache);
   ~Generator();

@@ -12,8 +12,11 @@ struct SamplingOptions {
   std::uint64_t seed = 0;
 };
 
+// ConfigError for a temperature that is negative or not finite, or top_k < 0.
+void check_sampling_options(const SamplingOptions& options);
+
 // The token drawn from logits[0, vocab) for sequence position `position` (its index in prompt +
-// continuation). ConfigError for a temperature that is negative or not finite, or top_k < 0.
+// continuation); the options are checked as above.
 std::int32_t sample_token(const float* logits, std::int64_t vocab, const SamplingOptions& options,
                           std::int64_t position);
 
