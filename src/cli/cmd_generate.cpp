@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -49,21 +50,26 @@ void write_stdout(const std::string& bytes) {
   std::fflush(stdout);
 }
 
-// The generator for the checkpoint's model with its parameters; errors name the checkpoint.
+// The generator for the checkpoint's model (its resolved config's [model]), with the checkpoint's
+// parameters once their size is checked against the model; errors name the checkpoint.
 Generator load(const Context& ctx, const GenerateOptions& o) {
   std::vector<CheckpointDataset> datasets;
   const CheckpointMeta meta = inspect_checkpoint_file(o.path, false, &datasets);
+  Generator generator = [&] {
+    try {
+      Config config = Config::parse(meta.config, o.path + " (its config)");
+      return Generator(config.section("model"), o.kv_cache);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("{}: {}", o.path, e.what()));
+    }
+  }();
+  const std::int64_t numel = generator.params().numel();
   const auto params = std::find_if(datasets.begin(), datasets.end(), [](const auto& d) { return d.name == "params"; });
-  RT_REQUIRE(params != datasets.end() && params->dims.size() == 1, CorruptFileError,
-             "{}: no 1-D dataset 'params' (the model's parameters)", o.path);
-  Tensor arena = Tensor::empty(Shape{params->dims[0]});
-  read_checkpoint_file(ctx, o.path, {{"params", arena.f32(), arena.numel()}});
-  try {
-    Config config = Config::parse(meta.config, o.path + " (its config)");
-    return Generator(config.section("model"), arena, o.kv_cache);
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", o.path, e.what()));
-  }
+  RT_REQUIRE(params != datasets.end() && params->dims == std::vector<std::int64_t>{numel}, CheckpointMismatch,
+             "{}: dataset 'params' should hold the {} parameters of its config's model: {}", o.path, numel,
+             params == datasets.end() ? "missing" : fmt::format("[{}] found", fmt::join(params->dims, ", ")));
+  read_checkpoint_file(ctx, o.path, {{"params", generator.params().f32(), numel}});
+  return generator;
 }
 
 std::vector<std::int32_t> prompt_of(const GenerateOptions& o, bool text_prompt, std::int64_t vocab) {

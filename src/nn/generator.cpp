@@ -14,27 +14,32 @@
 
 namespace ringtrain {
 
-Generator::Generator(Config model_config, const Tensor& params, bool kv_cache)
-    : config_(std::move(model_config)), params_(Tensor::empty(params.shape())), kv_cache_(kv_cache) {
+Generator::Generator(Config model_config, bool kv_cache) : config_(std::move(model_config)), kv_cache_(kv_cache) {
   block_ = model_block_size(config_);
   RT_REQUIRE(block_ > 0, ConfigError,
              "generate: the model is not a GPT (generation needs model.family = \"gpt\", whose block_size bounds "
              "the context)");
-  std::memcpy(params_.f32(), params.f32(), params.nbytes());
-  model_of_length(1);
+  build(1);
+  params_ = Tensor::empty(model_->params().shape());
   vocab_ = model_->output_shape().dims().back();
 }
 
+Generator::Generator(Generator&&) noexcept = default;
 Generator::~Generator() = default;
 
-Model& Generator::model_of_length(std::int64_t length) {
-  if (model_ && model_->input_shape()[0] == length) return *model_;
+void Generator::build(std::int64_t length) {
   model_.reset();
   model_ = build_model(config_, Shape{length});
-  RT_REQUIRE(model_->num_params() == params_.numel(), ConfigError, "generate: {} parameters given but the model has {}",
-             params_.numel(), model_->num_params());
-  std::memcpy(model_->params().f32(), params_.f32(), params_.nbytes());
   if (kv_cache_) model_->start_decoding(block_);
+  params_changed_ = true;
+}
+
+Model& Generator::model_of_length(std::int64_t length) {
+  if (model_->input_shape()[0] != length) build(length);
+  if (params_changed_) {
+    std::memcpy(model_->params().f32(), params_.f32(), params_.nbytes());
+    params_changed_ = false;
+  }
   return *model_;
 }
 
@@ -47,7 +52,7 @@ std::vector<std::int32_t> Generator::generate(const std::vector<std::int32_t>& p
   for (std::size_t i = 0; i < prompt.size(); ++i)
     RT_REQUIRE(prompt[i] >= 0 && prompt[i] < vocab_, DataError,
                "generate: prompt token {} is {}, outside the model's vocabulary [0, {})", i, prompt[i], vocab_);
-  if (!kv_cache_) model_of_length(std::min(block_, std::ssize(prompt) + max_tokens));
+  model_of_length(kv_cache_ ? 1 : std::min(block_, std::ssize(prompt) + max_tokens));
   cached_ = 0;
   std::vector<std::int32_t> sequence = prompt, out;
   for (std::int64_t i = 0; i < max_tokens; ++i) {

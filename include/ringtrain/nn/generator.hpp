@@ -23,13 +23,19 @@ class Model;
 class Generator {
  public:
   // model_config: the [model] section of the trained run (model.family = "gpt"; ConfigError
-  // otherwise); params: its f32 parameter arena on the host (copied).
-  // kv_cache = false: every token is a full forward of a model as long as the window.
-  Generator(Config model_config, const Tensor& params, bool kv_cache);
+  // otherwise). kv_cache = false: every token is a full forward of a model as long as the window.
+  Generator(Config model_config, bool kv_cache);
+  Generator(Generator&&) noexcept;
   ~Generator();
 
   std::int64_t vocab_size() const { return vocab_; }
   std::int64_t block_size() const { return block_; }
+  // The f32 parameter arena (host, zeros at first) generate() runs the model with: fill it with
+  // the trained parameters (a checkpoint's "params"). Non-const access counts as a change.
+  Tensor& params() {
+    params_changed_ = true;
+    return params_;
+  }
 
   // The max_tokens tokens that follow `prompt` (ids in [0, vocab_size); DataError otherwise);
   // on_token, when given, sees each one as soon as it is drawn.
@@ -38,14 +44,17 @@ class Generator {
                                      const std::function<void(std::int32_t)>& on_token = {});
 
  private:
-  // The model for per-sample input [length] with the trained parameters (the one kept, rebuilt
-  // when the length changes).
+  // Makes model_ the model for per-sample input [length] (decoding with the KV cache).
+  void build(std::int64_t length);
+  // model_ for per-sample input [length] with params_ (rebuilt when the length changes, its
+  // parameters refreshed when params_ may have changed).
   Model& model_of_length(std::int64_t length);
   // Logits [vocab] for the token after the sequence's last one, from the last block_size tokens.
   const float* next_logits(const std::vector<std::int32_t>& sequence);
 
   Config config_;
   Tensor params_;
+  bool params_changed_ = true;
   bool kv_cache_;
   std::int64_t block_ = 0, vocab_ = 0;
   std::unique_ptr<Model> model_;

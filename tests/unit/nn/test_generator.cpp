@@ -74,9 +74,11 @@ Generator generator(bool kv_cache) {
   Config m = c.section("model");
   auto model = build_model(m, Shape{8});
   model->init_params(5);
-  Tensor& p = model->params();
-  for (std::int64_t i = 0; i < p.numel(); ++i) p.f32()[i] *= 6.0f;
-  return Generator(m, p, kv_cache);
+  Generator g(m, kv_cache);
+  Tensor& p = g.params();
+  EXPECT_EQ(p.numel(), model->num_params());
+  for (std::int64_t i = 0; i < p.numel(); ++i) p.f32()[i] = 6.0f * model->params().f32()[i];
+  return g;
 }
 
 TEST(Generator, KvCacheGivesTheFullForwardsTokens) {
@@ -106,15 +108,22 @@ TEST(Generator, SeedFixesTheText) {
   EXPECT_NE(g.generate(prompt, 30, {1.0, 5, 2}), a);
 }
 
+TEST(Generator, UsesParametersChangedBetweenCalls) {
+  Generator g = generator(true);
+  const std::vector<std::int32_t> prompt = {3, 1, 4};
+  const auto before = g.generate(prompt, 20, {0.0, 0, 0});
+  Tensor& p = g.params();
+  for (std::int64_t i = 0; i < p.numel(); ++i) p.f32()[i] = -p.f32()[i];
+  EXPECT_NE(g.generate(prompt, 20, {0.0, 0, 0}), before);
+}
+
 TEST(Generator, BadInputIsRefused) {
   Generator g = generator(true);
   EXPECT_THROW(g.generate({}, 5, {}), DataError);
   EXPECT_THROW(g.generate({1, static_cast<std::int32_t>(kVocab)}, 5, {}), DataError);
   EXPECT_THROW(g.generate({1, -1}, 5, {}), DataError);
   Config c = Config::parse("[model]\n[[model.layers]]\ntype = \"linear\"\nout = 3\n", "test.toml");
-  Config m = c.section("model");
-  const Tensor params = Tensor::empty(Shape{15});
-  EXPECT_THROW(Generator(m, params, true), ConfigError);
+  EXPECT_THROW(Generator(c.section("model"), true), ConfigError);
 }
 
 }  // namespace
