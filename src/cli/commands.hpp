@@ -20,6 +20,7 @@ Command add_ckpt_command(CLI::App& app);
 Command add_doctor_command(CLI::App& app);
 Command add_tune_command(CLI::App& app);
 Command add_config_command(CLI::App& app);
+Command add_generate_command(CLI::App& app);
 
 // --set KEY=VALUE and --unset KEY, collected into `overrides` (which must outlive parsing).
 void add_config_overrides(CLI::App& cmd, ConfigOverrides& overrides);

@@ -67,7 +67,7 @@ int run_ringtrain(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, ringtrain::Command>> commands;
   for (auto add : {ringtrain::add_train_command, ringtrain::add_data_command, ringtrain::add_bench_command,
                    ringtrain::add_ckpt_command, ringtrain::add_tune_command, ringtrain::add_doctor_command,
-                   ringtrain::add_config_command}) {
+                   ringtrain::add_config_command, ringtrain::add_generate_command}) {
     ringtrain::Command cmd = add(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(cmd));
   }

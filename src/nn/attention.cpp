@@ -5,6 +5,11 @@
 // recomputes P = exp(S - lse) from S = q k^T / sqrt(hs) (flash-attention style: one extra
 // T x T x hs GEMM per head). The only T x T memory is two scratch matrices for the current
 // (sample, head). The GEMMs compute the full T x T scores, masked half included.
+// Decoding (start_decoding): each forward appends its rows' k and v to a cache ([positions, C]
+// each, the fused input's column layout) and attends its q rows over the cache up to their own
+// position, so a new token costs one row instead of the whole sequence. Inference only: no
+// log-sum-exp is kept, so backward needs a training forward first.
+#include <algorithm>
 #include <cmath>
 
 #include "ringtrain/core/error.hpp"
@@ -13,6 +18,33 @@
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
+namespace {
+
+// Softmax of row[0, valid) in place (the causally visible scores), zeros in row[valid, width);
+// returns the log-sum-exp of the visible scores.
+float softmax_prefix(float* row, std::int64_t valid, std::int64_t width) {
+  float m = row[0];
+  for (std::int64_t j = 1; j < valid; ++j) m = row[j] > m ? row[j] : m;
+  float lane[rowmath::kLanes] = {};
+  std::int64_t j = 0;
+  for (; j + rowmath::kLanes <= valid; j += rowmath::kLanes)
+    for (std::int64_t l = 0; l < rowmath::kLanes; ++l) {
+      row[j + l] = rowmath::exp(row[j + l] - m);
+      lane[l] += row[j + l];
+    }
+  float sum = 0.0f;
+  for (const float p : lane) sum += p;
+  for (; j < valid; ++j) {
+    row[j] = rowmath::exp(row[j] - m);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (j = 0; j < valid; ++j) row[j] *= inv;
+  for (; j < width; ++j) row[j] = 0.0f;
+  return m + std::log(sum);
+}
+
+}  // namespace
 
 CausalSelfAttention::CausalSelfAttention(std::int64_t n_head) : heads_(n_head) {
   RT_REQUIRE(heads_ > 0, ConfigError, "attention: n_head must be > 0, got {}", heads_);
@@ -34,7 +66,11 @@ Shape CausalSelfAttention::configure(const Shape& input) {
 // the full T x T although half of it is masked: 2 * 2 * T * T * hs * heads.
 std::int64_t CausalSelfAttention::forward_flops_per_sample() const { return 4 * t_ * t_ * c_; }
 
-void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
+  if (cache_rows_ > 0) {
+    decode(x, y, info.position);
+    return;
+  }
   const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
   s_.resize(static_cast<std::size_t>(t * t));
@@ -48,30 +84,40 @@ void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
       float* out = y.f32() + b * t * c_ + h * hs_;
       float* lse = lse_.data() + (b * heads_ + h) * t;
       blas::sgemm(false, true, t, t, hs_, scale, q, ld, k, ld, 0.0f, s, t);
-      for (std::int64_t i = 0; i < t; ++i) {
-        float* row = s + i * t;
-        float m = row[0];
-        for (std::int64_t j = 1; j <= i; ++j) m = row[j] > m ? row[j] : m;
-        float lane[rowmath::kLanes] = {};
-        std::int64_t j = 0;
-        for (; j + rowmath::kLanes <= i + 1; j += rowmath::kLanes)
-          for (std::int64_t l = 0; l < rowmath::kLanes; ++l) {
-            row[j + l] = rowmath::exp(row[j + l] - m);
-            lane[l] += row[j + l];
-          }
-        float sum = 0.0f;
-        for (const float p : lane) sum += p;
-        for (; j <= i; ++j) {
-          row[j] = rowmath::exp(row[j] - m);
-          sum += row[j];
-        }
-        const float inv = 1.0f / sum;
-        for (j = 0; j <= i; ++j) row[j] *= inv;
-        for (; j < t; ++j) row[j] = 0.0f;
-        lse[i] = m + std::log(sum);
-      }
+      for (std::int64_t i = 0; i < t; ++i) lse[i] = softmax_prefix(s + i * t, i + 1, t);
       blas::sgemm(false, false, t, hs_, t, 1.0f, s, t, v, ld, 0.0f, out, c_);
     }
+}
+
+void CausalSelfAttention::start_decoding(std::int64_t max_positions) {
+  RT_REQUIRE(max_positions >= 1, ConfigError, "attention: cannot decode {} positions", max_positions);
+  cache_rows_ = max_positions;
+  k_cache_.assign(static_cast<std::size_t>(max_positions * c_), 0.0f);
+  v_cache_.assign(static_cast<std::size_t>(max_positions * c_), 0.0f);
+}
+
+// Rows r of x are positions p + r: their k and v go to cache rows p + r, then per head
+// S = q K[0, p + rows)^T / sqrt(hs) (row r visible up to column p + r) and y = softmax(S) V.
+void CausalSelfAttention::decode(const Tensor& x, Tensor& y, std::int64_t position) {
+  const std::int64_t rows = x.shape()[0] * t_, ld = 3 * c_, span = position + rows;
+  RT_REQUIRE(position >= 0 && span <= cache_rows_, Error,
+             "attention: decoding positions [{}, {}) do not fit the KV cache of {} positions", position, span,
+             cache_rows_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
+  float* kc = k_cache_.data();
+  float* vc = v_cache_.data();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* qkv = x.f32() + r * ld;
+    std::copy_n(qkv + c_, c_, kc + (position + r) * c_);
+    std::copy_n(qkv + 2 * c_, c_, vc + (position + r) * c_);
+  }
+  s_.resize(static_cast<std::size_t>(rows * span));
+  float* s = s_.data();
+  for (std::int64_t h = 0; h < heads_; ++h) {
+    blas::sgemm(false, true, rows, span, hs_, scale, x.f32() + h * hs_, ld, kc + h * hs_, c_, 0.0f, s, span);
+    for (std::int64_t r = 0; r < rows; ++r) softmax_prefix(s + r * span, position + r + 1, span);
+    blas::sgemm(false, false, rows, hs_, span, 1.0f, s, span, vc + h * hs_, c_, 0.0f, y.f32() + h * hs_, c_);
+  }
 }
 
 // With P recomputed: dV = P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)), dQ = dS K scale,

@@ -1,6 +1,7 @@
 // Embedding: GPT-2's token table plus learned positions. Backward is a serial scatter-add (rows
 // in batch order), so the gradient is the same whatever the threading; both tables' gradients
 // are zeroed first (overwritten, like every layer's). Token ids are checked in forward.
+// Decoding (start_decoding) only changes which position row each batch row adds.
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
@@ -36,8 +37,18 @@ void Embedding::bind(const std::vector<Tensor>& params, const std::vector<Tensor
   dwpe_ = grads[1];
 }
 
-void Embedding::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+void Embedding::start_decoding(std::int64_t max_positions) {
+  RT_REQUIRE(max_positions >= 1 && max_positions <= block_, ConfigError,
+             "embedding: cannot decode {} positions (block_size = {})", max_positions, block_);
+  decoding_ = true;
+}
+
+void Embedding::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   const std::int64_t n = x.shape()[0];
+  // Decoding: the batch's rows are consecutive positions from info.position on.
+  const std::int64_t first = decoding_ ? info.position : 0;
+  RT_REQUIRE(!decoding_ || (first >= 0 && first + n * t_ <= block_), Error,
+             "embedding: positions [{}, {}) are beyond block_size = {}", first, first + n * t_, block_);
   const std::int32_t* tokens = x.data<std::int32_t>();
   const float* wte = wte_.f32();
   const float* wpe = wpe_.f32();
@@ -50,7 +61,7 @@ void Embedding::forward(const Tensor& x, Tensor& y, const StepInfo&) {
                  "embedding: token id {} (sample {}, position {}) is outside the vocabulary [0, {})", token, b, t,
                  vocab_);
       const float* w = wte + token * c_;
-      const float* p = wpe + t * c_;
+      const float* p = wpe + (decoding_ ? first + row : t) * c_;
       float* o = out + row * c_;
       for (std::int64_t i = 0; i < c_; ++i) o[i] = w[i] + p[i];
     }

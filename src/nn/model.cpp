@@ -348,6 +348,10 @@ void Model::begin_step(const StepInfo& info) {
   for (const auto& node : nodes_) node.layer->begin_step(info);
 }
 
+void Model::start_decoding(std::int64_t max_positions) {
+  for (const auto& node : nodes_) node.layer->start_decoding(max_positions);
+}
+
 std::vector<std::int64_t> Model::param_layer_offsets() const {
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < nodes_.size(); ++i)

@@ -34,6 +34,8 @@ struct StepInfo {
   std::int64_t step = 0;         // global step (dropout masks differ per step)
   int rank = 0;                  // dropout masks differ per rank
   std::int64_t micro_batch = 0;  // with gradient accumulation: which micro-batch of the step
+  // Decoding (after Layer::start_decoding): the sequence position of the batch's first row.
+  std::int64_t position = 0;
 };
 
 class Layer {
@@ -76,6 +78,14 @@ class Layer {
   // work depends on StepInfo::step (a dropout mask) puts that step's state in device memory
   // here, so a graph replay of its forward uses it.
   virtual void begin_step(const StepInfo& /*info*/) {}
+
+  // Switches the layer to decoding one sequence incrementally (inference only, for text
+  // generation): from then on the rows of forward's batch, all samples' positions in order, are
+  // the consecutive positions StepInfo::position, position + 1, ... of one sequence, and a layer
+  // that mixes positions (attention) attends over everything forwarded at earlier positions, kept
+  // in a cache of max_positions rows. Forwarding at position p again overwrites from p on.
+  // Position-wise layers need nothing; training never calls this, so it costs training nothing.
+  virtual void start_decoding(std::int64_t /*max_positions*/) {}
 
   // Floating-point operations of one forward pass for one sample (2 per multiply-add).
   virtual std::int64_t forward_flops_per_sample() const { return 0; }

@@ -148,7 +148,8 @@ class Add : public Layer {
 };
 
 // Token and position embedding of a GPT: per sample [T] int32 token ids -> [T, C] with
-// y[t] = weight[token[t]] + position[t]; T <= block_size. Tokens have no gradient.
+// y[t] = weight[token[t]] + position[t]; T <= block_size. Tokens have no gradient. Decoding:
+// batch row r is at position StepInfo::position + r.
 class Embedding : public Layer {
  public:
   Embedding(std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd);
@@ -159,9 +160,11 @@ class Embedding : public Layer {
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void start_decoding(std::int64_t max_positions) override;
 
  protected:
   std::int64_t vocab_, block_, c_, t_ = 0;
+  bool decoding_ = false;
   Tensor wte_, wpe_, dwte_, dwpe_;
 };
 
@@ -196,6 +199,7 @@ class Gelu : public Layer {
 // Causal multi-head self-attention after a fused QKV projection: per sample [T, 3C] (q | k | v
 // along the last dimension, head h in columns h*hs..(h+1)*hs of each) -> [T, C], the heads'
 // outputs side by side. Keeps only each row's log-sum-exp for backward (see attention.cpp).
+// Decoding: a KV cache of every earlier position's k and v rows (see attention.cpp).
 class CausalSelfAttention : public Layer {
  public:
   explicit CausalSelfAttention(std::int64_t n_head);
@@ -203,12 +207,18 @@ class CausalSelfAttention : public Layer {
   Shape configure(const Shape& input) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void start_decoding(std::int64_t max_positions) override;
   std::int64_t forward_flops_per_sample() const override;
 
  protected:
+  // forward after start_decoding: the batch's rows are positions from `position` on.
+  void decode(const Tensor& x, Tensor& y, std::int64_t position);
+
   std::int64_t heads_, t_ = 0, c_ = 0, hs_ = 0;
-  std::vector<float> lse_;     // [N, heads, T]: log-sum-exp of each scaled score row
-  std::vector<float> s_, dp_;  // [T, T] scratch: scores/probabilities, their gradient
+  std::vector<float> lse_;                // [N, heads, T]: log-sum-exp of each scaled score row
+  std::vector<float> s_, dp_;             // [T, T] scratch: scores/probabilities, their gradient
+  std::int64_t cache_rows_ = 0;           // decoding: positions the cache holds (0: not decoding)
+  std::vector<float> k_cache_, v_cache_;  // decoding: [cache_rows_, C] each, heads side by side
 };
 
 // Softmax + cross-entropy over logits [N, K] and integer labels; mean over the batch.

@@ -111,6 +111,11 @@ class Model {
   const std::string& layer_name(std::size_t i) const { return nodes_[i].name; }
   // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
   void begin_step(const StepInfo& info);
+  // Layer::start_decoding of every layer (inference only): from then on forward reads one
+  // sequence, its batch rows being positions StepInfo::position, position + 1, ... of it (for a
+  // model of per-sample input [1]: x [n, 1] holds n consecutive tokens), and returns their logits
+  // attending over every position forwarded before (a KV cache of max_positions rows).
+  void start_decoding(std::int64_t max_positions);
   std::string describe() const;  // one line per node: kind, inputs, output shape, parameters
 
  private:
