@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/run_command.hpp"
+#include "integration/token_corpus.hpp"
 
 namespace ringtrain::test {
 namespace {
@@ -34,18 +35,7 @@ CommandResult ringtrain(const std::vector<std::string>& args) {
 // Trains `model` (TOML of the [model] table) for 20 steps on ~20 KB of numbered sentences;
 // returns the checkpoint.
 std::string train(const std::string& name, const std::string& model) {
-  const fs::path txt = work_dir() / "corpus.txt";
-  const fs::path tokens = work_dir() / "tokens";
-  if (!fs::exists(tokens)) {
-    const char* words[] = {"the", "ring", "passes", "gradients", "between", "ranks", "while", "backward", "runs"};
-    std::string text;
-    for (int i = 0; text.size() < 20000; ++i)
-      text +=
-          std::to_string(i % 97) + ": " + words[i % 9] + " " + words[(i * 7) % 9] + " " + words[(i * 4) % 9] + ".\n";
-    std::ofstream(txt) << text;
-    const auto r = ringtrain({"data", "convert", "--text", txt.string(), "--out-dir", tokens.string()});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-  }
+  static const fs::path tokens = write_token_corpus(work_dir(), 20000);
   const fs::path config = work_dir() / (name + ".toml");
   std::ofstream(config) << "[data]\nformat = \"tokens\"\ntrain = \"" << (tokens / "train.h5").string()
                         << "\"\nblock_size = 32\n[model]\n"

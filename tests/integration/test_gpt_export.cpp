@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/run_command.hpp"
+#include "integration/token_corpus.hpp"
 
 namespace ringtrain::test {
 namespace {
@@ -30,14 +31,7 @@ std::string path_in(const std::string& name) { return (work_dir() / name).string
 // Byte tokens of a text with structure to learn, and a GPT config for them.
 const std::string& config_path() {
   static const std::string path = [] {
-    std::string text;
-    const char* words[] = {"weights", "leave", "the", "ring", "as", "tensors", "and", "return"};
-    for (int i = 0; text.size() < 30000; ++i)
-      text += std::to_string(i % 53) + ": " + words[i % 8] + " " + words[(i * 3) % 8] + ".\n";
-    std::ofstream(path_in("corpus.txt")) << text;
-    const auto r = run_ringtrain(1, {"data", "convert", "--text", path_in("corpus.txt"), "--val-fraction", "0.1",
-                                     "--out-dir", path_in("tokens")});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
+    write_token_corpus(work_dir(), 30000);
     std::ofstream(path_in("gpt.toml")) << "[data]\nformat = \"tokens\"\ntrain = \"" << path_in("tokens/train.h5")
                                        << "\"\ntest = \"" << path_in("tokens/val.h5")
                                        << "\"\n[model]\nfamily = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = 32\n"

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "integration/run_command.hpp"
+#include "integration/token_corpus.hpp"
 
 namespace ringtrain::test {
 namespace {
@@ -25,23 +26,8 @@ const fs::path& work_dir() {
   return dir;
 }
 
-// ~60 KB of text with structure to learn: numbered sentences from a small vocabulary of words.
 const fs::path& token_dir() {
-  static const fs::path dir = [] {
-    const char* words[] = {"the",      "ring", "passes", "gradients", "between", "ranks", "while",
-                           "backward", "runs", "and",    "every",     "step",    "ends",  "together"};
-    std::string text;
-    for (int i = 0; text.size() < 60000; ++i)
-      text +=
-          std::to_string(i % 97) + ": " + words[i % 14] + " " + words[(i * 7) % 14] + " " + words[(i * 3) % 14] + ".\n";
-    const fs::path txt = work_dir() / "corpus.txt";
-    std::ofstream(txt) << text;
-    const fs::path out = work_dir() / "tokens";
-    const auto r = run_ringtrain(
-        1, {"data", "convert", "--text", txt.string(), "--val-fraction", "0.1", "--out-dir", out.string()});
-    EXPECT_EQ(r.exit_code, 0) << r.output;
-    return out;
-  }();
+  static const fs::path dir = write_token_corpus(work_dir());
   return dir;
 }
 
