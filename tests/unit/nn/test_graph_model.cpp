@@ -9,21 +9,14 @@
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "unit/nn/model_text.hpp"
 
 namespace ringtrain {
 namespace {
 
-std::unique_ptr<Model> build(const std::string& text, const Shape& in) {
-  Config c = Config::parse(text, "test.toml");
-  Config m = c.section("model");
-  auto model = build_model(m, in);
-  c.finish();
-  return model;
-}
-
 std::string error_of(const std::string& text, const Shape& in) {
   try {
-    build(text, in);
+    build_model_text(text, in);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -83,7 +76,7 @@ void expect_gradients_match(Model& m, const Tensor& x, const Tensor& r) {
 }
 
 TEST(GraphModel, ResidualGradientsMatchFiniteDifferences) {
-  auto m = build(kResidual, Shape{4});
+  auto m = build_model_text(kResidual, Shape{4});
   m->init_params(3);
   Rng rng(5);
   Tensor x = Tensor::empty(Shape{2, 4});
@@ -122,7 +115,7 @@ TEST(GraphModel, TiesNeedAnEarlierOwnerOfTheSameShape) {
 }
 
 TEST(GraphModel, AddSumsItsInputs) {
-  auto m = build(kResidual, Shape{4});
+  auto m = build_model_text(kResidual, Shape{4});
   EXPECT_EQ(m->num_layers(), 6u);
   EXPECT_EQ(m->output_shape(), (Shape{3}));
   EXPECT_NE(m->describe().find("add(2, 0) s"), std::string::npos) << m->describe();
@@ -131,7 +124,8 @@ TEST(GraphModel, AddSumsItsInputs) {
 }
 
 TEST(GraphModel, SequentialConfigsReadThePreviousLayer) {
-  auto m = build("[[model.layers]]\ntype = \"linear\"\nout = 3\n[[model.layers]]\ntype = \"relu\"\n", Shape{4});
+  auto m =
+      build_model_text("[[model.layers]]\ntype = \"linear\"\nout = 3\n[[model.layers]]\ntype = \"relu\"\n", Shape{4});
   EXPECT_EQ(m->describe().find('('), std::string::npos) << m->describe();
 }
 
@@ -139,9 +133,9 @@ TEST(GraphModel, GradientsShareBuffersWhenTheirLivesDoNotOverlap) {
   std::string deep;
   for (int i = 0; i < 6; ++i)
     deep += "[[model.layers]]\ntype = \"linear\"\nout = 8\n[[model.layers]]\ntype = \"relu\"\n";
-  EXPECT_EQ(build(deep, Shape{4})->gradient_buffers(), 2u);  // ping-pong, whatever the depth
+  EXPECT_EQ(build_model_text(deep, Shape{4})->gradient_buffers(), 2u);  // ping-pong, whatever the depth
   // the residual net: h's gradient lives through the whole backward of the block beside it
-  EXPECT_EQ(build(kResidual, Shape{4})->gradient_buffers(), 3u);
+  EXPECT_EQ(build_model_text(kResidual, Shape{4})->gradient_buffers(), 3u);
 }
 
 TEST(GraphModel, WrongGraphsNameTheLayer) {

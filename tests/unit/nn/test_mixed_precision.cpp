@@ -11,6 +11,7 @@
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/tensor/rounding.hpp"
+#include "unit/nn/model_text.hpp"
 
 namespace ringtrain {
 namespace {
@@ -30,10 +31,7 @@ const Shape kInput{1, 8, 8};
 std::unique_ptr<Model> build(std::size_t count, DType compute) {
   std::string text;
   for (std::size_t i = 0; i < count; ++i) text += "[[model.layers]]\n" + kLayers[i];
-  Config c = Config::parse(text, "test.toml");
-  Config m = c.section("model");
-  auto model = build_model(m, kInput);
-  c.finish();
+  auto model = build_model_text(text, kInput);
   model->init_params(3);
   model->set_compute_dtype(compute);
   return model;

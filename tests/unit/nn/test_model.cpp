@@ -5,6 +5,7 @@
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "unit/nn/model_text.hpp"
 
 namespace ringtrain {
 namespace {
@@ -16,14 +17,6 @@ std::unique_ptr<Model> build_example(const std::string& path, const Shape& in) {
   Config c = Config::load_file(path);
   Config m = c.section("model");
   return build_model(m, in);
-}
-
-std::unique_ptr<Model> build(const std::string& text, const Shape& in) {
-  Config c = Config::parse(text, "test.toml");
-  Config m = c.section("model");
-  auto model = build_model(m, in);
-  c.finish();
-  return model;
 }
 
 TEST(Model, CnnParametersAndFlops) {
@@ -56,8 +49,9 @@ TEST(Model, ForwardBackwardShapesAndDeterministicInit) {
 
 TEST(Model, LinearAfterConvNeedsFlatten) {
   try {
-    build("[[model.layers]]\ntype = \"conv2d\"\nout_channels = 4\n[[model.layers]]\ntype = \"linear\"\nout = 3\n",
-          Shape{1, 8, 8});
+    build_model_text(
+        "[[model.layers]]\ntype = \"conv2d\"\nout_channels = 4\n[[model.layers]]\ntype = \"linear\"\nout = 3\n",
+        Shape{1, 8, 8});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers[1]"), std::string::npos) << e.what();
@@ -66,9 +60,9 @@ TEST(Model, LinearAfterConvNeedsFlatten) {
 }
 
 TEST(Model, UnknownLayerTypeAndUnknownLayerKey) {
-  EXPECT_THROW(build("[[model.layers]]\ntype = \"lstm\"\n", Shape{4}), ConfigError);
+  EXPECT_THROW(build_model_text("[[model.layers]]\ntype = \"lstm\"\n", Shape{4}), ConfigError);
   try {
-    build("[[model.layers]]\ntype = \"linear\"\nout = 3\nkernel = 3\n", Shape{4});
+    build_model_text("[[model.layers]]\ntype = \"linear\"\nout = 3\nkernel = 3\n", Shape{4});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers[0].kernel"), std::string::npos) << e.what();
@@ -77,7 +71,7 @@ TEST(Model, UnknownLayerTypeAndUnknownLayerKey) {
 
 TEST(Model, MissingRequiredLayerKey) {
   try {
-    build("[[model.layers]]\ntype = \"linear\"\n", Shape{4});
+    build_model_text("[[model.layers]]\ntype = \"linear\"\n", Shape{4});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers[0].out"), std::string::npos) << e.what();

@@ -15,6 +15,7 @@
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "unit/nn/model_text.hpp"
 
 namespace ringtrain {
 namespace {
@@ -416,14 +417,6 @@ TEST(TransformerLayers, AttentionConfigErrors) {
 
 // ---- The builder --------------------------------------------------------------------------
 
-std::unique_ptr<Model> build(const std::string& text, const Shape& in) {
-  Config cfg = Config::parse(text, "test.toml");
-  Config m = cfg.section("model");
-  auto model = build_model(m, in);
-  cfg.finish();
-  return model;
-}
-
 TEST(TransformerLayers, BuilderMakesABlock) {
   const std::string text =
       "[[model.layers]]\ntype = \"layernorm\"\neps = 1e-6\n"
@@ -431,24 +424,25 @@ TEST(TransformerLayers, BuilderMakesABlock) {
       "[[model.layers]]\ntype = \"attention\"\nn_head = 2\n"
       "[[model.layers]]\ntype = \"gelu\"\n"
       "[[model.layers]]\ntype = \"linear\"\nout = 3\n";
-  auto model = build(text, Shape{5, 8});
+  auto model = build_model_text(text, Shape{5, 8});
   EXPECT_EQ(model->output_shape(), (Shape{5, 3}));
   EXPECT_EQ(model->num_params(), 2 * 8 + (8 * 24 + 24) + (8 * 3 + 3));
 }
 
 TEST(TransformerLayers, BuilderEmbeddingKeys) {
-  auto model = build("[[model.layers]]\ntype = \"embedding\"\nvocab_size = 11\nblock_size = 8\nn_embd = 4\n", Shape{6});
+  auto model = build_model_text("[[model.layers]]\ntype = \"embedding\"\nvocab_size = 11\nblock_size = 8\nn_embd = 4\n",
+                                Shape{6});
   EXPECT_EQ(model->output_shape(), (Shape{6, 4}));
   EXPECT_EQ(model->num_params(), 11 * 4 + 8 * 4);
   // Keys of other types are refused, naming the layer's key.
   try {
-    build("[[model.layers]]\ntype = \"gelu\"\nn_head = 2\n", Shape{4});
+    build_model_text("[[model.layers]]\ntype = \"gelu\"\nn_head = 2\n", Shape{4});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers[0].n_head"), std::string::npos) << e.what();
   }
   try {
-    build("[[model.layers]]\ntype = \"attention\"\n", Shape{5, 24});
+    build_model_text("[[model.layers]]\ntype = \"attention\"\n", Shape{5, 24});
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("model.layers[0].n_head"), std::string::npos) << e.what();
