@@ -24,7 +24,8 @@ import shutil
 import statistics
 import sys
 
-from bench_vs_pytorch import REPO, RunFailed, default_venv, log, run_cmd
+from bench_process import REPO, RunFailed, log, run_cmd
+from bench_vs_pytorch import default_venv
 
 WORKER = os.path.join(REPO, "tools", "torch_allreduce_worker.py")
 MPI_FLOOR_BYTES = 256 << 10  # ring >= mpi is the target from this size up

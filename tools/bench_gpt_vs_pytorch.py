@@ -36,19 +36,18 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from bench_process import REPO, RunFailed, last_json_line, log, run_cmd, tail
 
 try:
     import tomllib
 except ImportError:  # Python < 3.11
     sys.exit("error: bench_gpt_vs_pytorch.py needs Python >= 3.11 (tomllib)")
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(REPO, "tools", "torch_gpt_train.py")
 DEFAULT_CONFIG = os.path.join("examples", "shakespeare", "gpt.toml")
 
@@ -85,66 +84,6 @@ TORCH_FIXED = {
 RINGTRAIN_ONLY_PREFIXES = ("run.", "checkpoint.", "monitor.", "comm.", "runtime.", "data.")
 RINGTRAIN_ONLY_KEYS = {"train.log_every", "train.epochs", "train.max_steps", "train.eval_batch_size",
                        "train.resume", "train.exit_at_step", "train.cuda_graph"}
-
-
-class RunFailed(Exception):
-    pass
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def tail(text, n=40):
-    lines = (text or "").rstrip().splitlines()
-    return "\n".join(lines[-n:])
-
-
-def run_cmd(cmd, timeout, env=None, what=None):
-    """Run cmd in its own session; on timeout kill the whole process group. Returns (stdout, stderr)."""
-    what = what or " ".join(cmd)
-    log(f"$ {' '.join(cmd)}")
-    t0 = time.monotonic()
-    try:
-        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
-    except OSError as e:
-        raise RunFailed(f"{what}: cannot start: {e}")
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = p.communicate()
-        raise RunFailed(f"{what}: timed out after {timeout:.0f} s\n--- stderr tail ---\n{tail(err)}"
-                        f"\n--- stdout tail ---\n{tail(out, 10)}")
-    except BaseException:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
-        raise
-    log(f"  ({time.monotonic() - t0:.1f} s, exit {p.returncode})")
-    if p.returncode != 0:
-        raise RunFailed(f"{what}: exit status {p.returncode}\n--- stderr tail ---\n{tail(err)}"
-                        f"\n--- stdout tail ---\n{tail(out, 10)}")
-    return out, err
-
-
-def last_json_line(text, key):
-    for line in reversed((text or "").splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if key in obj:
-                return obj
-    return None
 
 
 # ------------------------------------------------------------------------------------------------

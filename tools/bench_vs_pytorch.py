@@ -18,76 +18,15 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_process import REPO, RunFailed, last_json_line, log, run_cmd, tail
+
 WORKER = os.path.join(REPO, "tools", "torch_ddp_train.py")
 TRAIN_SAMPLES = 60000  # Fashion-MNIST; default --steps is one epoch = TRAIN_SAMPLES // global_batch
-
-
-class RunFailed(Exception):
-    pass
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def tail(text, n=40):
-    lines = (text or "").rstrip().splitlines()
-    return "\n".join(lines[-n:])
-
-
-def run_cmd(cmd, timeout, env=None, what=None):
-    """Run cmd in its own session; on timeout kill the whole process group. Returns stdout."""
-    what = what or " ".join(cmd)
-    log(f"$ {' '.join(cmd)}")
-    t0 = time.monotonic()
-    try:
-        p = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
-    except OSError as e:
-        raise RunFailed(f"{what}: cannot start: {e}")
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = p.communicate()
-        raise RunFailed(f"{what}: timed out after {timeout:.0f} s\n--- stderr tail ---\n{tail(err)}"
-                        f"\n--- stdout tail ---\n{tail(out, 10)}")
-    except BaseException:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
-        raise
-    log(f"  ({time.monotonic() - t0:.1f} s, exit {p.returncode})")
-    if p.returncode != 0:
-        raise RunFailed(f"{what}: exit status {p.returncode}\n--- stderr tail ---\n{tail(err)}"
-                        f"\n--- stdout tail ---\n{tail(out, 10)}")
-    return out, err
-
-
-def last_json_line(text, key):
-    for line in reversed((text or "").splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if key in obj:
-                return obj
-    return None
 
 
 # ------------------------------------------------------------------------------------------------

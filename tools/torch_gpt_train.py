@@ -59,13 +59,12 @@ import json
 import math
 import os
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
-WORKER_ENV = "_RINGTRAIN_TORCH_WORKER"
+from torch_launch import WORKER_ENV, bind_cpus, launch
+
 SAMPLER_STREAM = 0x73616D706C6572  # "sampler": ringtrain's kSamplerStream (include/ringtrain/data/sampler.hpp)
 MASK64 = (1 << 64) - 1
 
@@ -127,68 +126,6 @@ def parse_args(argv=None):
 # --------------------------------------------------------------------------------------------
 # launcher (as tools/torch_ddp_train.py)
 # --------------------------------------------------------------------------------------------
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def launch(args):
-    port = free_port()
-    procs = []
-    base_env = dict(os.environ)
-    base_env.update({
-        WORKER_ENV: "1",
-        "WORLD_SIZE": str(args.world_size),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(port),
-        "OMP_NUM_THREADS": str(args.threads),
-        "MKL_NUM_THREADS": str(args.threads),
-        "OPENBLAS_NUM_THREADS": str(args.threads),
-    })
-    # gloo otherwise picks the interface of the hostname, which may not be loopback
-    base_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    cmd = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
-    try:
-        for r in range(args.world_size):
-            env = dict(base_env, RANK=str(r), LOCAL_RANK=str(r))
-            procs.append(subprocess.Popen(
-                cmd, env=env,
-                stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL,
-                text=True))
-        deadline = time.monotonic() + args.timeout
-        out0 = None
-        while True:
-            codes = [p.poll() for p in procs]
-            bad = [(r, c) for r, c in enumerate(codes) if c not in (None, 0)]
-            if bad:
-                r, c = bad[0]
-                print(f"torch_gpt_train: rank {r} exited with status {c}", file=sys.stderr)
-                return c if c > 0 else 1
-            if procs[0].poll() is not None and out0 is None:
-                out0 = procs[0].stdout.read()
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                print(f"torch_gpt_train: timeout after {args.timeout:.0f} s", file=sys.stderr)
-                return 124
-            time.sleep(0.05)
-        if out0 is None:
-            out0 = procs[0].stdout.read()
-        sys.stdout.write(out0)
-        sys.stdout.flush()
-        return 0
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-
 
 # --------------------------------------------------------------------------------------------
 # ringtrain's sampler (include/ringtrain/core/random.hpp, src/data/sampler.cpp), bit for bit
@@ -384,18 +321,6 @@ def load_tokens(path):
     return tokens, vocab
 
 
-def bind_cpus(rank, threads):
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    avail = sorted(os.sched_getaffinity(0))
-    lo, hi = rank * threads, (rank + 1) * threads
-    if hi > len(avail):
-        return None  # oversubscribed: leave it to the OS
-    cpus = avail[lo:hi]
-    os.sched_setaffinity(0, cpus)
-    return cpus
-
-
 def windows_to_batch(torch, np, tokens, windows, block):
     """[n, block] int64 inputs and next-token targets of windows (tokens [w*T, w*T+T+1))."""
     idx = np.asarray(windows, dtype=np.int64)[:, None] * block + np.arange(block + 1, dtype=np.int64)[None, :]
@@ -582,7 +507,7 @@ def main():
     if os.environ.get(WORKER_ENV) == "1":
         return worker(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    return launch(args)
+    return launch(args, __file__, "torch_gpt_train")
 
 
 if __name__ == "__main__":
