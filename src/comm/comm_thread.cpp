@@ -25,9 +25,17 @@ CommThread::~CommThread() {
 }
 
 void CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done, std::uint64_t ready) {
+  submit(Job{Op::allreduce_sum, data, count, dtype, std::move(done), ready});
+}
+
+void CommThread::reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done, std::uint64_t ready) {
+  submit(Job{Op::reduce_scatter_sum, data, count, dtype, std::move(done), ready});
+}
+
+void CommThread::submit(Job job) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back(Job{data, count, dtype, std::move(done), ready});
+    queue_.push_back(std::move(job));
     ++in_flight_;
   }
   work_ready_.notify_one();
@@ -51,7 +59,10 @@ void CommThread::run() {
     if (!skip) {
       try {
         const auto begin = Clock::now();
-        comm_.allreduce_sum_after(job.ready, job.data, job.count, job.dtype);
+        switch (job.op) {
+          case Op::allreduce_sum: comm_.allreduce_sum_after(job.ready, job.data, job.count, job.dtype); break;
+          case Op::reduce_scatter_sum: comm_.reduce_scatter_sum_after(job.ready, job.data, job.count, job.dtype); break;
+        }
         if (job.done) job.done(begin, Clock::now());
       } catch (...) {
         std::lock_guard error_lock(mutex_);

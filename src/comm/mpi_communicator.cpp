@@ -1,18 +1,21 @@
 // MpiCommunicator: the CPU backend of Communicator on a private duplicate of the world
-// communicator; allreduce either by our ring (through shared memory when all ranks share a
-// node, shm_allreduce.cpp, else over MPI messages, ring_allreduce.cpp) or by MPI_Allreduce.
+// communicator; allreduce, reduce-scatter and allgather either by our ring (through shared
+// memory when all ranks share a node, shm_allreduce.cpp, else over MPI messages,
+// ring_allreduce.cpp) or by the MPI library (MPI_Allreduce, MPI_Allgatherv).
 #include <mpi.h>
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "comm/reduce_kernels.hpp"
 #include "comm/ring_allreduce.hpp"
 #include "comm/shm_allreduce.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "runtime/mpi_context.hpp"
@@ -33,6 +36,18 @@ void bf16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
 void f16_sum_op(void* in, void* inout, int* len, MPI_Datatype*) {
   comm::accumulate<comm::F16Codec>(static_cast<std::uint16_t*>(inout), static_cast<const std::uint16_t*>(in),
                                    static_cast<std::size_t>(*len));
+}
+
+// The MPI type that moves elements of `bytes` bytes as their bits.
+MPI_Datatype bits_type(std::size_t bytes) {
+  switch (bytes) {
+    case 1: return MPI_BYTE;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    case 8: return MPI_UINT64_T;
+    default: break;
+  }
+  throw CommError(fmt::format("allgather: no MPI type for {}-byte elements", bytes));
 }
 
 // Before anything is built, so that a bad config fails the same way on every rank.
@@ -63,6 +78,8 @@ class MpiCommunicator final : public Communicator {
       RT_MPI_CHECK(MPI_Op_create(&f16_sum_op, /*commute=*/1, &f16_sum_));
       if (options.algo == AllreduceAlgo::ring && options.shared_memory && size_ > 1)
         shm_ = comm::ShmAllreduce::create(comm_);
+      shard_counts_.resize(static_cast<std::size_t>(size_));
+      shard_offsets_.resize(static_cast<std::size_t>(size_));
     } catch (...) {
       release();  // the destructor does not run for a half-built object
       throw;
@@ -92,28 +109,50 @@ class MpiCommunicator final : public Communicator {
         comm::ring_allreduce_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
       return;
     }
-    MPI_Datatype type = MPI_DATATYPE_NULL;
-    MPI_Op op = MPI_SUM;
-    switch (dtype) {
-      case DType::f32: type = MPI_FLOAT; break;
-      case DType::f64: type = MPI_DOUBLE; break;
-      case DType::i32: type = MPI_INT; break;
-      case DType::bf16:
-        type = MPI_UINT16_T;
-        op = bf16_sum_;
-        break;
-      case DType::f16:
-        type = MPI_UINT16_T;
-        op = f16_sum_;
-        break;
-      case DType::u8: break;  // rejected above
+    mpi_allreduce_sum(data, count, dtype);
+  }
+
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
+    comm::require_sum_dtype(dtype, "reduce_scatter_sum");
+    if (size_ == 1 || count == 0) return;
+    if (options_.algo == AllreduceAlgo::ring) {
+      const DType wire = comm::wire_dtype_for(dtype, options_.wire_dtype);
+      if (shm_)
+        shm_->reduce_scatter_sum(data, count, dtype, wire);
+      else
+        comm::ring_reduce_scatter_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
+      return;
     }
-    auto* bytes = static_cast<std::byte*>(data);
+    // The whole sum: the own shard is then bitwise allreduce_sum's by construction.
+    mpi_allreduce_sum(data, count, dtype);
+  }
+
+  void allgather(void* data, std::size_t count, DType dtype) override {
+    if (size_ == 1 || count == 0) return;
+    if (options_.algo == AllreduceAlgo::ring) {
+      if (shm_)
+        shm_->allgather(data, count, dtype);
+      else
+        comm::ring_allgather(comm_, rank_, size_, data, count, dtype, scratch_);
+      return;
+    }
     const std::size_t esize = dtype_size(dtype);
-    for (std::size_t done = 0; done < count; done += kMaxMpiCount) {
-      const std::size_t n = std::min(kMaxMpiCount, count - done);
-      RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * esize, static_cast<int>(n), type, op, comm_));
+    if (count > kMaxMpiCount) {
+      // Offsets past the int range: each shard broadcast from its owner, in int-sized pieces.
+      for (int q = 0; q < size_; ++q) {
+        const ArenaRange shard = shard_range(static_cast<std::int64_t>(count), size_, q);
+        broadcast(static_cast<std::byte*>(data) + static_cast<std::size_t>(shard.offset) * esize,
+                  static_cast<std::size_t>(shard.count) * esize, q);
+      }
+      return;
     }
+    for (int q = 0; q < size_; ++q) {
+      const ArenaRange shard = shard_range(static_cast<std::int64_t>(count), size_, q);
+      shard_counts_[static_cast<std::size_t>(q)] = static_cast<int>(shard.count);
+      shard_offsets_[static_cast<std::size_t>(q)] = static_cast<int>(shard.offset);
+    }
+    RT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, shard_counts_.data(), shard_offsets_.data(),
+                                bits_type(esize), comm_));
   }
 
   void broadcast(void* data, std::size_t bytes, int root) override {
@@ -128,6 +167,32 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { RT_MPI_CHECK(MPI_Barrier(comm_)); }
 
  private:
+  // MPI_Allreduce in int-sized pieces; bf16/f16 through our user ops.
+  void mpi_allreduce_sum(void* data, std::size_t count, DType dtype) {
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    MPI_Op op = MPI_SUM;
+    switch (dtype) {
+      case DType::f32: type = MPI_FLOAT; break;
+      case DType::f64: type = MPI_DOUBLE; break;
+      case DType::i32: type = MPI_INT; break;
+      case DType::bf16:
+        type = MPI_UINT16_T;
+        op = bf16_sum_;
+        break;
+      case DType::f16:
+        type = MPI_UINT16_T;
+        op = f16_sum_;
+        break;
+      case DType::u8: break;  // rejected by the callers
+    }
+    auto* bytes = static_cast<std::byte*>(data);
+    const std::size_t esize = dtype_size(dtype);
+    for (std::size_t done = 0; done < count; done += kMaxMpiCount) {
+      const std::size_t n = std::min(kMaxMpiCount, count - done);
+      RT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes + done * esize, static_cast<int>(n), type, op, comm_));
+    }
+  }
+
   // Frees what the constructor made. Never throws (destructor path): a failure is logged.
   void release() noexcept {
     try {
@@ -148,8 +213,9 @@ class MpiCommunicator final : public Communicator {
   MPI_Op f16_sum_ = MPI_OP_NULL;
   int rank_ = 0;
   int size_ = 1;
-  comm::ScratchBuffer scratch_;              // the message ring's slices, reused across calls
-  std::unique_ptr<comm::ShmAllreduce> shm_;  // the shared-memory ring, when all ranks share a node
+  comm::ScratchBuffer scratch_;                    // the message ring's slices, reused across calls
+  std::vector<int> shard_counts_, shard_offsets_;  // MPI_Allgatherv's, one per rank, reused
+  std::unique_ptr<comm::ShmAllreduce> shm_;        // the shared-memory ring, when all ranks share a node
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "ringtrain/core/error.hpp"
@@ -79,8 +80,9 @@ constexpr DType wire_dtype_for(DType dtype, DType wire) { return dtype == DType:
 
 inline bool sum_supported(DType dtype) { return dtype != DType::u8; }
 
-inline void require_sum_dtype(DType dtype) {
-  RT_REQUIRE(sum_supported(dtype), CommError, "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)",
+// `op` names the collective in the error.
+inline void require_sum_dtype(DType dtype, std::string_view op = "allreduce") {
+  RT_REQUIRE(sum_supported(dtype), CommError, "{}: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", op,
              dtype_name(dtype));
 }
 
@@ -99,6 +101,30 @@ void with_codec(DType dtype, DType wire, F&& f) {
     case DType::u8: break;
   }
   require_sum_dtype(dtype);
+}
+
+// Calls f(Codec{}) with a codec that moves elements of `dtype` as their bits, never summed
+// (allgather: data travels as itself, whatever the wire dtype). Any dtype.
+template <typename F>
+void with_copy_codec(DType dtype, F&& f) {
+  switch (dtype_size(dtype)) {
+    case 1: return f(PlainCodec<std::uint8_t>{});
+    case 2: return f(PlainCodec<std::uint16_t>{});
+    case 4: return f(PlainCodec<std::uint32_t>{});
+    case 8: return f(PlainCodec<std::uint64_t>{});
+    default: break;
+  }
+  throw CommError(fmt::format("allgather: dtype {} of {} bytes not supported", dtype_name(dtype), dtype_size(dtype)));
+}
+
+// A rank's own element as it enters a sum formed elsewhere too: rounded as if it had travelled,
+// so that a sum does not depend on which rank forms it (own data is otherwise not rounded).
+template <typename C>
+typename C::Acc as_sent(typename C::Data v) {
+  if constexpr (std::is_same_v<typename C::Data, typename C::Wire>)
+    return C::widen(v);
+  else
+    return C::from_wire(C::to_wire(C::widen(v)));
 }
 
 // The kernels. Pointers are __restrict: sources are receive or staging buffers, never the
@@ -208,17 +234,19 @@ void accumulate(typename C::Data* __restrict data, const typename C::Wire* __res
   for (std::size_t i = 0; i < n; ++i) data[i] = C::to_data(C::widen(data[i]) + C::from_wire(wire[i]));
 }
 
-// The sum of data[0..n) and `nsrc` sources (wire elements, srcs[q] pointing at element 0),
-// added in the order given: written back to data and, as it travels, to out with `store`.
-// Summed in L1-sized blocks so that every source is read once whatever the source count; one
-// source (two ranks) with plain stores is one fused pass, with the same arithmetic.
+// The sum of nsrc+1 contributions in rank order: the `nsrc` sources (wire elements, srcs[j]
+// pointing at element 0, the peers in rank order) with data[0..n) (as_sent) taking place
+// `own_at` among them. The same order wherever a sum is formed, so every rank would form it
+// bitwise alike. Written back to data and, as it travels, to out with `store`. Summed in
+// L1-sized blocks so that every source is read once whatever the source count; one source
+// (two ranks: a + b == b + a) with plain stores is one fused pass, with the same arithmetic.
 template <typename C>
 void reduce_sources(typename C::Data* __restrict data, typename C::Wire* __restrict out, const std::byte* const* srcs,
-                    int nsrc, std::size_t n, Store store = Store::plain) {
+                    int nsrc, int own_at, std::size_t n, Store store = Store::plain) {
   if (nsrc == 1 && store == Store::plain) {
     const auto* __restrict src = reinterpret_cast<const typename C::Wire*>(srcs[0]);
     for (std::size_t i = 0; i < n; ++i) {
-      const typename C::Acc sum = C::widen(data[i]) + C::from_wire(src[i]);
+      const typename C::Acc sum = as_sent<C>(data[i]) + C::from_wire(src[i]);
       out[i] = C::to_wire(sum);
       data[i] = C::to_data(sum);
     }
@@ -228,10 +256,20 @@ void reduce_sources(typename C::Data* __restrict data, typename C::Wire* __restr
   typename C::Wire block[kBlockElems];
   for (std::size_t b = 0; b < n; b += kBlockElems) {
     const std::size_t m = n - b < kBlockElems ? n - b : kBlockElems;
-    for (std::size_t i = 0; i < m; ++i) acc[i] = C::widen(data[b + i]);
-    for (int q = 0; q < nsrc; ++q) {
-      const auto* __restrict src = reinterpret_cast<const typename C::Wire*>(srcs[q]) + b;
-      for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] + C::from_wire(src[i]);
+    // acc = value(i) for the first contribution, acc += value(i) for the others.
+    auto fold = [&](bool first, auto value) {
+      if (first)
+        for (std::size_t i = 0; i < m; ++i) acc[i] = value(i);
+      else
+        for (std::size_t i = 0; i < m; ++i) acc[i] = acc[i] + value(i);
+    };
+    for (int q = 0; q <= nsrc; ++q) {
+      if (q == own_at) {
+        fold(q == 0, [&](std::size_t i) { return as_sent<C>(data[b + i]); });
+      } else {
+        const auto* __restrict src = reinterpret_cast<const typename C::Wire*>(srcs[q < own_at ? q : q - 1]) + b;
+        fold(q == 0, [&](std::size_t i) { return C::from_wire(src[i]); });
+      }
     }
     for (std::size_t i = 0; i < m; ++i) {
       block[i] = C::to_wire(acc[i]);

@@ -1,15 +1,18 @@
-// The ring allreduce: `size` near-equal contiguous segments; size-1 reduce-scatter steps
-// leave each rank owning one fully reduced segment, size-1 allgather steps copy them around.
+// The ring: its segments are the shards of shard_range; size-1 reduce-scatter steps leave
+// rank r owning the fully reduced shard r, size-1 allgather steps copy the shards around.
+// allreduce runs both phases, reduce_scatter_sum and allgather one each, with the same steps.
 // Each step streams its segment in slices with kRingSlots sends and receives in flight.
 #include "comm/ring_allreduce.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "comm/reduce_kernels.hpp"
 #include "comm/segments.hpp"
 #include "comm/yield_wait.hpp"
 #include "check/mpi_check.hpp"
+#include "ringtrain/comm/shard.hpp"
 
 namespace ringtrain::comm {
 namespace {
@@ -17,12 +20,6 @@ namespace {
 // Ring messages travel on the communicator's own duplicate, so one tag is enough: MPI keeps
 // messages between a pair of ranks on one (comm, tag) in order, which pairs slices up.
 constexpr int kRingTag = 7301;
-
-// Elements of slice k of a segment of `length` elements cut in slices of `slice` elements.
-std::size_t slice_length(std::size_t length, std::size_t k, std::size_t slice) {
-  const std::size_t offset = k * slice;
-  return offset >= length ? 0 : std::min(slice, length - offset);
-}
 
 // Completes `req` (at once for MPI_REQUEST_NULL), yielding the core while it is pending.
 // MPI_Test also drives the transfer: without a progress thread it only moves inside MPI calls.
@@ -44,12 +41,13 @@ class Ring {
 
  public:
   Ring(MPI_Comm comm, int rank, int size, Data* data, std::size_t count, ScratchBuffer& scratch)
-      : comm_(comm), rank_(rank), size_(size), data_(data), seg_(count, size) {
-    // The slice count comes from the largest segment, not the ones this rank moves, so that
-    // sender and receiver of every step post the same number of messages (some of them
-    // empty where a segment is one element shorter); a per-rank count would mispair messages.
-    slice_ = std::min(seg_.max_length(), std::max<std::size_t>(1, kSliceBytes / sizeof(Wire)));
-    slices_ = (seg_.max_length() + slice_ - 1) / slice_;
+      : comm_(comm), rank_(rank), size_(size), data_(data), count_(count) {
+    // The slice count comes from the largest segment (shard 0), not the ones this rank moves,
+    // so that sender and receiver of every step post the same number of messages (some of
+    // them empty where a shard is shorter or empty); a per-rank count would mispair messages.
+    const std::size_t largest = segment(0).length;
+    slice_ = std::min(largest, std::max<std::size_t>(1, kSliceBytes / sizeof(Wire)));
+    slices_ = (largest + slice_ - 1) / slice_;
     const std::size_t slot_bytes = slice_ * sizeof(Wire);
     std::byte* base = scratch.reserve(slot_bytes * kRingSlots * (kDirect ? 1 : 2));
     for (int s = 0; s < kRingSlots; ++s) {
@@ -59,40 +57,54 @@ class Ring {
     }
   }
 
-  void run() {
-    const int right = (rank_ + 1) % size_;
-    const int left = (rank_ - 1 + size_) % size_;
-    // Reduce-scatter: at step s send segment rank-s (partially reduced at step s-1), receive
-    // segment rank-s-1 and add it into place. After size-1 steps this rank holds the full
-    // sum of segment rank+1 (rounded as it will travel).
-    for (int s = 0; s + 1 < size_; ++s) step(right, left, mod(rank_ - s), mod(rank_ - s - 1), true);
-    // Allgather: at step s send segment rank+1-s (complete), receive segment rank-s; the
-    // bytes are copies of the one reduction, hence identical everywhere.
-    for (int s = 0; s + 1 < size_; ++s) step(right, left, mod(rank_ + 1 - s), mod(rank_ - s), false);
+  // At step s send segment rank-s-1 (partially reduced at step s-1), receive segment rank-s-2
+  // and add it into place. After size-1 steps this rank holds the full sum of its own shard
+  // (rounded as it will travel); the sum of shard r starts at rank r+1 and goes round the ring.
+  void reduce_scatter() {
+    for (int s = 0; s + 1 < size_; ++s) step<true>(segment(mod(rank_ - s - 1)), segment(mod(rank_ - s - 2)));
+  }
+
+  // At step s send segment rank-s (complete), receive segment rank-s-1; after a
+  // reduce_scatter the bytes are copies of the one reduction, hence identical everywhere.
+  void allgather() {
+    for (int s = 0; s + 1 < size_; ++s) step<false>(segment(mod(rank_ - s)), segment(mod(rank_ - s - 1)));
   }
 
  private:
+  // Segment i of the data: shard i.
+  struct Segment {
+    Data* begin;
+    std::size_t length;
+  };
+
   int mod(int i) const { return (i % size_ + size_) % size_; }
-  Data* at(int segment, std::size_t k) const { return data_ + seg_.begin(segment) + k * slice_; }
+  Segment segment(int i) const {
+    const ArenaRange shard = shard_range(static_cast<std::int64_t>(count_), size_, i);
+    return {data_ + shard.offset, static_cast<std::size_t>(shard.count)};
+  }
+  Data* at(const Segment& seg, std::size_t k) const { return seg.begin + k * slice_; }
   int bytes(std::size_t n) const { return static_cast<int>(n * sizeof(Wire)); }
 
-  // Sends segment send_seg to `right` and receives segment recv_seg from `left`, slice by
-  // slice; a received slice is summed into place (reduce) or stored there.
-  void step(int right, int left, int send_seg, int recv_seg, bool reduce) {
-    const bool recv_in_place = kDirect && !reduce;
+  // Sends segment send_seg to the right neighbour and receives segment recv_seg from the left
+  // one, slice by slice; a received slice is summed into place (kReduce) or stored there.
+  template <bool kReduce>
+  void step(const Segment& send_seg, const Segment& recv_seg) {
+    const int right = mod(rank_ + 1);
+    const int left = mod(rank_ - 1);
+    constexpr bool recv_in_place = kDirect && !kReduce;
     MPI_Request send_req[kRingSlots], recv_req[kRingSlots];
     std::fill(std::begin(send_req), std::end(send_req), MPI_REQUEST_NULL);
     std::fill(std::begin(recv_req), std::end(recv_req), MPI_REQUEST_NULL);
     auto post_recv = [&](std::size_t k) {
-      const std::size_t n = slice_length(seg_.length(recv_seg), k, slice_);
+      const std::size_t n = slice_length(recv_seg.length, k, slice_);
       void* to = recv_in_place ? static_cast<void*>(at(recv_seg, k)) : recv_slot_[k % kRingSlots];
       RT_MPI_CHECK(MPI_Irecv(to, bytes(n), MPI_BYTE, left, kRingTag, comm_, &recv_req[k % kRingSlots]));
     };
     for (std::size_t k = 0; k < std::min<std::size_t>(kRingSlots, slices_); ++k) post_recv(k);
     for (std::size_t k = 0; k < slices_; ++k) {
       const int s = static_cast<int>(k % kRingSlots);
-      const std::size_t send_n = slice_length(seg_.length(send_seg), k, slice_);
-      const std::size_t recv_n = slice_length(seg_.length(recv_seg), k, slice_);
+      const std::size_t send_n = slice_length(send_seg.length, k, slice_);
+      const std::size_t recv_n = slice_length(recv_seg.length, k, slice_);
       wait_request(send_req[s]);  // the send that used this slot kRingSlots slices ago
       const void* from = at(send_seg, k);
       if constexpr (!kDirect) {
@@ -101,9 +113,9 @@ class Ring {
       }
       RT_MPI_CHECK(MPI_Isend(from, bytes(send_n), MPI_BYTE, right, kRingTag, comm_, &send_req[s]));
       wait_request(recv_req[s]);
-      if (reduce)
+      if constexpr (kReduce)
         accumulate<C>(at(recv_seg, k), recv_slot_[s], recv_n);
-      else if (!recv_in_place)
+      else if constexpr (!recv_in_place)
         decode<C>(at(recv_seg, k), recv_slot_[s], recv_n);
       if (k + kRingSlots < slices_) post_recv(k + kRingSlots);
     }
@@ -114,7 +126,7 @@ class Ring {
   int rank_;
   int size_;
   Data* data_;
-  Segments seg_;
+  std::size_t count_;
   std::size_t slice_ = 0;   // elements per slice
   std::size_t slices_ = 0;  // slices per segment (of the largest segment)
   Wire* recv_slot_[kRingSlots] = {};
@@ -131,13 +143,34 @@ std::byte* ScratchBuffer::reserve(std::size_t bytes) {
   return data_.get();
 }
 
+// Every rank sees the same count, so all return early together: no message is left behind.
+
 void ring_allreduce_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype, DType wire,
                         ScratchBuffer& scratch) {
-  // Every rank sees the same count, so all return here together: no message is left behind.
   if (size <= 1 || count == 0) return;
   with_codec(dtype, wire, [&](auto codec) {
     using C = decltype(codec);
-    Ring<C>(comm, rank, size, static_cast<typename C::Data*>(data), count, scratch).run();
+    Ring<C> ring(comm, rank, size, static_cast<typename C::Data*>(data), count, scratch);
+    ring.reduce_scatter();
+    ring.allgather();
+  });
+}
+
+void ring_reduce_scatter_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype, DType wire,
+                             ScratchBuffer& scratch) {
+  if (size <= 1 || count == 0) return;
+  with_codec(dtype, wire, [&](auto codec) {
+    using C = decltype(codec);
+    Ring<C>(comm, rank, size, static_cast<typename C::Data*>(data), count, scratch).reduce_scatter();
+  });
+}
+
+void ring_allgather(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype,
+                    ScratchBuffer& scratch) {
+  if (size <= 1 || count == 0) return;
+  with_copy_codec(dtype, [&](auto codec) {
+    using C = decltype(codec);
+    Ring<C>(comm, rank, size, static_cast<typename C::Data*>(data), count, scratch).allgather();
   });
 }
 

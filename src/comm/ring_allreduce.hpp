@@ -1,6 +1,7 @@
-// Our ring allreduce over MPI point-to-point: reduce-scatter then allgather, each segment
-// moved in bounded slices through scratch buffers that are reused across calls, with the
-// next slices' transfers posted before the current one is summed.
+// Our ring over MPI point-to-point: allreduce = reduce-scatter then allgather on the shard
+// layout of shard_range, each phase also on its own. Each segment moves in bounded slices
+// through scratch buffers that are reused across calls, with the next slices' transfers
+// posted before the current one is summed.
 #pragma once
 #include <mpi.h>
 
@@ -39,5 +40,12 @@ class ScratchBuffer {
 // Waits yield the core (yield_wait.hpp).
 void ring_allreduce_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype, DType wire,
                         ScratchBuffer& scratch);
+// The reduce-scatter phase of ring_allreduce_sum alone (same arguments): this rank's shard
+// (shard_range) ends bitwise as ring_allreduce_sum leaves it; the rest holds partial sums.
+void ring_reduce_scatter_sum(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype, DType wire,
+                             ScratchBuffer& scratch);
+// The allgather phase alone: every rank's shard is copied to all ranks, as its bits (any dtype).
+void ring_allgather(MPI_Comm comm, int rank, int size, void* data, std::size_t count, DType dtype,
+                    ScratchBuffer& scratch);
 
 }  // namespace ringtrain::comm

@@ -1,5 +1,6 @@
-// How a range of elements is cut among ranks: `parts` near-equal contiguous segments, the
-// same on every rank for the same count. Shared by the ring and the shared-memory allreduce.
+// How a range of elements is cut among ranks (`parts` near-equal contiguous segments, the same
+// on every rank for the same count: the shared-memory allreduce's rounds) and into slices (the
+// ring's messages, the shared-memory rounds of a shard).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -21,5 +22,12 @@ struct Segments {
   std::size_t base;
   std::size_t extra;
 };
+
+// Elements of slice k of a run of `length` elements cut in slices of `slice` elements (0 past
+// its end: ranks move the same number of slices, some of them empty).
+inline std::size_t slice_length(std::size_t length, std::size_t k, std::size_t slice) {
+  const std::size_t offset = k * slice;
+  return offset >= length ? 0 : std::min(slice, length - offset);
+}
 
 }  // namespace ringtrain::comm

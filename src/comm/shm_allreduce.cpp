@@ -1,20 +1,25 @@
-// The shared-memory allreduce. Every rank owns one part of a POSIX shared-memory object:
+// The shared-memory collectives. Every rank owns one part of a POSIX shared-memory object:
 // three round counters (each on its own cache lines) and kShmSlots staging slots. Round t of
-// a call goes through slot t % kShmSlots in three phases, each published by raising a
+// a call goes through slot t % kShmSlots in up to three phases, each published by raising a
 // counter to t+1 (release) and awaited by reading the peers' counters (acquire):
-//   stage   copy the segments peers own into my slot                 -> staged
-//   reduce  my segment = mine + each peer's staged copy, in rank order;
-//           the result goes to my data and into my slot as it travels -> reduced
+//   stage   copy the pieces peers own into my slot                   -> staged
+//   reduce  my piece = all ranks' contributions in rank order (mine
+//           in its place, the peers' from their slots); the result
+//           goes to my data and into my slot as it travels            -> reduced
 //   gather  copy each peer's result from its slot into my data        -> done
-// A rank stages round t+1 before gathering round t, and reuses a slot only when every peer
-// is done with the round that used it last. Counters only grow, so calls need no reset.
-// Writes to the slot (stage, and reduce's copy for the peers) use the round's StoreChoice.
+// reduce-scatter ends a round after reduce (done); allgather stages its own piece and gathers
+// the peers' staged ones. allreduce cuts each round among the ranks near-equally (balanced
+// for any count), the others cut the shards of shard_range into slices; the fixed summation
+// order makes the sums the same either way. A rank stages round t+1 before gathering round t,
+// and reuses a slot only when every peer is done with the round that used it last. Counters
+// only grow, so calls need no reset. Writes to the slot use the round's StoreChoice.
 #include "comm/shm_allreduce.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -24,6 +29,7 @@
 #include "comm/segments.hpp"
 #include "comm/yield_wait.hpp"
 #include "check/mpi_check.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/log.hpp"
 
 namespace ringtrain::comm {
@@ -58,7 +64,71 @@ std::string object_name() {
 
 std::string failed(const char* call) { return fmt::format("{}: {}", call, std::strerror(errno)); }
 
+// Where rank q's piece of one round lies: at data[data...) in the caller's buffer and at
+// [slot...) in every rank's staging slot, `length` elements.
+struct Piece {
+  std::size_t data;
+  std::size_t slot;
+  std::size_t length;
+};
+
+// Elements of C's wire type one slot holds.
+template <typename C>
+std::size_t per_round() {
+  return kShmSlotBytes / sizeof(typename C::Wire);
+}
+
 }  // namespace
+
+// How a call's `count` elements are cut into rounds of at most one slot, the same on every
+// rank. Contiguous: round k is the k-th slot-full of the data, cut among the ranks by
+// Segments. Sharded: round k is slice k of every rank's shard (shard_range), rank q's slice at
+// q * slice in the slot; the rounds are those of the largest shard (shard 0).
+class ShmRounds {
+ public:
+  static ShmRounds contiguous(std::size_t count, std::size_t per_round, int size) {
+    return ShmRounds(count, size, /*sharded=*/false, per_round, (count + per_round - 1) / per_round);
+  }
+  static ShmRounds sharded(std::size_t count, std::size_t per_round, int size) {
+    // Slices of whole shard units where the slot allows (aligned copies), at least one element.
+    const std::size_t units = per_round / static_cast<std::size_t>(size) / kShardUnit;
+    const std::size_t slice =
+        units > 0 ? units * kShardUnit : std::max<std::size_t>(1, per_round / static_cast<std::size_t>(size));
+    const std::size_t largest = shard(count, size, 0).count;
+    return ShmRounds(count, size, /*sharded=*/true, slice, (largest + slice - 1) / slice);
+  }
+
+  std::uint64_t count() const { return rounds_; }
+
+  Piece piece(std::uint64_t k, int q) const {
+    if (sharded_) {
+      const auto own = shard(count_, size_, q);
+      const std::size_t length = slice_length(own.count, k, step_);
+      const std::size_t begin = length > 0 ? k * step_ : own.count;  // empty: stay inside the buffer
+      return {own.offset + begin, static_cast<std::size_t>(q) * step_, length};
+    }
+    const std::size_t base = k * step_;
+    const Segments seg(std::min(step_, count_ - base), size_);
+    return {base + seg.begin(q), seg.begin(q), seg.length(q)};
+  }
+
+ private:
+  struct Range {
+    std::size_t offset, count;
+  };
+  static Range shard(std::size_t count, int size, int q) {
+    const ArenaRange r = shard_range(static_cast<std::int64_t>(count), size, q);
+    return {static_cast<std::size_t>(r.offset), static_cast<std::size_t>(r.count)};
+  }
+  ShmRounds(std::size_t count, int size, bool sharded, std::size_t step, std::uint64_t rounds)
+      : count_(count), size_(size), sharded_(sharded), step_(step), rounds_(rounds) {}
+
+  std::size_t count_;
+  int size_;
+  bool sharded_;
+  std::size_t step_;  // elements per round (contiguous) or per rank's slice (sharded)
+  std::uint64_t rounds_;
+};
 
 Store StoreChoice::next() const {
   const double plain = ns_per_byte_[static_cast<int>(Store::plain)];
@@ -167,65 +237,90 @@ void ShmAllreduce::allreduce_sum(void* data, std::size_t count, DType dtype, DTy
   if (count == 0) return;  // every rank sees the same count: all skip the round together
   with_codec(dtype, wire, [&](auto codec) {
     using C = decltype(codec);
-    run<C>(static_cast<typename C::Data*>(data), count);
+    run<C>(Op::allreduce, static_cast<typename C::Data*>(data), ShmRounds::contiguous(count, per_round<C>(), size_));
+  });
+}
+
+void ShmAllreduce::reduce_scatter_sum(void* data, std::size_t count, DType dtype, DType wire) {
+  if (count == 0) return;
+  with_codec(dtype, wire, [&](auto codec) {
+    using C = decltype(codec);
+    run<C>(Op::reduce_scatter, static_cast<typename C::Data*>(data), ShmRounds::sharded(count, per_round<C>(), size_));
+  });
+}
+
+void ShmAllreduce::allgather(void* data, std::size_t count, DType dtype) {
+  if (count == 0) return;
+  with_copy_codec(dtype, [&](auto codec) {
+    using C = decltype(codec);
+    run<C>(Op::allgather, static_cast<typename C::Data*>(data), ShmRounds::sharded(count, per_round<C>(), size_));
   });
 }
 
 template <typename C>
-void ShmAllreduce::run(typename C::Data* data, std::size_t count) {
-  const std::size_t piece = kShmSlotBytes / sizeof(typename C::Wire);  // elements per round
-  const std::uint64_t rounds = (count + piece - 1) / piece;
-  auto length = [&](std::uint64_t k) { return std::min(piece, count - k * piece); };
-  Store store = stage<C>(rounds_, data, length(0));
-  for (std::uint64_t k = 0; k < rounds; ++k) {
-    typename C::Data* at = data + k * piece;
-    reduce<C>(rounds_ + k, at, length(k), store);
-    const Store next = k + 1 < rounds ? stage<C>(rounds_ + k + 1, at + piece, length(k + 1)) : store;
-    gather<C>(rounds_ + k, at, length(k));
+void ShmAllreduce::run(Op op, typename C::Data* data, const ShmRounds& rounds) {
+  const bool stage_own = op == Op::allgather;
+  Store store = stage<C>(rounds_, data, rounds, 0, stage_own);
+  for (std::uint64_t k = 0; k < rounds.count(); ++k) {
+    const std::uint64_t round = rounds_ + k;
+    if (op != Op::allgather) reduce<C>(round, data, rounds, k, store);
+    if (op == Op::reduce_scatter) publish(kDone, round + 1);  // peers' slots are read only to reduce
+    const Store next = k + 1 < rounds.count() ? stage<C>(round + 1, data, rounds, k + 1, stage_own) : store;
+    if (op != Op::reduce_scatter) gather<C>(round, data, rounds, k, op == Op::allgather ? kStaged : kReduced);
     store = next;
   }
-  rounds_ += rounds;
+  rounds_ += rounds.count();
 }
 
-// Returns the store kind it used, which the round's reduce uses too.
+// Stages this rank's own piece (`own`) or the pieces peers reduce. Returns the store kind it
+// used, which the round's reduce uses too.
 template <typename C>
-Store ShmAllreduce::stage(std::uint64_t round, const typename C::Data* data, std::size_t n) {
+Store ShmAllreduce::stage(std::uint64_t round, const typename C::Data* data, const ShmRounds& rounds, std::uint64_t k,
+                          bool own) {
   // Every peer must be done with the round that used this slot last (it reads my slot until then).
   if (round >= kShmSlots) wait_for_peers(kDone, round - kShmSlots + 1);
-  const Segments seg(n, size_);
-  const std::size_t bytes = (n - seg.length(rank_)) * sizeof(typename C::Wire);
+  std::size_t bytes = 0;
+  for (int q = 0; q < size_; ++q)
+    if ((q == rank_) == own) bytes += rounds.piece(k, q).length * sizeof(typename C::Wire);
   const bool timed = bytes >= kTimedStageBytes;
   const Store store = timed ? stores_.next() : Store::plain;
   const auto start = std::chrono::steady_clock::now();
   auto* mine = slot<typename C::Wire>(rank_, round);
-  for (int q = 0; q < size_; ++q)
-    if (q != rank_) encode<C>(mine + seg.begin(q), data + seg.begin(q), seg.length(q), store);
+  for (int q = 0; q < size_; ++q) {
+    if ((q == rank_) != own) continue;
+    const Piece p = rounds.piece(k, q);
+    encode<C>(mine + p.slot, data + p.data, p.length, store);
+  }
   publish(kStaged, round + 1);  // its fence makes the timing include the streaming stores' drain
   if (timed) stores_.record(store, bytes, std::chrono::steady_clock::now() - start);
   return store;
 }
 
 template <typename C>
-void ShmAllreduce::reduce(std::uint64_t round, typename C::Data* data, std::size_t n, Store store) {
+void ShmAllreduce::reduce(std::uint64_t round, typename C::Data* data, const ShmRounds& rounds, std::uint64_t k,
+                          Store store) {
   wait_for_peers(kStaged, round + 1);
-  const Segments seg(n, size_);
-  const std::size_t begin = seg.begin(rank_);
+  const Piece mine = rounds.piece(k, rank_);
   int nsrc = 0;
   for (int q = 0; q < size_; ++q)
     if (q != rank_)
       sources_[static_cast<std::size_t>(nsrc++)] =
-          reinterpret_cast<const std::byte*>(slot<typename C::Wire>(q, round) + begin);
-  reduce_sources<C>(data + begin, slot<typename C::Wire>(rank_, round) + begin, sources_.data(), nsrc,
-                    seg.length(rank_), store);
+          reinterpret_cast<const std::byte*>(slot<typename C::Wire>(q, round) + mine.slot);
+  reduce_sources<C>(data + mine.data, slot<typename C::Wire>(rank_, round) + mine.slot, sources_.data(), nsrc, rank_,
+                    mine.length, store);
   publish(kReduced, round + 1);
 }
 
+// Copies the peers' pieces out of their slots once they have published `ready` for the round.
 template <typename C>
-void ShmAllreduce::gather(std::uint64_t round, typename C::Data* data, std::size_t n) {
-  wait_for_peers(kReduced, round + 1);
-  const Segments seg(n, size_);
-  for (int q = 0; q < size_; ++q)
-    if (q != rank_) decode<C>(data + seg.begin(q), slot<typename C::Wire>(q, round) + seg.begin(q), seg.length(q));
+void ShmAllreduce::gather(std::uint64_t round, typename C::Data* data, const ShmRounds& rounds, std::uint64_t k,
+                          Counter ready) {
+  wait_for_peers(ready, round + 1);
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const Piece p = rounds.piece(k, q);
+    decode<C>(data + p.data, slot<typename C::Wire>(q, round) + p.slot, p.length);
+  }
   publish(kDone, round + 1);
 }
 

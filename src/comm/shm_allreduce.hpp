@@ -1,7 +1,8 @@
-// ShmAllreduce: allreduce among ranks that all share one node, through a fixed-size POSIX
-// shared-memory staging area. Each rank stages the parts of its data other ranks reduce,
-// reduces its own part reading its peers' staged copies in place, then copies the others'
-// results out of their staging: one copy per byte each way, where MPI's transport makes two.
+// ShmAllreduce: allreduce, reduce-scatter and allgather among ranks that all share one node,
+// through a fixed-size POSIX shared-memory staging area. Each rank stages the parts of its
+// data other ranks reduce, reduces its own part reading its peers' staged copies in place,
+// then copies the others' results out of their staging: one copy per byte each way, where
+// MPI's transport makes two. Every element is summed in rank order, whichever rank sums it.
 #pragma once
 #include <mpi.h>
 
@@ -44,6 +45,8 @@ class StoreChoice {
   std::uint64_t measured_ = 0;  // timed stage phases so far
 };
 
+class ShmRounds;  // how a call's data is cut into rounds (shm_allreduce.cpp)
+
 class ShmAllreduce {
  public:
   // Collective over `comm`. Null, on every rank alike, when the ranks of `comm` do not all
@@ -58,19 +61,27 @@ class ShmAllreduce {
   // The contract of ring_allreduce_sum (collective, same count/dtype/wire on every rank,
   // bitwise identical results). Safe to call repeatedly with any sizes; waits yield the core.
   void allreduce_sum(void* data, std::size_t count, DType dtype, DType wire);
+  // The contracts of ring_reduce_scatter_sum and ring_allgather: this rank's shard
+  // (shard_range) bitwise as allreduce_sum leaves it, resp. every shard copied to all ranks.
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype, DType wire);
+  void allgather(void* data, std::size_t count, DType dtype);
 
  private:
   enum Counter { kStaged, kReduced, kDone };
+  // What a call does in each round: allreduce stages the peers' pieces, reduces its own and
+  // gathers the peers' results; reduce_scatter stops after reducing; allgather stages its own
+  // piece and gathers the peers' ones.
+  enum class Op { allreduce, reduce_scatter, allgather };
 
   ShmAllreduce(int rank, int size, std::byte* base, std::size_t mapped);
   template <typename C>
-  void run(typename C::Data* data, std::size_t count);
+  void run(Op op, typename C::Data* data, const ShmRounds& rounds);
   template <typename C>
-  Store stage(std::uint64_t round, const typename C::Data* data, std::size_t n);
+  Store stage(std::uint64_t round, const typename C::Data* data, const ShmRounds& rounds, std::uint64_t k, bool own);
   template <typename C>
-  void reduce(std::uint64_t round, typename C::Data* data, std::size_t n, Store store);
+  void reduce(std::uint64_t round, typename C::Data* data, const ShmRounds& rounds, std::uint64_t k, Store store);
   template <typename C>
-  void gather(std::uint64_t round, typename C::Data* data, std::size_t n);
+  void gather(std::uint64_t round, typename C::Data* data, const ShmRounds& rounds, std::uint64_t k, Counter ready);
 
   std::byte* part(int rank) const;
   template <typename Wire>

@@ -3,6 +3,8 @@
 #include "ringtrain/comm/watchdog.hpp"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
@@ -68,13 +70,21 @@ class WatchedCommunicator : public Communicator {
   bool device_memory() const override { return inner_->device_memory(); }
 
   void allreduce_sum(void* data, std::size_t count, DType dtype) override {
-    watched(fmt::format("allreduce of {} {} elements ({} bytes)", count, dtype_name(dtype), count * dtype_size(dtype)),
-            [&] { inner_->allreduce_sum(data, count, dtype); });
+    watched(describe("allreduce", count, dtype), [&] { inner_->allreduce_sum(data, count, dtype); });
   }
   std::uint64_t mark_inputs_ready() override { return inner_->mark_inputs_ready(); }
   void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
-    watched(fmt::format("allreduce of {} {} elements ({} bytes)", count, dtype_name(dtype), count * dtype_size(dtype)),
-            [&] { inner_->allreduce_sum_after(ready, data, count, dtype); });
+    watched(describe("allreduce", count, dtype), [&] { inner_->allreduce_sum_after(ready, data, count, dtype); });
+  }
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
+    watched(describe("reduce-scatter", count, dtype), [&] { inner_->reduce_scatter_sum(data, count, dtype); });
+  }
+  void reduce_scatter_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    watched(describe("reduce-scatter", count, dtype),
+            [&] { inner_->reduce_scatter_sum_after(ready, data, count, dtype); });
+  }
+  void allgather(void* data, std::size_t count, DType dtype) override {
+    watched(describe("allgather", count, dtype), [&] { inner_->allgather(data, count, dtype); });
   }
   void broadcast(void* data, std::size_t bytes, int root) override {
     watched(fmt::format("broadcast of {} bytes from rank {}", bytes, root),
@@ -85,6 +95,9 @@ class WatchedCommunicator : public Communicator {
   }
 
  private:
+  static std::string describe(std::string_view op, std::size_t count, DType dtype) {
+    return fmt::format("{} of {} {} elements ({} bytes)", op, count, dtype_name(dtype), count * dtype_size(dtype));
+  }
   template <typename F>
   void watched(const std::string& what, F&& call) {
     const std::uint64_t seq = ++seq_;

@@ -1,8 +1,8 @@
 // CommThread: runs collectives on a dedicated thread, in submission order, so that gradient
-// allreduces proceed while the compute thread goes on with backward (the CPU counterpart of
-// a CUDA communication stream). Only this thread runs collectives on its Communicator between
-// submit and wait_all, so the Communicator needs no locking (mark_inputs_ready, which the
-// submitting thread calls, is safe alongside them).
+// allreduces (or, sharded, reduce-scatters) proceed while the compute thread goes on with
+// backward (the CPU counterpart of a CUDA communication stream). Only this thread runs
+// collectives on its Communicator between submit and wait_all, so the Communicator needs no
+// locking (mark_inputs_ready, which the submitting thread calls, is safe alongside them).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -31,19 +31,24 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
-  // ready: the Communicator's mark_inputs_ready() token for the data (0: complete now).
+  // Queue the Communicator's collective of that name. ready: the Communicator's
+  // mark_inputs_ready() token for the data (0: complete now).
   void allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   // Blocks until every submitted job has finished; rethrows the first error a job raised.
   void wait_all();
 
  private:
+  enum class Op { allreduce_sum, reduce_scatter_sum };
   struct Job {
+    Op op;
     void* data;
     std::size_t count;
     DType dtype;
     DoneHook done;
     std::uint64_t ready;
   };
+  void submit(Job job);
   void run();
 
   Communicator& comm_;

@@ -60,6 +60,24 @@ class Communicator {
     (void)ready;
     allreduce_sum(data, count, dtype);
   }
+  // ZeRO-style sharding: the two halves of allreduce_sum on the shard layout of
+  // ringtrain/comm/shard.hpp. The defaults throw CommError naming the communicator (the same
+  // error on every rank, without communicating) for backends that do not have them yet.
+  //
+  // In-place sum over all ranks of `count` elements of `dtype` at `data`, of which each rank
+  // keeps only its shard (shard_range(count, size(), rank())): there the values are bitwise
+  // those allreduce_sum would give (same wire dtype, same summation order); the rest of data is
+  // left unspecified. count may be 0. Dtypes: those of allreduce_sum.
+  virtual void reduce_scatter_sum(void* data, std::size_t count, DType dtype);
+  // In place: each rank's shard of data (shard_range) is copied to every rank, bit for bit (the
+  // data travels as itself whatever comm.wire_dtype says: parameters must not be rounded). Any
+  // dtype; count may be 0.
+  virtual void allgather(void* data, std::size_t count, DType dtype);
+  // reduce_scatter_sum of inputs complete at `ready`, as allreduce_sum_after.
+  virtual void reduce_scatter_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) {
+    (void)ready;
+    reduce_scatter_sum(data, count, dtype);
+  }
   // Copies `bytes` bytes at `data` from `root` to all ranks.
   virtual void broadcast(void* data, std::size_t bytes, int root) = 0;
   virtual void barrier() = 0;

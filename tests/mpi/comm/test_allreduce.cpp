@@ -1,14 +1,17 @@
 // The MPI communicator under mpirun: allreduce on every path (our ring through shared memory
 // and over MPI messages, MPI_Allreduce) for every summable dtype, counts around the world
 // size, primes, many rounds and slices, repeated calls of varying sizes, bf16 on the wire,
-// waits that yield the core to a busy thread; broadcast, barrier, and the config errors.
+// waits that yield the core to a busy thread; reduce-scatter (bitwise allreduce's sums on the
+// own shard) and allgather (bit-exact copies); broadcast, barrier, and the config errors.
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <ctime>
@@ -21,6 +24,7 @@
 
 #include "comm/shm_allreduce.hpp"
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 #include "support/test_context.hpp"
@@ -93,6 +97,17 @@ class Buffer {
     for (std::size_t b = 0; b < e; ++b)
       if (bytes_[b] != std::byte{kGuard} || bytes_[bytes_.size() - 1 - b] != std::byte{kGuard}) return false;
     return true;
+  }
+  // Whether elements [begin, end) hold the same bytes here and in `other` (same dtype).
+  bool same_bits(const Buffer& other, std::size_t begin, std::size_t end) const {
+    const std::size_t e = dtype_size(dtype_);
+    return std::equal(bytes_.begin() + static_cast<std::ptrdiff_t>((begin + 1) * e),
+                      bytes_.begin() + static_cast<std::ptrdiff_t>((end + 1) * e),
+                      other.bytes_.begin() + static_cast<std::ptrdiff_t>((begin + 1) * e));
+  }
+  // Element i's bytes taken from a 64-bit pattern (any bits: NaN payloads, values bf16 rounds).
+  void set_bits(std::size_t i, std::uint64_t bits) {
+    std::memcpy(bytes_.data() + (i + 1) * dtype_size(dtype_), &bits, dtype_size(dtype_));
   }
   // FNV-1a over the reduced elements: equal on all ranks iff (almost surely) bitwise equal.
   std::uint64_t hash() const {
@@ -471,6 +486,141 @@ TEST(StoreChoice, TimesBothThenKeepsTheClearlyFasterAndProbesTheOther) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, RingPathTest, ::testing::Values(kShm, kP2p),
                          [](const auto& info) { return std::string(info.param.label); });
+
+// --- reduce_scatter_sum and allgather ---
+
+// Signed values of magnitudes 2^-10 .. 2^10 that differ per rank: partial sums cancel and
+// round differently in every association, so a sum formed in another order shows.
+double mixed_value(int rank, std::size_t i) {
+  const std::uint64_t bits = splitmix((static_cast<std::uint64_t>(rank) << 40) ^ i ^ 0x5eedull);
+  const double mantissa = 1.0 + static_cast<double>(bits >> 12) * 0x1.0p-52;
+  const int exponent = static_cast<int>(bits % 21) - 10;
+  return ((bits >> 11) & 1 ? -1.0 : 1.0) * std::ldexp(mantissa, exponent);
+}
+
+// Relative rounding error of one reduction step in this dtype on this wire, with margin.
+double step_error(DType dtype, DType wire) {
+  if (dtype == DType::bf16 || wire == DType::bf16) return 0x1.0p-7;
+  if (dtype == DType::f16) return 0x1.0p-10;
+  return 0x1.0p-22;
+}
+
+struct ShardedCase {
+  Path path;
+  DType dtype;
+  DType wire;
+};
+void PrintTo(const ShardedCase& c, std::ostream* os) {
+  *os << c.path.label << "_" << dtype_name(c.dtype) << "_wire_" << dtype_name(c.wire);
+}
+
+class ShardedTest : public ::testing::TestWithParam<ShardedCase> {};
+
+// Counts: empty, fewer elements than ranks, under one shard unit, units plus a remainder, and
+// several shared-memory rounds (700,000 f32 is 2.7 slots).
+std::vector<std::size_t> sharded_counts() {
+  const auto w = static_cast<std::size_t>(context().world_size());
+  return {700000, 0, 1, w - 1, 63, 64 * w + 5};
+}
+
+// reduce_scatter_sum leaves on each rank's shard bitwise what allreduce_sum gives; the
+// allgather of those shards then reproduces allreduce_sum's whole result on every rank, which
+// is bitwise the same everywhere and close to the exact sum.
+TEST_P(ShardedTest, ReduceScatterIsAllreduceOnTheShardAndAllgatherCompletesIt) {
+  const ShardedCase& c = GetParam();
+  auto comm = make(c.path, c.wire);
+  const int rank = context().world_rank();
+  const int size = context().world_size();
+  for (std::size_t count : sharded_counts()) {
+    Buffer reduced(c.dtype, count), scattered(c.dtype, count), input(c.dtype, 1);
+    for (std::size_t i = 0; i < count; ++i) {
+      reduced.set(i, mixed_value(rank, i));
+      scattered.set(i, mixed_value(rank, i));
+    }
+    comm->allreduce_sum(reduced.data(), count, c.dtype);
+    comm->reduce_scatter_sum(scattered.data(), count, c.dtype);
+    const ArenaRange own = shard_range(static_cast<std::int64_t>(count), size, rank);
+    const auto begin = static_cast<std::size_t>(own.offset), end = static_cast<std::size_t>(own.end());
+    EXPECT_TRUE(scattered.same_bits(reduced, begin, end))
+        << "count " << count << ": own shard [" << begin << ", " << end << ") differs from allreduce";
+    comm->allgather(scattered.data(), count, c.dtype);
+    EXPECT_TRUE(scattered.same_bits(reduced, 0, count)) << "count " << count << ": allgather of the shards";
+    EXPECT_TRUE(same_on_all_ranks(reduced.hash())) << "count " << count << ": ranks disagree bitwise";
+    EXPECT_TRUE(reduced.guards_intact() && scattered.guards_intact()) << "count " << count;
+    std::size_t far = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      double exact = 0, magnitude = 0;
+      for (int r = 0; r < size; ++r) {
+        input.set(0, mixed_value(r, i));
+        exact += input.get(0);
+        magnitude += std::abs(input.get(0));
+      }
+      if (std::abs(reduced.get(i) - exact) > size * step_error(c.dtype, c.wire) * magnitude && far++ == 0)
+        ADD_FAILURE() << "count " << count << ": element " << i << " is " << reduced.get(i) << ", exact " << exact;
+    }
+    EXPECT_EQ(far, 0u) << "count " << count;
+  }
+}
+
+// allgather copies bits: every element ends as its shard's owner wrote it (f32 values with
+// low mantissa bits that a bf16 wire would drop, NaN payloads), whatever the others held.
+TEST_P(ShardedTest, AllgatherCopiesEveryShardBitForBit) {
+  const ShardedCase& c = GetParam();
+  auto comm = make(c.path, c.wire);
+  const int rank = context().world_rank();
+  const int size = context().world_size();
+  auto pattern = [](int owner, std::size_t i) { return splitmix((static_cast<std::uint64_t>(owner) << 48) ^ i); };
+  for (DType dtype : {c.dtype, DType::u8, DType::f64}) {
+    for (std::size_t count : sharded_counts()) {
+      Buffer data(dtype, count), expected(dtype, count);
+      for (int q = 0; q < size; ++q) {
+        const ArenaRange shard = shard_range(static_cast<std::int64_t>(count), size, q);
+        for (auto i = static_cast<std::size_t>(shard.offset); i < static_cast<std::size_t>(shard.end()); ++i) {
+          expected.set_bits(i, pattern(q, i));
+          data.set_bits(i, q == rank ? pattern(q, i) : ~pattern(q, i) ^ static_cast<std::uint64_t>(rank));
+        }
+      }
+      comm->allgather(data.data(), count, dtype);
+      EXPECT_TRUE(data.same_bits(expected, 0, count)) << dtype_name(dtype) << " count " << count;
+      EXPECT_TRUE(data.guards_intact()) << dtype_name(dtype) << " count " << count;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PathsDtypesWires, ShardedTest,
+    ::testing::Values(ShardedCase{kShm, DType::f32, DType::f32}, ShardedCase{kShm, DType::f32, DType::bf16},
+                      ShardedCase{kShm, DType::bf16, DType::f32}, ShardedCase{kShm, DType::f16, DType::f32},
+                      ShardedCase{kP2p, DType::f32, DType::f32}, ShardedCase{kP2p, DType::f32, DType::bf16},
+                      ShardedCase{kP2p, DType::bf16, DType::f32}, ShardedCase{kP2p, DType::f16, DType::f32},
+                      ShardedCase{kMpi, DType::f32, DType::f32}, ShardedCase{kMpi, DType::bf16, DType::f32},
+                      ShardedCase{kMpi, DType::f16, DType::f32}),
+    [](const auto& info) {
+      return std::string(info.param.path.label) + "_" + std::string(dtype_name(info.param.dtype)) + "_wire_" +
+             std::string(dtype_name(info.param.wire));
+    });
+
+TEST(ShardedErrors, ReduceScatterRejectsU8AlikeOnEveryRank) {
+  const std::string expected = "reduce_scatter_sum: dtype u8 not supported (supported: f32, f64, bf16, f16, i32)";
+  for (const Path& path : {kShm, kP2p, kMpi}) {
+    auto comm = make(path);
+    std::vector<std::uint8_t> bytes(16, 1);
+    EXPECT_EQ(message_of<CommError>([&] { comm->reduce_scatter_sum(bytes.data(), bytes.size(), DType::u8); }),
+              expected);
+    EXPECT_EQ(message_of<CommError>([&] { comm->reduce_scatter_sum(nullptr, 0, DType::u8); }), expected);
+    check_exact_sum(*comm, DType::f32, 5);  // nothing was left in flight
+  }
+}
+
+TEST(ShardedSingleRank, BothLeaveTheDataAsItIs) {
+  for (AllreduceAlgo algo : {AllreduceAlgo::ring, AllreduceAlgo::mpi}) {
+    auto self = make_mpi_self_communicator(algo);
+    std::vector<float> data{1.5f, -2.25f, 3.0f};
+    self->reduce_scatter_sum(data.data(), data.size(), DType::f32);
+    self->allgather(data.data(), data.size(), DType::f32);
+    EXPECT_EQ(data, (std::vector<float>{1.5f, -2.25f, 3.0f}));
+  }
+}
 
 TEST(Broadcast, CopiesFromNonZeroRootForOddSizes) {
   auto comm = make_mpi_communicator(context(), AllreduceAlgo::ring);

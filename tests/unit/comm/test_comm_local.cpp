@@ -1,10 +1,12 @@
 // Single-process parts of the comm module: bucket planning tiles the arena exactly once and
-// cuts only at layer starts; the comm thread runs jobs in order and surfaces errors; the
-// watchdog fires for an operation that overstays and stays quiet otherwise.
+// cuts only at layer starts; the comm thread runs jobs (allreduce, reduce-scatter) in order and
+// surfaces errors; backends without the sharding collectives say so; the watchdog fires for
+// an operation that overstays and stays quiet otherwise.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "ringtrain/comm/comm_thread.hpp"
@@ -64,6 +66,11 @@ class RecordingComm : public Communicator {
     calls_.push_back(count);
     static_cast<float*>(data)[0] += 1.0f;  // visible effect
   }
+  void reduce_scatter_sum(void* data, std::size_t count, DType) override {
+    calls_.push_back(count);
+    static_cast<float*>(data)[0] += 100.0f;  // told apart from an allreduce
+  }
+  void allgather(void* data, std::size_t, DType) override { static_cast<float*>(data)[0] += 1000.0f; }
   void broadcast(void*, std::size_t, int) override {}
   void barrier() override {}
   std::vector<std::size_t> calls_;
@@ -94,6 +101,52 @@ TEST(CommThread, SurfacesTheFirstErrorAndDropsTheRest) {
   EXPECT_EQ(comm.calls_.size(), 2u);
   thread.allreduce_sum(data.data(), 4, DType::f32);  // usable again afterwards
   EXPECT_NO_THROW(thread.wait_all());
+}
+
+TEST(CommThread, RunsReduceScattersInOrderWithAllreduces) {
+  RecordingComm comm;
+  std::vector<float> data(8, 0.0f);
+  std::vector<int> done_order;
+  {
+    CommThread thread(comm);
+    thread.allreduce_sum(data.data(), 1, DType::f32, [&](auto, auto) { done_order.push_back(1); });
+    thread.reduce_scatter_sum(data.data(), 2, DType::f32, [&](auto, auto) { done_order.push_back(2); });
+    thread.allreduce_sum(data.data(), 3, DType::f32);
+    thread.reduce_scatter_sum(data.data(), 4, DType::f32, [&](auto, auto) { done_order.push_back(4); });
+    thread.wait_all();
+  }
+  EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{1, 2, 3, 4}));
+  EXPECT_EQ(data[0], 202.0f) << "two allreduces and two reduce-scatters";
+  EXPECT_EQ(done_order, (std::vector<int>{1, 2, 4}));
+}
+
+// Only the collectives every backend must have: the sharding ones are the base class's.
+class AllreduceOnlyComm : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view name() const override { return "allreduce-only"; }
+  void allreduce_sum(void*, std::size_t, DType) override {}
+  void broadcast(void*, std::size_t, int) override {}
+  void barrier() override {}
+};
+
+TEST(Communicator, ShardingCollectivesNotOverriddenSayWhoLacksThem) {
+  AllreduceOnlyComm comm;
+  float x = 0.0f;
+  auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const CommError& e) {
+      return e.what();
+    }
+    return "<no CommError>";
+  };
+  EXPECT_EQ(message([&] { comm.reduce_scatter_sum(&x, 1, DType::f32); }),
+            "reduce_scatter_sum: not supported by allreduce-only yet");
+  EXPECT_EQ(message([&] { comm.reduce_scatter_sum_after(0, &x, 1, DType::f32); }),
+            "reduce_scatter_sum: not supported by allreduce-only yet");
+  EXPECT_EQ(message([&] { comm.allgather(&x, 1, DType::f32); }), "allgather: not supported by allreduce-only yet");
 }
 
 // The first call blocks until `release` is set: jobs queued behind it are still waiting.
@@ -138,6 +191,10 @@ class MarkingComm : public RecordingComm {
     tokens_.push_back(ready);
     allreduce_sum(data, count, dtype);
   }
+  void reduce_scatter_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    tokens_.push_back(ready);
+    reduce_scatter_sum(data, count, dtype);
+  }
   std::uint64_t marks_ = 0;
   std::vector<std::thread::id> mark_threads_;
   std::vector<std::uint64_t> tokens_;
@@ -157,6 +214,19 @@ TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReadyEachAfterItsMark) {
   EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{10, 15, 15, 10}));
   EXPECT_EQ(comm.tokens_, (std::vector<std::uint64_t>{1, 2, 3, 4}));
   for (const std::thread::id& id : comm.mark_threads_) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
+TEST(CommThread, PassesEachJobItsReadyToken) {
+  MarkingComm comm;
+  std::vector<float> data(4, 0.0f);
+  {
+    CommThread thread(comm);
+    thread.allreduce_sum(data.data(), 4, DType::f32, {}, 7);
+    thread.reduce_scatter_sum(data.data(), 4, DType::f32, {}, 9);
+    thread.wait_all();
+  }
+  EXPECT_EQ(comm.tokens_, (std::vector<std::uint64_t>{7, 9}));
+  EXPECT_EQ(data[0], 101.0f);
 }
 
 TEST(Watchdog, DecoratorPassesMarksThrough) {
@@ -200,7 +270,9 @@ TEST(Watchdog, DecoratorNumbersCollectives) {
   float x = 0.0f;
   watched->allreduce_sum(&x, 1, DType::f32);
   watched->allreduce_sum(&x, 1, DType::f32);
-  EXPECT_EQ(x, 2.0f);
+  watched->reduce_scatter_sum(&x, 1, DType::f32);  // passed through, not the base class's error
+  watched->allgather(&x, 1, DType::f32);
+  EXPECT_EQ(x, 1102.0f);
   EXPECT_EQ(watched->name(), "recording");
   EXPECT_TRUE(message.empty());
 }

@@ -1,0 +1,20 @@
+// The one shard layout of ZeRO-style sharding, shared by every backend's reduce_scatter_sum
+// and allgather and by whoever slices the flat arenas: contiguous shards in rank order, each a
+// whole number of 64-element units, so that every shard but the last starts 256-byte aligned.
+#pragma once
+#include <cstdint>
+
+#include "ringtrain/tensor/arena_range.hpp"
+
+namespace ringtrain {
+
+// Elements in a shard's alignment unit (256 bytes of f32).
+inline constexpr std::int64_t kShardUnit = 64;
+
+// Rank `rank`'s shard of a `count`-element buffer split over `size` ranks: contiguous, in rank
+// order, covering [0, count) exactly once; every shard's length is a whole number of 64-element
+// units (256 bytes of f32) except where the buffer ends. Shards may be empty for small counts.
+// Throws Error unless count >= 0, size >= 1 and 0 <= rank < size.
+ArenaRange shard_range(std::int64_t count, int size, int rank);
+
+}  // namespace ringtrain
