@@ -22,6 +22,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/train/batch_source.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/memory_report.hpp"
 #include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/session.hpp"
 #include "ringtrain/train/synthetic_batch.hpp"
@@ -34,7 +35,7 @@ using Clock = std::chrono::steady_clock;
 
 // One step's parts, in seconds.
 struct StepParts {
-  double data = 0, forward = 0, backward = 0, exposed = 0, optimizer = 0, allreduce = 0, total = 0;
+  double data = 0, forward = 0, backward = 0, exposed = 0, optimizer = 0, allreduce = 0, allgather = 0, total = 0;
 };
 
 template <typename F>
@@ -98,7 +99,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
         step.run(x, labels, StepInfo{true, tc.seed, i, ctx.world_rank()}, static_cast<float>(schedule->at(i)));
     const double data_s = std::chrono::duration<double>(t1 - t0).count();
     if (i >= o.warmup)
-      timed.push_back({data_s, r.forward_s, r.backward_s, r.exposed_s, r.optimizer_s, r.allreduce_s,
+      timed.push_back({data_s, r.forward_s, r.backward_s, r.exposed_s, r.optimizer_s, r.allreduce_s, r.allgather_s,
                        data_s + r.compute_s + r.exposed_s});
   }
   const double step_s = median_of(timed, [](const StepParts& s) { return s.total; });
@@ -145,6 +146,10 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                       {"params", model->num_params()},
                       {"flops_per_sample", model->train_flops_per_sample()}};
   if (session->tokens()) j["tokens_per_s"] = global_rate * static_cast<double>(tc.data.block_size);
+  const MemoryReport memory = gather_memory_report(stats, step.memory());
+  j["zero_stage"] = tc.zero_stage;
+  j["allgather_ms"] = ms([](const StepParts& s) { return s.allgather; });
+  for (const auto& [name, bytes] : memory.fields()) j["memory"][std::string(name)] = bytes;
   if (o.json) {
     log::info("{}", j.dump());
     return;
@@ -166,6 +171,10 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       "GB/s",
       static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s", 1e3 * allreduce_s,
       step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
+  if (tc.zero_stage > 0)
+    log::info("  ZeRO stage {}: gradients reduce-scattered, parameters allgathered after the update ({:.2f} ms)",
+              tc.zero_stage, j["allgather_ms"].get<double>());
+  log::info("  memory per rank (largest): {}", memory.describe());
 }
 
 }  // namespace ringtrain

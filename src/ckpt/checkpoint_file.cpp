@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/shard_exchange.hpp"
 #include "hdf5/h5_attributes.hpp"
 #include "hdf5/h5_file_problem.hpp"
 #include "check/mpi_check.hpp"
@@ -303,7 +304,9 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
   for (const CheckpointBuffer& b : buffers) {
     std::vector<hsize_t> dims;
     std::uint64_t checksum = 0;
-    std::vector<float> rows;  // per-rank buffers: every rank's row, for the checksum
+    std::vector<float> rows;   // per-rank buffers: every rank's row, for the checksum
+    std::vector<float> owned;  // sharded buffers: this rank's slice, gathered from its owners
+    float* slice = nullptr;    // replicated and sharded buffers: the values of this rank's slice
     if (b.per_rank) {
       dims = {static_cast<hsize_t>(world), static_cast<hsize_t>(b.numel)};
       rows.resize(static_cast<std::size_t>(world * b.numel));
@@ -313,7 +316,13 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
     } else {
       dims = {static_cast<hsize_t>(b.numel)};
       const Slice s = slice_of(b.numel, rank, world);
-      checksum = gathered_checksum(comm, world, b.numel, s, b.data + s.begin);
+      slice = b.data + s.begin;
+      if (!b.owned.empty()) {
+        owned.resize(static_cast<std::size_t>(s.end - s.begin));
+        ckpt::exchange_ranges(comm, b.owned, b.data, {{s.begin, s.end - s.begin}}, owned.data());
+        slice = owned.data();
+      }
+      checksum = gathered_checksum(comm, world, b.numel, s, slice);
     }
     run_collectively(ctx, [&] {
       h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
@@ -325,7 +334,7 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
       } else {
         const Slice s = slice_of(b.numel, rank, world);
         transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
-                 b.data + s.begin, true);
+                 slice, true);
       }
     });
   }
@@ -407,6 +416,10 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
       continue;
     }
     std::uint64_t stored = 0, actual = 0;
+    const Slice s = slice_of(b.numel, rank, world);
+    std::vector<float> owned;  // sharded buffers: this rank's slice, sent to its owners once verified
+    if (!b.owned.empty()) owned.resize(static_cast<std::size_t>(s.end - s.begin));
+    float* slice = b.owned.empty() ? b.data + s.begin : owned.data();
     run_collectively(ctx, [&] {
       as_corrupt([&] {
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
@@ -428,17 +441,18 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
             }
           }
         } else {
-          const Slice s = slice_of(b.numel, rank, world);
           const std::vector<hsize_t> dims = {static_cast<hsize_t>(b.numel)};
           transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
-                   b.data + s.begin, false);
+                   slice, false);
         }
       });
     });
     if (!b.per_rank && b.numel > 0) {
-      const Slice s = slice_of(b.numel, rank, world);
-      actual = gathered_checksum(comm, world, b.numel, s, b.data + s.begin);
-      allgather_slices(comm, world, b.numel, b.data);
+      actual = gathered_checksum(comm, world, b.numel, s, slice);
+      if (b.owned.empty())
+        allgather_slices(comm, world, b.numel, b.data);
+      else
+        ckpt::exchange_ranges(comm, {{s.begin, s.end - s.begin}}, slice, b.owned, b.data);
     }
     // Every rank computed the same checksum of the same bytes, so all agree without a vote.
     if (actual != stored)

@@ -33,6 +33,7 @@
 #include "ringtrain/tensor/device_memory.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/train/batch_tuner.hpp"
+#include "ringtrain/train/memory_report.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/session.hpp"
 #include "ringtrain/train/synthetic_batch.hpp"
@@ -199,7 +200,10 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
     try {
       model = build_model(*t.model_config, t.sample_shape, t.compute, t.data_vocab_size);
       model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
-      optimizer = build_optimizer(*t.optim_config, t.num_params, warmup + steps, model->device()).optimizer;
+      Communicator& stats_comm = t.gpu ? *t.self_comm : *t.comm;
+      optimizer = build_optimizer(*t.optim_config, t.num_params, warmup + steps, model->device(), false,
+                                  step_owned_ranges(*model, t.step_options, stats_comm.size(), stats_comm.rank()))
+                      .optimizer;
       step = t.gpu ? make_step(*t.self_comm, *t.self_comm) : make_step(*t.comm, *t.grad_comm);
       r.fixed_bytes = meter.used();
       synthetic = make_synthetic_batch(*model, batch,
@@ -374,8 +378,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
   t.comm->broadcast(&chosen, sizeof(chosen), 0);
   if (max_of(gather(*t.comm, ctx, chosen == rows[knee.index].batch ? 0.0 : 1.0)) > 0.0)
     throw CollectiveError("tune batch: ranks disagree on the choice (a bug: their timings were gathered alike)");
-  const auto own_peak_rss = proc_kib_field_bytes(read_text("/proc/self/status"), "VmHWM");
-  const double peak_rss = max_of(gather(*t.comm, ctx, static_cast<double>(own_peak_rss)));
+  const double peak_rss = max_of(gather(*t.comm, ctx, static_cast<double>(own_peak_rss())));
 
   if (table) {
     log::info("{:>7} {:>12} {:>12} {:>9} {:>16} {:>17} {:>8}", "batch", "est. memory", "measured", "step ms",

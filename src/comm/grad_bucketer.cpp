@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
 
@@ -27,9 +28,24 @@ std::vector<Bucket> plan_buckets(std::int64_t num_elements, const std::vector<st
   return out;
 }
 
+std::vector<ArenaRange> bucket_shards(const std::vector<Bucket>& buckets, int size, int rank) {
+  std::vector<ArenaRange> out;
+  for (const Bucket& b : buckets) {
+    const ArenaRange s = shard_range(b.end - b.begin, size, rank);
+    if (s.count > 0) out.push_back({b.begin + s.offset, s.count});
+  }
+  std::sort(out.begin(), out.end(), [](const ArenaRange& a, const ArenaRange& b) { return a.offset < b.offset; });
+  return out;
+}
+
 GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm,
-                           bool overlap, Tracer* tracer)
-    : grads_(grads), num_elements_(num_elements), buckets_(std::move(buckets)), comm_(comm), tracer_(tracer) {
+                           bool overlap, Tracer* tracer, BucketReduction reduction)
+    : grads_(grads),
+      num_elements_(num_elements),
+      buckets_(std::move(buckets)),
+      comm_(comm),
+      tracer_(tracer),
+      reduction_(reduction) {
   std::int64_t covered = num_elements_;  // buckets run from the end of the arena down to 0
   for (const Bucket& b : buckets_) {
     RT_REQUIRE(b.end == covered && b.begin < b.end, Error, "gradient buckets do not tile the arena of {} elements",
@@ -57,15 +73,24 @@ void GradBucketer::launch(std::size_t index) {
   const std::size_t count = static_cast<std::size_t>(b.end - b.begin);
   if (carry_ != nullptr)
     for (std::size_t i = 0; i < count; ++i) data[i] += carry_[b.begin + static_cast<std::int64_t>(i)];
-  auto done = [this, index](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
+  const bool scatter = reduction_ == BucketReduction::reduce_scatter;
+  auto done = [this, index, scatter](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
     allreduce_s_ += std::chrono::duration<double>(end - begin).count();
-    if (tracer_ != nullptr) tracer_->span(fmt::format("allreduce bucket {}", index), "comm", begin, end, Tracer::kComm);
+    if (tracer_ != nullptr)
+      tracer_->span(fmt::format("{} bucket {}", scatter ? "reduce-scatter" : "allreduce", index), "comm", begin, end,
+                    Tracer::kComm);
   };
   if (thread_ != nullptr) {  // a device communicator's collective waits for this bucket's backward only
-    thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
+    if (scatter)
+      thread_->reduce_scatter_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
+    else
+      thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
   } else {
     const auto begin = CommThread::Clock::now();
-    comm_.allreduce_sum(data, count, DType::f32);
+    if (scatter)
+      comm_.reduce_scatter_sum(data, count, DType::f32);
+    else
+      comm_.allreduce_sum(data, count, DType::f32);
     done(begin, CommThread::Clock::now());
   }
 }

@@ -230,6 +230,17 @@ void Model::init_params(std::uint64_t seed) {
   if (device_ != Device::cpu) copy_into(params(), host);
 }
 
+std::int64_t Model::parameter_bytes() const {
+  return static_cast<std::int64_t>(allocated_bytes(params_) + allocated_bytes(compute_params_));
+}
+
+std::int64_t Model::activation_bytes() const {
+  std::size_t bytes = allocated_bytes(input_storage_);
+  for (const std::vector<Tensor>* list : {&act_storage_, &grad_storage_, &scratch_storage_})
+    for (const Tensor& t : *list) bytes += allocated_bytes(t);
+  return static_cast<std::int64_t>(bytes);
+}
+
 void Model::ensure_batch(std::int64_t n) {
   if (n > capacity_) {
     act_storage_.clear();

@@ -91,7 +91,7 @@ std::vector<std::string> read_no_decay(Config& c, bool language_model) {
 }  // namespace
 
 OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t total_steps, Device device,
-                           bool language_model) {
+                           bool language_model, std::vector<ArenaRange> owned) {
   const std::string name = c.get(kName);
   const bool adamw = name == "adamw";
   LrSchedule::Options so;
@@ -103,7 +103,7 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
     h.beta2 = static_cast<float>(c.get(kBeta2));
     h.eps = static_cast<float>(c.get(kEps));
     h.weight_decay = static_cast<float>(c.get(kWeightDecay, 0.01));
-    opt = std::make_unique<AdamW>(num_params, h, device);
+    opt = std::make_unique<AdamW>(num_params, h, device, std::move(owned));
   } else {
     SgdHyper h;
     h.momentum = static_cast<float>(c.get(kMomentum));
@@ -111,7 +111,7 @@ OptimSetup build_optimizer(Config& c, std::int64_t num_params, std::int64_t tota
     h.weight_decay = static_cast<float>(c.get(kWeightDecay));
     RT_REQUIRE(!h.nesterov || h.momentum > 0.0f, ConfigError, "config: {}: key '{}': nesterov needs momentum > 0",
                c.source(), kNesterov.name());
-    opt = std::make_unique<Sgd>(num_params, h, device);
+    opt = std::make_unique<Sgd>(num_params, h, device, std::move(owned));
   }
   so.kind = c.get(kSchedule);
   so.warmup_steps = c.get(kWarmupSteps);

@@ -28,13 +28,11 @@ std::uint64_t hash_floats(const float* data, std::int64_t n) {
   return h;
 }
 
-// Zeroes the elements of x in r where mask is 0; x and mask are on the same device.
-void zero_masked(const Tensor& x, const Tensor& mask, const ArenaRange& r) {
-  if (x.device() == Device::cuda) return device_apply_mask(x.f32() + r.offset, mask.f32() + r.offset, r.count);
-  float* p = x.f32();
-  const float* m = mask.f32();
-  for (std::int64_t i = r.offset; i < r.offset + r.count; ++i)
-    if (m[i] == 0.0f) p[i] = 0.0f;
+// Zeroes the n elements at x where the n at mask are 0; x and mask are on `device`.
+void zero_masked(float* x, const float* mask, std::int64_t n, Device device) {
+  if (device == Device::cuda) return device_apply_mask(x, mask, n);
+  for (std::int64_t i = 0; i < n; ++i)
+    if (mask[i] == 0.0f) x[i] = 0.0f;
 }
 
 }  // namespace
@@ -90,6 +88,8 @@ Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Co
     ranges_.push_back(t.weight);
     if (config.structured && t.neurons.bias_offset >= 0) ranges_.push_back({t.neurons.bias_offset, t.neurons.rows});
   }
+  std::sort(ranges_.begin(), ranges_.end(),
+            [](const ArenaRange& a, const ArenaRange& b) { return a.offset < b.offset; });
   if (model.device() == Device::cuda) {
     device_mask_ = Tensor::empty(mask_.shape(), DType::f32, Device::cuda);
     mask_written();
@@ -140,10 +140,14 @@ void Pruner::mask_written() {
 
 void Pruner::apply_mask() {
   const Tensor& mask = model_.device() == Device::cuda ? device_mask_ : mask_;
-  std::vector<Tensor> tensors{model_.params()};  // non-const: the compute copy is refreshed
-  for (const Optimizer::StateBuffer& s : optimizer_.state()) tensors.push_back(s.tensor);
-  for (const Tensor& x : tensors)
-    for (const ArenaRange& r : ranges_) zero_masked(x, mask, r);
+  const Device device = model_.device();
+  float* params = model_.params().f32();  // non-const: the compute copy is refreshed
+  for (const ArenaRange& r : ranges_) zero_masked(params + r.offset, mask.f32() + r.offset, r.count, device);
+  // The optimizer state holds the elements it owns (all, or a ZeRO shard) packed.
+  for (const Optimizer::StateBuffer& s : optimizer_.state())
+    for_each_owned(ranges_, optimizer_.owned(), [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
+      zero_masked(s.tensor.f32() + packed, mask.f32() + offset, count, device);
+    });
 }
 
 double Pruner::masked_fraction() const {

@@ -1,5 +1,6 @@
 // TrainCheckpoints (see header). A checkpoint resumes on any world size as long as the global
-// batch is the same: parameters and optimizer state are replicated (world-size independent),
+// batch is the same: parameters and optimizer state are stored whole (world-size and ZeRO-stage
+// independent),
 // the memory strategy's global batches do not depend on the world size, and every random
 // draw is keyed by (seed, step or epoch, index), so there is no RNG state to carry over.
 // Precision may change on resume (master weights and optimizer state are f32 in every
@@ -56,8 +57,11 @@ void TrainCheckpoints::upload() const {
 std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   std::vector<CheckpointBuffer> b;
   b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
+  // Under ZeRO each rank holds its shard of the optimizer state; the file holds it whole.
+  const bool sharded = optimizer_.state_elements() != model_.num_params();
   for (Optimizer::StateBuffer& s : optimizer_.state())
-    b.push_back({"optimizer/" + s.name, host_data(s.tensor), s.tensor.numel(), false});
+    b.push_back({"optimizer/" + s.name, host_data(s.tensor), model_.num_params(), false, false,
+                 sharded ? optimizer_.owned() : std::vector<ArenaRange>{}});
   // BatchNorm running statistics come from each rank's own batches until evaluation
   // averages them, so they are saved per rank.
   std::vector<Tensor> model_buffers = model_.buffers();

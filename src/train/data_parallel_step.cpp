@@ -7,6 +7,9 @@
 // memory (NCCL, overlapped with backward) or through a host copy of the arena to the MPI ring
 // after backward. With train.cuda_graph the forward, loss and backward replay as one CUDA
 // graph and the buckets are reduced after it (NCCL calls stay outside the graph).
+// The checks on the reduced gradients (non-finite values, the clipping norm) are summed per
+// rank shard and completed by the same small allreduce as the loss, so that ZeRO, where each
+// rank holds only its shard of the sums, needs no extra collective and clips bitwise alike.
 #include "ringtrain/train/data_parallel_step.hpp"
 
 #include <chrono>
@@ -45,6 +48,16 @@ std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_st
 }
 }  // namespace
 
+std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& options) {
+  return plan_buckets(model.num_params(), model.param_layer_offsets(), elements_of_mb(options.bucket_mb),
+                      elements_of_mb(options.first_bucket_mb));
+}
+
+std::vector<ArenaRange> step_owned_ranges(const Model& model, const StepOptions& options, int world, int rank) {
+  if (options.zero_stage == 0) return {{0, model.num_params()}};
+  return bucket_shards(plan_step_buckets(model, options), world, rank);
+}
+
 std::int64_t label_positions(const Model& model) {
   const Shape& out = model.output_shape();
   return out.numel() / out[out.rank() - 1];
@@ -56,6 +69,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
     : model_(model),
       optimizer_(optimizer),
       stats_comm_(stats_comm),
+      grad_comm_(grad_comm),
       options_(options),
       micro_batch_(micro_batch),
       positions_(label_positions(model)),
@@ -67,8 +81,24 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
+  RT_REQUIRE(options.zero_stage == 0 || options.zero_stage == 1, ConfigError,
+             "train.zero_stage: stage {} is not available yet (0 and 1 are)", options.zero_stage);
+  RT_REQUIRE(options.zero_stage == 0 || (model.device() == Device::cpu && !grad_comm.device_memory()), ConfigError,
+             "train.zero_stage = {}: runs on the cpu backend only so far (the NCCL reduce-scatter is not built yet)",
+             options.zero_stage);
   const std::int64_t k = options.accumulation_steps;
   if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, model.device());
+  buckets_ = plan_step_buckets(model, options);
+  const int world = stats_comm.size();
+  for (int r = 0; r < world; ++r) shards_.push_back(bucket_shards(buckets_, world, r));
+  const std::vector<ArenaRange> owned = step_owned_ranges(model, options, world, stats_comm.rank());
+  const std::vector<ArenaRange>& held = optimizer.owned();
+  RT_REQUIRE(held.size() == owned.size() && std::equal(held.begin(), held.end(), owned.begin(),
+                                                       [](const ArenaRange& a, const ArenaRange& b) {
+                                                         return a.offset == b.offset && a.count == b.count;
+                                                       }),
+             Error,
+             "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
   float* bucket_arena = model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch * positions_);
@@ -91,15 +121,24 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
     }
   }
   bucketer_ = std::make_unique<GradBucketer>(
-      bucket_arena, model.num_params(),
-      plan_buckets(model.num_params(), model.param_layer_offsets(), elements_of_mb(options.bucket_mb),
-                   elements_of_mb(options.first_bucket_mb)),
-      grad_comm, overlap, tracer);
+      bucket_arena, model.num_params(), buckets_, grad_comm, overlap, tracer,
+      options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce);
 }
 
 DataParallelStep::~DataParallelStep() = default;
 
 std::size_t DataParallelStep::num_buckets() const { return bucketer_->buckets().size(); }
+
+StepMemory DataParallelStep::memory() const {
+  StepMemory m;
+  m.parameters = model_.parameter_bytes();
+  m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_));
+  for (const Optimizer::StateBuffer& b : optimizer_.state())
+    m.optimizer_state += static_cast<std::int64_t>(allocated_bytes(b.tensor));
+  m.activations = model_.activation_bytes();
+  m.comm_buffers = static_cast<std::int64_t>(allocated_bytes(host_grads_));
+  return m;
+}
 
 bool DataParallelStep::overlapped() const { return bucketer_->overlap(); }
 
@@ -208,17 +247,21 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   }
   const BucketTimes bt = bucketer_->finish();
   if (host_grads_.raw() != nullptr) copy_into(model_.grads(), host_grads_);
-  double stats[2] = {loss_sum, correct};
-  stats_comm_.allreduce_sum(stats, 2, DType::f64);
+  const std::size_t world = shards_.size();
+  std::vector<double> stats(3 + world, 0.0);  // loss, correct, then gradient_checks
+  stats[0] = loss_sum;
+  stats[1] = correct;
+  gradient_checks(stats.data() + 2);
+  stats_comm_.allreduce_sum(stats.data(), stats.size(), DType::f64);
   const auto reduced = Clock::now();
   trace("exposed communication", backward_end, reduced);
-  const double world = stats_comm_.size();
-  r.loss = stats[0] / (world * static_cast<double>(k));
+  r.loss = stats[0] / (static_cast<double>(world) * static_cast<double>(k));
   r.correct = stats[1];
+  const bool nonfinite_grads = stats[2] > 0.0;
   bool apply = true;
-  if (scaler_ != nullptr) {  // the loss and the reduced gradients are the same on every rank: all decide alike
+  if (scaler_ != nullptr) {  // the loss and the gradient checks are the same on every rank: all decide alike
     try {
-      apply = scaler_->update(!std::isfinite(r.loss) || has_nonfinite(model_.grads()));
+      apply = scaler_->update(!std::isfinite(r.loss) || nonfinite_grads);
     } catch (const NumericError& e) {
       throw CollectiveError(fmt::format("global step {}: {}", info.step + 1, e.what()));
     }
@@ -228,22 +271,64 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     throw CollectiveError(
         fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss, info.step + 1));
   }
+  auto optimized = reduced;
   if (apply) {
-    double update_scale = 1.0 / (world * static_cast<double>(k) * r.scale_before);  // to the average
+    double update_scale =
+        1.0 / (static_cast<double>(world) * static_cast<double>(k) * r.scale_before);  // to the average
     if (options_.clip_grad_norm > 0.0) {
-      r.grad_norm = std::sqrt(sum_of_squares(model_.grads())) * update_scale;
+      r.grad_norm = gradient_norm(stats.data() + 2) * update_scale;
       if (r.grad_norm > options_.clip_grad_norm) update_scale *= options_.clip_grad_norm / r.grad_norm;
     }
     optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
+    synchronize(model_.device());
+    optimized = Clock::now();
+    if (options_.zero_stage > 0) allgather_params();
   }
   synchronize(model_.device());
   const auto end = Clock::now();
-  trace("optimizer", reduced, end);
-  r.optimizer_s = between(reduced, end);
+  trace("optimizer", reduced, optimized);
+  r.optimizer_s = between(reduced, optimized);
   r.allreduce_s = bt.allreduce_s;
-  r.exposed_s = between(backward_end, reduced);
+  r.allgather_s = between(optimized, end);
+  r.exposed_s = between(backward_end, reduced) + r.allgather_s;
   r.compute_s = between(start, end) - r.exposed_s;
   return r;
+}
+
+void DataParallelStep::gradient_checks(double* checks) const {
+  const int rank = stats_comm_.rank();
+  const bool whole = options_.zero_stage == 0;  // every rank holds every reduced gradient
+  const Tensor& grads = model_.grads();
+  bool nonfinite = false;
+  for (std::size_t q = 0; q < shards_.size(); ++q) {
+    if (!whole && static_cast<int>(q) != rank) continue;
+    double sum = 0.0;
+    for (const ArenaRange& a : shards_[q]) {
+      const Tensor part = grads.rows(a.offset, a.count);
+      if (scaler_ != nullptr) nonfinite = nonfinite || has_nonfinite(part);
+      if (options_.clip_grad_norm > 0.0) sum += sum_of_squares(part);
+    }
+    // Stage 0: rank 0's sums alone enter the allreduce (the others add zeros, which is exact).
+    checks[1 + q] = whole && rank != 0 ? 0.0 : sum;
+  }
+  checks[0] = nonfinite ? 1.0 : 0.0;
+}
+
+double DataParallelStep::gradient_norm(const double* stats) const {
+  double sum = 0.0;
+  for (std::size_t q = 0; q < shards_.size(); ++q) sum += stats[1 + q];
+  return std::sqrt(sum);
+}
+
+void DataParallelStep::allgather_params() {
+  float* params = model_.params().f32();
+  for (std::size_t i = 0; i < buckets_.size(); ++i) {
+    const Bucket& b = buckets_[i];
+    const auto begin = Clock::now();
+    grad_comm_.allgather(params + b.begin, static_cast<std::size_t>(b.end - b.begin), DType::f32);
+    if (tracer_ != nullptr)
+      tracer_->span(fmt::format("allgather bucket {}", i), "comm", begin, Clock::now(), Tracer::kComm);
+  }
 }
 
 }  // namespace ringtrain

@@ -46,6 +46,7 @@ StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Commun
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;
   o.cuda_graph = tc.cuda_graph;
+  o.zero_stage = tc.zero_stage;
   return o;
 }
 

@@ -380,6 +380,11 @@ void RunReport::sparsity(const std::vector<LayerSparsity>& layers, const PruneCo
   log::info("{}", table);
 }
 
+void RunReport::memory(const MemoryReport& m) {
+  memory_ = m;
+  log::info("memory per rank (largest): {}", m.describe());
+}
+
 void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_loss, std::optional<double> final_accuracy,
                        bool finished, const Model& model, const GradScaler& scaler, const std::string& param_checksum) {
   double train_seconds = 0.0, data = 0.0, comm = 0.0;
@@ -427,6 +432,12 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"skipped_steps", scaler.skipped_steps()},  // over the whole run, also before a resume
                       {"loss_scale", scaler.scale()},
                       {"param_checksum", param_checksum}};
+  if (memory_) {
+    nlohmann::json memory;
+    for (const auto& [name, bytes] : memory_->fields()) memory[std::string(name)] = bytes;
+    j["memory"] = memory;
+  }
+  j["zero_stage"] = tc_.zero_stage;
   j["final_test_loss"] = last_test_loss_ ? nlohmann::json(*last_test_loss_) : nlohmann::json();
   j["peak_gflops_per_rank"] = peak_gflops_ > 0 ? nlohmann::json(peak_gflops_) : nlohmann::json();
   j["mfu"] = peak_gflops_ > 0 ? nlohmann::json(mfu(rate)) : nlohmann::json();

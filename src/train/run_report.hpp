@@ -12,6 +12,7 @@
 #include "ringtrain/monitor/metrics_log.hpp"
 #include "ringtrain/monitor/resource_sampler.hpp"
 #include "ringtrain/prune/pruner.hpp"
+#include "ringtrain/train/memory_report.hpp"
 
 namespace ringtrain {
 
@@ -47,6 +48,8 @@ class RunReport {
   // train.cuda_graph: whether the step runs as a CUDA graph, or why not.
   void cuda_graph(bool graphed, const std::string& refused);
   void graph_replays(std::uint64_t n) { graph_replays_ = n; }  // for summary.json, before finish()
+  // What one rank held (summary.json's "memory"), before finish(); logged by rank 0.
+  void memory(const MemoryReport& m);
   // Collective, at the end of training: every rank's resource summary and median step times
   // go to rank 0, which prints one line per rank, warns about a slow rank and keeps them for
   // summary.json. (metrics.jsonl gets rank 0's own samples at each log point.)
@@ -89,7 +92,8 @@ class RunReport {
   double best_accuracy_ = -1.0;
   std::optional<double> last_test_loss_;
   std::uint64_t graph_replays_ = 0;  // steps run as a CUDA graph launch
-  bool overlap_ = false;             // as in effect (comm.overlap may be refused by MPI's thread level)
+  std::optional<MemoryReport> memory_;
+  bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
   std::vector<LayerSparsity> sparsity_;  // empty unless pruned
   PruneConfig prune_;

@@ -10,6 +10,7 @@
 #include "ringtrain/data/token_loader.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/train/data_parallel_step.hpp"
 
 namespace ringtrain {
 namespace {
@@ -134,9 +135,10 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
     if (tc.max_steps > 0) s.total_steps = std::min(s.total_steps, tc.max_steps);
   }
   Config optim_config = s.config->section("optim");
+  const StepOptions step = step_options(tc, ctx, *s.comms.gradient);
   OptimSetup o = build_optimizer(optim_config, s.model->num_params(),
                                  options.schedule_steps > 0 ? options.schedule_steps : s.total_steps, s.model->device(),
-                                 s.tokens());
+                                 s.tokens(), step_owned_ranges(*s.model, step, ctx.world_size(), ctx.world_rank()));
   s.optimizer = std::move(o.optimizer);
   s.optimizer->exempt_from_weight_decay(no_decay_ranges(*s.model, o.no_decay));
   s.clip_grad_norm = o.clip_grad_norm;

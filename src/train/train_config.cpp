@@ -72,6 +72,13 @@ const IntKey kExitAtStep({.name = "train.exit_at_step",
                                  "resumes) with a checkpoint and exit status 75, like a preemption (0: never)",
                           .range = Range::at_least(0)},
                          0);
+const IntKey kZeroStage({.name = "train.zero_stage",
+                         .doc = "ZeRO sharding over the data-parallel ranks: `0` every rank keeps the whole training "
+                                "state; `1` each keeps the optimizer state of its shard of every gradient bucket "
+                                "(gradients reduce-scattered, parameters allgathered after the update; bitwise the "
+                                "same training). `cpu` backend; stages 2 and 3 are not available yet",
+                         .range = Range::between(0, 3)},
+                        0);
 const BoolKey kCudaGraph({.name = "train.cuda_graph",
                           .doc = "`cuda`: replay each step's forward, loss and backward as one CUDA graph (from the "
                                  "second step; the gradient allreduce then follows backward instead of overlapping "
@@ -202,6 +209,10 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
              config.source());
   t.exit_at_step = config.get(kExitAtStep);
   t.cuda_graph = config.get(kCudaGraph);
+  t.zero_stage = static_cast<int>(config.get(kZeroStage));
+  RT_REQUIRE(t.zero_stage <= 1, ConfigError,
+             "config: {}: key 'train.zero_stage': stage {} is not available yet (0 and 1 are)", config.source(),
+             t.zero_stage);
   t.precision = config.get(kPrecision);
   if (t.precision == DType::f16 || config.has("loss_scale")) {  // only then: other resolved configs get no [loss_scale]
     t.loss_scale.init = config.get(kLossScaleInit);

@@ -384,6 +384,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());
   report.graph_replays(dp_step.graph_replays());
+  report.memory(gather_memory_report(*s.comms.main, dp_step.memory()));
   report.finish(at.step - start.step, at.epoch - start.epoch + (at.step_in_epoch > 0 ? 1 : 0), final_loss,
                 last_eval ? std::optional<double>(last_eval->accuracy) : std::nullopt, stopped.empty(), model, s.scaler,
                 checksum);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/tensor/arena_range.hpp"
 
 namespace ringtrain {
 
@@ -47,13 +48,17 @@ struct CheckpointMeta {
 
 // A float buffer the checkpoint holds, named by its dataset path ("params",
 // "optimizer/velocity", "buffers"). Replicated buffers are identical on every rank (the file
-// holds one copy); per-rank buffers differ by rank (the file holds one row per writer rank).
+// holds one copy); per-rank buffers differ by rank (the file holds one row per writer rank);
+// sharded buffers are spread over the ranks (ZeRO's optimizer state): each holds `owned`
+// ranges of the numel elements, packed at data, and the file holds them all as one copy, so it
+// cannot tell how the writer was sharded and resumes into any sharding.
 struct CheckpointBuffer {
   std::string name;
   float* data = nullptr;
-  std::int64_t numel = 0;
+  std::int64_t numel = 0;  // of the whole buffer (sharded too)
   bool per_rank = false;
-  bool optional = false;  // may be absent from a file (written by a run without it): then left as it is
+  bool optional = false;          // may be absent from a file (written by a run without it): then left as it is
+  std::vector<ArenaRange> owned;  // non-empty: sharded, this rank's ranges (sorted, disjoint)
 };
 
 // What a dataset of a checkpoint holds, as found on disk (for inspection).

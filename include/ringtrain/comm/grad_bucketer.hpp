@@ -2,7 +2,8 @@
 // last layers' gradients are final first during backward). GradBucketer launches each
 // bucket's allreduce as soon as backward has finished every gradient in it — on a
 // CommThread when overlapping, or in the same order after backward on the plain path, so
-// both paths compute bitwise identical sums.
+// both paths compute bitwise identical sums. Under ZeRO the buckets are reduce-scattered
+// instead: each rank keeps the sums of its shard of every bucket (bucket_shards).
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ringtrain/comm/comm_thread.hpp"
+#include "ringtrain/tensor/arena_range.hpp"
 
 namespace ringtrain {
 
@@ -29,6 +31,12 @@ struct Bucket {
 std::vector<Bucket> plan_buckets(std::int64_t num_elements, const std::vector<std::int64_t>& cuts,
                                  std::int64_t bucket_elements, std::int64_t first_bucket_elements);
 
+// Rank `rank`'s shard of the arena: its shard_range of every bucket, in arena order.
+std::vector<ArenaRange> bucket_shards(const std::vector<Bucket>& buckets, int size, int rank);
+
+// What a bucket's collective leaves on every rank: the whole sum, or the sum of its shard.
+enum class BucketReduction { allreduce, reduce_scatter };
+
 struct BucketTimes {
   double exposed_s = 0.0;    // from the end of backward until the last bucket was reduced
   double allreduce_s = 0.0;  // sum of the buckets' allreduce durations
@@ -39,7 +47,7 @@ class GradBucketer {
   // grads: the f32 arena of num_elements; comm: used only for gradient buckets (by the
   // comm thread when overlap is on). tracer may be null.
   GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm, bool overlap,
-               Tracer* tracer);
+               Tracer* tracer, BucketReduction reduction = BucketReduction::allreduce);
 
   // Starts a step. `carry` (nullable, num_elements floats) is added to each bucket's
   // gradients just before it is reduced: gradients accumulated over earlier micro-batches.
@@ -60,6 +68,7 @@ class GradBucketer {
   std::vector<Bucket> buckets_;
   Communicator& comm_;
   Tracer* tracer_;
+  BucketReduction reduction_;
   std::unique_ptr<CommThread> thread_;  // null on the plain path
   const float* carry_ = nullptr;
   std::size_t next_ = 0;      // next bucket to launch

@@ -100,6 +100,12 @@ class Model {
   };
   std::vector<ParamTensor> param_tensors() const;
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
+  // Bytes of the parameter arenas: the f32 master and, in a low precision, the compute copy.
+  std::int64_t parameter_bytes() const;
+  // Bytes of the activation buffers at the largest batch run so far: every node's output, the
+  // shared gradient buffers, the scratch for summed gradients and the rounded input (the layers'
+  // own saved state, such as attention statistics, is not counted).
+  std::int64_t activation_bytes() const;
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return shapes_.back(); }
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).

@@ -1,7 +1,8 @@
 // Optimizers over the flat parameter/gradient arenas (SGD with momentum/nesterov/weight
 // decay, AdamW) and learning-rate schedules (constant, step, cosine with linear warmup).
 // An optimizer made for Device::cuda keeps its state on the GPU and updates device arenas
-// with one fused kernel launch per step.
+// with one fused kernel launch per step. Under ZeRO an optimizer owns only this rank's shard of
+// the arena: it updates those elements alone and keeps their state packed.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,17 +19,24 @@ class Config;
 
 class Optimizer {
  public:
+  // For an arena of num_params elements, of which this optimizer updates `owned` (sorted,
+  // disjoint ranges; empty: all of it).
+  Optimizer(std::int64_t num_params, std::vector<ArenaRange> owned);
   virtual ~Optimizer() = default;
   virtual std::string_view name() const = 0;
-  // One update of all n parameters with learning rate lr, using grads * grad_scale (the
-  // 1/world averaging folded into the update: one pass over the arenas instead of two).
-  // params and grads live on the optimizer's device.
+  // One update of the owned parameters of the n-element arenas with learning rate lr, using
+  // grads * grad_scale (the 1/world averaging folded into the update: one pass over the arenas
+  // instead of two). params and grads live on the optimizer's device; n must be num_params.
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f);
+  // The arena elements this optimizer updates, and how many (the length of each state buffer).
+  const std::vector<ArenaRange>& owned() const { return owned_; }
+  std::int64_t state_elements() const { return total_count(owned_); }
   // Parameters updated without weight decay (AdamW parameter groups: biases, norms, position
   // embeddings), as sorted, disjoint arena ranges.
   void exempt_from_weight_decay(std::vector<ArenaRange> ranges);
-  // Optimizer state for checkpoints: each buffer (momentum, moments) with its name, and the
-  // number of steps taken (AdamW's bias correction depends on it).
+  // Optimizer state for checkpoints: each buffer (momentum, moments) with its name, holding the
+  // owned elements packed in arena order; and the number of steps taken (AdamW's bias
+  // correction depends on it).
   struct StateBuffer {
     std::string name;
     Tensor tensor;
@@ -38,38 +46,50 @@ class Optimizer {
   void restore_steps_taken(std::int64_t steps) { steps_taken_ = steps; }
 
  protected:
-  // Updates elements [begin, begin + count) of the arenas (state indexed alike); steps_taken()
-  // already counts this step.
-  virtual void update(float* params, const float* grads, std::int64_t begin, std::int64_t count, float lr,
+  // Updates `count` elements at params and grads, whose state starts at element state_offset
+  // of the packed state buffers; steps_taken() already counts this step.
+  virtual void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
                       float grad_scale, bool weight_decay) = 0;
 
  private:
-  std::int64_t steps_taken_ = 0;
+  // A run of owned elements updated alike: where it is in the arena and in the packed state.
+  struct Segment {
+    std::int64_t offset, state_offset, count;
+    bool weight_decay;
+  };
+  // The owned elements cut at the weight-decay groups' edges.
+  void plan_segments();
+
+  std::int64_t num_params_;
+  std::vector<ArenaRange> owned_;
   std::vector<ArenaRange> no_decay_;
+  std::vector<Segment> segments_;
+  std::int64_t steps_taken_ = 0;
 };
 
 class Sgd : public Optimizer {
  public:
-  Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device = Device::cpu);
+  Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device = Device::cpu, std::vector<ArenaRange> owned = {});
   std::string_view name() const override { return "sgd"; }
   std::vector<StateBuffer> state() override { return {{"velocity", velocity_}}; }
 
  private:
-  void update(float* params, const float* grads, std::int64_t begin, std::int64_t count, float lr, float grad_scale,
-              bool weight_decay) override;
+  void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
+              float grad_scale, bool weight_decay) override;
   SgdHyper hyper_;
   Tensor velocity_;
 };
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device = Device::cpu);
+  AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device = Device::cpu,
+        std::vector<ArenaRange> owned = {});
   std::string_view name() const override { return "adamw"; }
   std::vector<StateBuffer> state() override { return {{"m", m_}, {"v", v_}}; }
 
  private:
-  void update(float* params, const float* grads, std::int64_t begin, std::int64_t count, float lr, float grad_scale,
-              bool weight_decay) override;
+  void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
+              float grad_scale, bool weight_decay) override;
   AdamWHyper hyper_;
   Tensor m_, v_;
 };
@@ -105,7 +125,9 @@ struct OptimSetup {
   double clip_grad_norm = 0.0;  // optim.clip_grad_norm; 0: no clipping
 };
 // language_model: the model reads tokens (optim.no_decay's default is then bias, norm, position).
+// owned: the arena ranges the optimizer updates (ZeRO: this rank's shard; empty: all).
 OptimSetup build_optimizer(Config& optim_config, std::int64_t num_params, std::int64_t total_steps,
-                           Device device = Device::cpu, bool language_model = false);
+                           Device device = Device::cpu, bool language_model = false,
+                           std::vector<ArenaRange> owned = {});
 
 }  // namespace ringtrain

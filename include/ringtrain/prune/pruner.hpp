@@ -89,7 +89,7 @@ class Pruner {
   // is the one written (on the GPU: uploads it to the device copy).
   void mask_written();
   // The arena ranges the mask is applied to: each pruned weight tensor, and when structured
-  // its layer's bias (the mask is 1 everywhere else).
+  // its layer's bias (the mask is 1 everywhere else); sorted by offset.
   const std::vector<ArenaRange>& masked_ranges() const { return ranges_; }
   // Per pruned layer, counting the parameters as they are now.
   std::vector<LayerSparsity> report() const;

@@ -75,5 +75,7 @@ class Tensor {
 void copy_into(const Tensor& dst, const Tensor& src);
 // t itself when it is on the host, else a host copy of it.
 Tensor to_host(const Tensor& t);
+// The bytes t's elements take: 0 for a default-constructed (unallocated) tensor.
+inline std::size_t allocated_bytes(const Tensor& t) { return t.raw() != nullptr ? t.nbytes() : 0; }
 
 }  // namespace ringtrain

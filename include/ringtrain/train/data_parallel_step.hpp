@@ -4,13 +4,18 @@
 // optimizer update. The trainer runs it every step; tests run it with different world
 // sizes, bucketings and accumulation. With a loss scaler (fp16) the loss gradient is scaled,
 // 1/scale is folded into the same update, and a step with Inf/NaN gradients is skipped.
+// ZeRO stage 1 (StepOptions::zero_stage): the buckets are reduce-scattered instead, each rank
+// updates only its shard of every bucket (its optimizer holds state for that shard alone) and
+// the updated parameters are allgathered: the same sums, hence bitwise the same parameters.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "ringtrain/comm/grad_bucketer.hpp"
 #include "ringtrain/data/augment.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/tensor.hpp"
@@ -20,7 +25,6 @@ namespace ringtrain {
 struct Batch;
 class Communicator;
 class DeviceBatch;
-class GradBucketer;
 class GradScaler;
 class Model;
 class Optimizer;
@@ -49,6 +53,8 @@ struct StepOptions {
   // > 0: the averaged gradients are scaled down to this global L2 norm when above it (folded
   // into the update, computed on the reduced gradients: every rank clips alike).
   double clip_grad_norm = 0.0;
+  // 0: every rank keeps the whole optimizer state; 1: each keeps its shard's (ZeRO stage 1).
+  int zero_stage = 0;
 };
 
 struct StepResult {
@@ -60,7 +66,8 @@ struct StepResult {
   double backward_s = 0.0;    //           backward (all micro-batches); as a graph, the
                               //           bucket launch
   double optimizer_s = 0.0;   //           the optimizer update
-  double allreduce_s = 0.0;   // gradient buckets' allreduce time (overlapped or not)
+  double allreduce_s = 0.0;   // gradient buckets' allreduce (or reduce-scatter) time (overlapped or not)
+  double allgather_s = 0.0;   // ZeRO: the updated parameters' allgather (after the optimizer, exposed)
   double exposed_s = 0.0;     // end of backward until all buckets are reduced, + statistics
   bool skipped = false;       // fp16 overflow: the optimizer did not step
   double grad_norm = 0.0;     // with clipping: the averaged gradients' L2 norm before it
@@ -68,8 +75,24 @@ struct StepResult {
   double scale_after = 1.0;   // loss scale of the next step
 };
 
+// Bytes one rank holds for training, by what they are for (summary.json's "memory").
+struct StepMemory {
+  std::int64_t parameters = 0;       // the f32 master arena (+ the low-precision compute copy)
+  std::int64_t gradients = 0;        // the gradient arena (+ the accumulation carry)
+  std::int64_t optimizer_state = 0;  // momentum / moments: this rank's shard under ZeRO
+  std::int64_t activations = 0;      // Model::activation_bytes at the largest batch run so far
+  std::int64_t comm_buffers = 0;     // the host copy of the gradients the MPI ring reduces on a GPU
+};
+
 // Labels per sample of a model: its output's positions (every dimension but the last, the classes).
 std::int64_t label_positions(const Model& model);
+
+// The gradient buckets a DataParallelStep with `options` plans for `model`, in launch order.
+std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& options);
+// The arena ranges rank `rank` of `world` updates and keeps optimizer state for: under ZeRO its
+// shard of every bucket (bucket_shards), else the whole arena. The optimizer handed to the
+// step must be made for exactly these (build_optimizer's `owned`).
+std::vector<ArenaRange> step_owned_ranges(const Model& model, const StepOptions& options, int world, int rank);
 
 class DataParallelStep {
  public:
@@ -93,6 +116,7 @@ class DataParallelStep {
   // with StepOptions::gpu_augment, augmented and normalized on the GPU as it is placed.
   StepResult run(const Batch& batch, const StepInfo& info, float lr);
   std::size_t num_buckets() const;
+  StepMemory memory() const;
   bool overlapped() const;  // whether buckets are reduced during backward
   // With StepOptions::cuda_graph: whether the step runs as a CUDA graph (false once a capture
   // failed), and why it cannot ("" when it can: the model is on a GPU and there is one
@@ -104,6 +128,15 @@ class DataParallelStep {
  private:
   // The step on the batch `place` puts where the model computes (its time counts as compute).
   StepResult run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr);
+  // Sums of the reduced gradients over the ranges this rank checks (its shard under ZeRO):
+  // [0] whether any is not finite, [1 + r] rank r's shard's sum of squares (clipping). Filled
+  // into `stats` after the loss sums, which one allreduce then completes.
+  void gradient_checks(double* stats) const;
+  // The global L2 norm of the reduced gradients from the completed stats: the sum of the
+  // shards' sums of squares in rank order, whatever the stage (so every stage clips alike).
+  double gradient_norm(const double* stats) const;
+  // ZeRO: every rank's updated shard of the parameters to every rank.
+  void allgather_params();
   // Backward of micro-batch micro_index_; after the last one, every bucket is launched.
   void backward_and_reduce(bool last);
   // GPU, without overlap: adds the carry, stages the host copy (MPI) and launches every bucket.
@@ -114,6 +147,7 @@ class DataParallelStep {
   Model& model_;
   Optimizer& optimizer_;
   Communicator& stats_comm_;
+  Communicator& grad_comm_;  // the buckets' (on the comm thread while it runs them), and the allgather's
   StepOptions options_;
   std::int64_t micro_batch_;
   std::int64_t positions_;  // labels per sample
@@ -127,6 +161,9 @@ class DataParallelStep {
   Tensor carry_;       // gradients summed over the earlier micro-batches (accumulation only)
   Tensor host_grads_;  // GPU with an MPI communicator: the host copy the buckets reduce
   std::int64_t micro_index_ = 0;
+  std::vector<Bucket> buckets_;
+  // Per rank: the arena ranges of its shard (every rank's, for the clipping norm's sum).
+  std::vector<std::vector<ArenaRange>> shards_;
   std::unique_ptr<GradBucketer> bucketer_;
 };
 

@@ -2,7 +2,9 @@
 // parameters as one process with batch 128 after 20 steps (relative difference < 1e-5),
 // for an MLP and a CNN, with the ring and with MPI_Allreduce. Also: overlapped and plain
 // bucket paths give bitwise identical parameters, and gradient accumulation over k
-// micro-batches equals one k-times larger batch.
+// micro-batches equals one k-times larger batch. ZeRO stage 1 (sharded optimizer state,
+// reduce-scattered gradients, allgathered parameters) gives bitwise the parameters of stage 0,
+// with overlap or without, with accumulation and with clipping.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,7 +75,10 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
   model->init_params(42);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->num_params(), h);
+  Sgd sgd(model->num_params(), h, Device::cpu,
+          step_owned_ranges(*model, options, stats_comm->size(), stats_comm->rank()));
+  if (options.zero_stage > 0 && stats_comm->size() > 1)
+    EXPECT_LT(sgd.state_elements(), model->num_params()) << "stage 1 keeps only a shard of the optimizer state";
   const std::int64_t b = kGlobalBatch / stats_comm->size();
   const std::int64_t micro = b / options.accumulation_steps;
   DistributedSampler sampler(kSamples, kGlobalBatch, stats_comm->size(), stats_comm->rank(), 3);
@@ -144,6 +149,27 @@ TEST_P(DataParallel, AccumulationEqualsOneLargerBatch) {
   const auto b = train(model_text, world(algo));
   EXPECT_LT(relative_difference(a, b), 1e-5);
   EXPECT_NE(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "the two paths cannot be the same code";
+}
+
+TEST_P(DataParallel, ZeroStage1IsBitwiseStage0) {
+  const auto [model_text, algo] = GetParam();
+  StepOptions base;
+  base.bucket_mb = base.first_bucket_mb = 1e-3;  // several buckets, each sharded over the ranks
+  StepOptions plain = base, accumulate = base, clipped = base;
+  plain.overlap = false;
+  accumulate.accumulation_steps = 2;
+  clipped.clip_grad_norm = 0.05;
+  EXPECT_NE(train(model_text, world(algo), clipped), train(model_text, world(algo), base)) << "no step clipped";
+  for (const StepOptions& stage0 : {base, plain, accumulate, clipped}) {
+    StepOptions stage1 = stage0;
+    stage1.zero_stage = 1;
+    const auto a = train(model_text, world(algo), stage0);
+    const auto b = train(model_text, world(algo), stage1);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "overlap " << stage0.overlap << ", accumulation " << stage0.accumulation_steps << ", clip "
+        << stage0.clip_grad_norm << ": relative difference " << relative_difference(b, a);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, DataParallel,

@@ -2,7 +2,9 @@
 // shapes; config errors name their key.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
@@ -79,6 +81,51 @@ TEST(AdamW, ExemptRangesGetNoWeightDecay) {
   EXPECT_EQ(grouped.steps_taken(), 3);
   AdamW bad(4, h);
   EXPECT_THROW(bad.exempt_from_weight_decay({{2, 2}, {1, 1}}), Error);  // not sorted
+}
+
+// ZeRO shards: optimizers owning complementary ranges of the arena (state packed, exempt
+// ranges crossing the shard edges) update each element bitwise as one optimizer of the whole.
+TEST(AdamW, ShardsUpdateLikeTheWhole) {
+  AdamWHyper h;
+  h.weight_decay = 0.5f;
+  const std::vector<ArenaRange> no_decay{{1, 3}, {8, 2}};
+  const std::vector<ArenaRange> shard_a{{0, 2}, {5, 4}}, shard_b{{2, 3}, {9, 1}};
+  AdamW whole(10, h), a(10, h, Device::cpu, shard_a), b(10, h, Device::cpu, shard_b);
+  for (Optimizer* o : {static_cast<Optimizer*>(&whole), static_cast<Optimizer*>(&a), static_cast<Optimizer*>(&b)})
+    o->exempt_from_weight_decay(no_decay);
+  EXPECT_EQ(a.state_elements(), 6);
+  EXPECT_EQ(b.state_elements(), 4);
+  float ref[10], pa[10], pb[10], g[10];
+  for (int i = 0; i < 10; ++i) {
+    ref[i] = pa[i] = pb[i] = 0.5f + 0.25f * static_cast<float>(i);
+    g[i] = 0.1f * static_cast<float>((i * 7) % 5) - 0.2f;
+  }
+  for (int t = 0; t < 3; ++t) {
+    whole.step(ref, g, 10, 1e-2f, 0.5f);
+    a.step(pa, g, 10, 1e-2f, 0.5f);
+    b.step(pb, g, 10, 1e-2f, 0.5f);
+  }
+  auto owns = [](const std::vector<ArenaRange>& shard, int i) {
+    for (const ArenaRange& r : shard)
+      if (i >= r.offset && i < r.end()) return true;
+    return false;
+  };
+  for (int i = 0; i < 10; ++i) {
+    const float init = 0.5f + 0.25f * static_cast<float>(i);
+    EXPECT_EQ(owns(shard_a, i) ? pa[i] : pb[i], ref[i]) << i;
+    EXPECT_EQ(owns(shard_a, i) ? pb[i] : pa[i], init) << i;  // elements a shard does not own stay as they were
+  }
+  EXPECT_THROW(AdamW(10, h, Device::cpu, {{4, 2}, {1, 1}}), Error);  // not sorted
+  EXPECT_THROW(AdamW(10, h, Device::cpu, {{8, 3}}), Error);          // past the arena
+}
+
+TEST(ForEachOwned, WalksTheIntersectionWithPackedOffsets) {
+  std::vector<std::array<std::int64_t, 3>> runs;
+  for_each_owned({{0, 3}, {5, 10}}, {{2, 4}, {12, 5}}, [&](std::int64_t at, std::int64_t packed, std::int64_t n) {
+    runs.push_back({at, packed, n});
+  });
+  const std::vector<std::array<std::int64_t, 3>> expected{{2, 0, 1}, {5, 3, 1}, {12, 4, 3}};
+  EXPECT_EQ(runs, expected);
 }
 
 TEST(BuildOptimizer, NoDecayAndClipKeys) {
