@@ -13,12 +13,12 @@ gradients + optimizer state) and its ratio to stage 0 next to the ideal for Adam
 (stage 1: (4 + 4 + 8/W) / 16), peak RSS per rank, samples/s (median [min-max]) and the
 throughput ratio to stage 0 (median of the per-repeat ratios). --out writes every raw result.
 
-    python3 tools/bench_zero.py examples/fashion_mnist/mlp.toml --set optim.name=adamw
+    python3 tools/bench_zero.py examples/fashion_mnist/mlp.toml --set optim.name=adamw --unset optim.momentum
     python3 tools/bench_zero.py examples/shakespeare/gpt.toml --np 1,2,4 --repeats 3 \\
         --set model.n_layer=12 --set model.n_head=12 --set model.n_embd=768 \\
         --set model.vocab_size=50257 --set model.block_size=64 --set train.batch_size=1
 
-Stdlib only. Ranks beyond the machine's cores run with --oversubscribe.
+Stdlib only. Ranks beyond the machine's cores run with --oversubscribe (two or more per core).
 """
 
 import argparse
@@ -44,15 +44,19 @@ def ideal_ratio(stage, world):
 
 
 def run_bench(binary, config, world, stage, args):
-    cmd = ["mpirun", "-np", str(world), "--bind-to", "core"]
+    cmd = ["mpirun", "-np", str(world)]
     if world > (os.cpu_count() or 1):
-        cmd.append("--oversubscribe")
+        cmd += ["--oversubscribe", "--bind-to", "core:overload-allowed"]
+    else:
+        cmd += ["--bind-to", "core"]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
     cmd += [binary, "bench", "train", config, "--synthetic", "--json", "--steps", str(args.steps), "--warmup",
             str(args.warmup), "--set", f"train.zero_stage={stage}"]
     for s in args.set:
         cmd += ["--set", s]
+    for key in args.unset:
+        cmd += ["--unset", key]
     out, err = run_cmd(cmd, args.timeout)
     result = last_json_line(out, "samples_per_s") or last_json_line(err, "samples_per_s")
     if result is None:
@@ -61,7 +65,8 @@ def run_bench(binary, config, world, stage, args):
 
 
 def spread(values):
-    return f"{statistics.median(values):,.1f} [{min(values):,.1f}-{max(values):,.1f}]"
+    digits = 1 if statistics.median(values) >= 100 else 3
+    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
 
 
 def mib(n):
@@ -97,6 +102,7 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    p.add_argument("--unset", action="append", default=[], metavar="KEY", help="drop a config key (repeatable)")
     p.add_argument("--binary", default=os.path.join(REPO, "build", "src", "cli", "ringtrain"))
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", help="write every raw result here (JSON)")
@@ -122,7 +128,7 @@ def main():
         sys.exit(f"error: {e}")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"config": args.config, "set": args.set, "results": raw}, f, indent=1)
+            json.dump({"config": args.config, "set": args.set, "unset": args.unset, "results": raw}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -41,9 +41,11 @@ void CommThread::submit(Job job) {
   work_ready_.notify_one();
 }
 
-void CommThread::wait_all() {
+void CommThread::wait_all() { wait_until_pending(0); }
+
+void CommThread::wait_until_pending(std::size_t pending) {
   std::unique_lock lock(mutex_);
-  all_done_.wait(lock, [this] { return in_flight_ == 0; });
+  all_done_.wait(lock, [this, pending] { return in_flight_ <= pending; });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
@@ -70,7 +72,8 @@ void CommThread::run() {
       }
     }
     lock.lock();
-    if (--in_flight_ == 0) all_done_.notify_all();
+    --in_flight_;
+    all_done_.notify_all();  // wait_until_pending waits for counts other than 0 too
   }
 }
 

@@ -39,10 +39,11 @@ std::vector<ArenaRange> bucket_shards(const std::vector<Bucket>& buckets, int si
 }
 
 GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm,
-                           bool overlap, Tracer* tracer, BucketReduction reduction)
-    : grads_(grads),
-      num_elements_(num_elements),
+                           bool overlap, Tracer* tracer, BucketReduction reduction,
+                           std::optional<BucketStaging> staging)
+    : num_elements_(num_elements),
       buckets_(std::move(buckets)),
+      staging_(std::move(staging)),
       comm_(comm),
       tracer_(tracer),
       reduction_(reduction) {
@@ -53,28 +54,67 @@ GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<
     covered = b.begin;
   }
   RT_REQUIRE(covered == 0, Error, "gradient buckets do not reach the start of the arena");
+  if (staging_) {
+    RT_REQUIRE(staging_->data.size() == buckets_.size() && staging_->reuses.size() == buckets_.size(), Error,
+               "gradient staging: one buffer and one reuse entry per bucket");
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+      RT_REQUIRE(staging_->reuses[i] < static_cast<int>(i), Error, "gradient staging: bucket {} reuses a later one", i);
+    data_ = staging_->data;
+  } else {
+    for (const Bucket& b : buckets_) data_.push_back(grads + b.begin);
+  }
   if (overlap) thread_ = std::make_unique<CommThread>(comm_);
 }
 
 void GradBucketer::begin_step(const float* carry) {
   carry_ = carry;
+  accumulate_into_ = nullptr;
   next_ = 0;
   allreduce_s_ = 0.0;
 }
 
+void GradBucketer::begin_accumulation(float* carry, bool first) {
+  RT_REQUIRE(staging_.has_value(), Error, "begin_accumulation: for staged buckets only");
+  accumulate_into_ = carry;
+  first_micro_batch_ = first;
+  next_ = 0;
+}
+
 void GradBucketer::on_ready(std::int64_t ready_from) {
-  if (thread_ == nullptr) return;  // the plain path reduces after backward
-  while (next_ < buckets_.size() && buckets_[next_].begin >= ready_from) launch(next_++);
+  if (thread_ == nullptr && !staging_) return;  // the plain path reduces after backward
+  while (next_ < buckets_.size() && buckets_[next_].begin >= ready_from) {
+    const std::size_t i = next_++;
+    if (accumulate_into_ != nullptr) {  // an earlier micro-batch: into the carry, no collective
+      const Bucket& b = buckets_[i];
+      float* to = accumulate_into_ + b.begin;
+      const float* from = data_[i];
+      const std::int64_t n = b.end - b.begin;
+      for (std::int64_t k = 0; k < n; ++k) to[k] = first_micro_batch_ ? from[k] : to[k] + from[k];
+    } else {
+      launch(i);
+    }
+    if (next_ < buckets_.size()) wait_for_buffer(next_);
+  }
+}
+
+void GradBucketer::wait_for_buffer(std::size_t index) {
+  if (!staging_ || accumulate_into_ != nullptr || thread_ == nullptr) return;  // nothing is in flight
+  const int earlier = staging_->reuses[index];
+  if (earlier < 0) return;
+  // Buckets launch in order, one job each: bucket `earlier` is done once at most
+  // (launched - earlier - 1) jobs are pending.
+  thread_->wait_until_pending(next_ - static_cast<std::size_t>(earlier) - 1);
 }
 
 void GradBucketer::launch(std::size_t index) {
   const Bucket& b = buckets_[index];
-  float* data = grads_ + b.begin;
+  float* data = data_[index];
   const std::size_t count = static_cast<std::size_t>(b.end - b.begin);
   if (carry_ != nullptr)
     for (std::size_t i = 0; i < count; ++i) data[i] += carry_[b.begin + static_cast<std::int64_t>(i)];
   const bool scatter = reduction_ == BucketReduction::reduce_scatter;
   auto done = [this, index, scatter](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
+    if (staging_ && staging_->on_reduced) staging_->on_reduced(index);
     allreduce_s_ += std::chrono::duration<double>(end - begin).count();
     if (tracer_ != nullptr)
       tracer_->span(fmt::format("{} bucket {}", scatter ? "reduce-scatter" : "allreduce", index), "comm", begin, end,

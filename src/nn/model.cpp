@@ -182,7 +182,8 @@ void Model::bind_layers(const Tensor& params) {
     for (std::size_t j = 0; j < specs_[i].size(); ++j) {
       const Shape& shape = specs_[i][j].shape;
       p.push_back(params.flat_slice(param_offset_[i][j], shape));
-      g.push_back(grads_.flat_slice(param_offset_[i][j], shape));
+      g.push_back(grad_places_.empty() ? grads_.flat_slice(param_offset_[i][j], shape)
+                                       : Tensor::wrap(gradient_at(param_offset_[i][j]), shape));
       for (const TiedGrad& t : tied_grads_)
         if (t.node == i && t.param == j) g.back() = t.scratch;
     }
@@ -228,6 +229,42 @@ void Model::init_params(std::uint64_t seed) {
       }
     }
   if (device_ != Device::cpu) copy_into(params(), host);
+}
+
+void Model::place_gradients(std::vector<GradientPlace> places) {
+  RT_REQUIRE(device_ == Device::cpu, Error, "place_gradients: host models only");
+  std::int64_t at = 0;
+  for (const GradientPlace& p : places) {
+    RT_REQUIRE(p.offset == at && p.count > 0 && p.data != nullptr, Error,
+               "place_gradients: places must tile the gradient arena of {} elements in order", num_params());
+    at = p.end();
+  }
+  RT_REQUIRE(at == num_params(), Error, "place_gradients: places cover {} of {} elements", at, num_params());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {  // a layer's own parameters stay together
+    if (layer_params_[i] == 0) continue;
+    const auto p = std::upper_bound(places.begin(), places.end(), layer_offset_[i],
+                                    [](std::int64_t o, const GradientPlace& g) { return o < g.offset; });
+    RT_REQUIRE(layer_offset_[i] + layer_params_[i] <= std::prev(p)->end(), Error,
+               "place_gradients: a place splits the parameters of model.layers[{}]", i);
+  }
+  grad_places_ = std::move(places);
+  grads_ = Tensor();
+  bind_layers(compute_params_.raw() != nullptr ? compute_params_ : params_);
+}
+
+float* Model::gradient_at(std::int64_t offset) {
+  if (grad_places_.empty()) return grads_.f32() + offset;
+  const auto p = std::upper_bound(grad_places_.begin(), grad_places_.end(), offset,
+                                  [](std::int64_t o, const GradientPlace& g) { return o < g.offset; });
+  const GradientPlace& g = *std::prev(p);
+  return g.data + (offset - g.offset);
+}
+
+std::vector<ArenaRange> Model::tied_ranges() const {
+  std::vector<ArenaRange> out;
+  for (const TiedGrad& t : tied_grads_) out.push_back({param_offset_[t.node][t.param], t.scratch.numel()});
+  std::sort(out.begin(), out.end(), [](const ArenaRange& a, const ArenaRange& b) { return a.offset < b.offset; });
+  return out;
 }
 
 std::int64_t Model::parameter_bytes() const {
@@ -349,8 +386,9 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
       }
     }
     for (const TiedGrad& t : tied_grads_)
-      if (t.node == i) add_into(grads_.flat_slice(param_offset_[i][t.param], t.scratch.shape()), t.scratch);
-    if (emulated()) round_in_place(grads_.f32() + layer_offset_[i], layer_params_[i], compute_dtype_);
+      if (t.node == i) add_into(Tensor::wrap(gradient_at(param_offset_[i][t.param]), t.scratch.shape()), t.scratch);
+    if (emulated() && layer_params_[i] > 0)
+      round_in_place(gradient_at(layer_offset_[i]), layer_params_[i], compute_dtype_);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
   }
 }

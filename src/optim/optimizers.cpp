@@ -47,10 +47,20 @@ void Optimizer::plan_segments() {
 }
 
 void Optimizer::step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale) {
+  step_segments(params, grads, false, n, lr, grad_scale);
+}
+
+void Optimizer::step_packed(float* params, const float* owned_grads, std::int64_t n, float lr, float grad_scale) {
+  step_segments(params, owned_grads, true, n, lr, grad_scale);
+}
+
+void Optimizer::step_segments(float* params, const float* grads, bool packed, std::int64_t n, float lr,
+                              float grad_scale) {
   RT_REQUIRE(n == num_params_, Error, "optimizer: step over {} elements, made for {}", n, num_params_);
   ++steps_taken_;
   for (const Segment& s : segments_)
-    update(params + s.offset, grads + s.offset, s.state_offset, s.count, lr, grad_scale, s.weight_decay);
+    update(params + s.offset, grads + (packed ? s.state_offset : s.offset), s.state_offset, s.count, lr, grad_scale,
+           s.weight_decay);
 }
 
 Sgd::Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device, std::vector<ArenaRange> owned)

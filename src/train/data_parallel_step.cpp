@@ -31,6 +31,7 @@
 #include "train/device_batch.hpp"
 #include "train/step_graph.hpp"
 #include "train/step_loss.hpp"
+#include "train/zero_gradients.hpp"
 
 namespace ringtrain {
 namespace {
@@ -81,8 +82,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
-  RT_REQUIRE(options.zero_stage == 0 || options.zero_stage == 1, ConfigError,
-             "train.zero_stage: stage {} is not available yet (0 and 1 are)", options.zero_stage);
+  RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 2, ConfigError,
+             "train.zero_stage: stage {} is not available yet (0, 1 and 2 are)", options.zero_stage);
   RT_REQUIRE(options.zero_stage == 0 || (model.device() == Device::cpu && !grad_comm.device_memory()), ConfigError,
              "train.zero_stage = {}: runs on the cpu backend only so far (the NCCL reduce-scatter is not built yet)",
              options.zero_stage);
@@ -99,7 +100,13 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
                                                        }),
              Error,
              "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
-  float* bucket_arena = model.grads().f32();
+  std::optional<BucketStaging> staging;
+  if (options.zero_stage >= 2) {  // no gradient arena: each bucket is staged, then only this rank's shard is kept
+    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, model.tied_ranges(), world, stats_comm.rank());
+    model.place_gradients(zero_grads_->places());
+    staging = zero_grads_->staging();
+  }
+  float* bucket_arena = zero_grads_ ? nullptr : model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch * positions_);
   placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype(),
@@ -122,7 +129,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   }
   bucketer_ = std::make_unique<GradBucketer>(
       bucket_arena, model.num_params(), buckets_, grad_comm, overlap, tracer,
-      options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce);
+      options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce, std::move(staging));
 }
 
 DataParallelStep::~DataParallelStep() = default;
@@ -132,7 +139,8 @@ std::size_t DataParallelStep::num_buckets() const { return bucketer_->buckets().
 StepMemory DataParallelStep::memory() const {
   StepMemory m;
   m.parameters = model_.parameter_bytes();
-  m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_));
+  m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_)) +
+                (zero_grads_ ? zero_grads_->bytes() : 0);
   for (const Optimizer::StateBuffer& b : optimizer_.state())
     m.optimizer_state += static_cast<std::int64_t>(allocated_bytes(b.tensor));
   m.activations = model_.activation_bytes();
@@ -145,6 +153,11 @@ bool DataParallelStep::overlapped() const { return bucketer_->overlap(); }
 void DataParallelStep::backward_and_reduce(bool last) {
   Tensor& grads = model_.grads();
   const std::int64_t k = options_.accumulation_steps;
+  if (!last && zero_grads_) {  // staged buckets join the carry one by one, as they are ready
+    bucketer_->begin_accumulation(carry_.f32(), micro_index_ == 0);
+    model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
+    return;
+  }
   if (!last) {  // an earlier micro-batch: its gradients join the carry
     model_.backward(dlogits_);
     if (micro_index_ == 0) {
@@ -279,7 +292,11 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
       r.grad_norm = gradient_norm(stats.data() + 2) * update_scale;
       if (r.grad_norm > options_.clip_grad_norm) update_scale *= options_.clip_grad_norm / r.grad_norm;
     }
-    optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
+    if (zero_grads_)
+      optimizer_.step_packed(model_.params().f32(), zero_grads_->shard().f32(), n, lr,
+                             static_cast<float>(update_scale));
+    else
+      optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
     synchronize(model_.device());
     optimized = Clock::now();
     if (options_.zero_stage > 0) allgather_params();
@@ -299,12 +316,14 @@ void DataParallelStep::gradient_checks(double* checks) const {
   const int rank = stats_comm_.rank();
   const bool whole = options_.zero_stage == 0;  // every rank holds every reduced gradient
   const Tensor& grads = model_.grads();
+  // Stage 2: the rank's shard, packed (the same elements in the same order as its ranges).
+  const std::vector<ArenaRange> packed{{0, zero_grads_ ? zero_grads_->shard().numel() : 0}};
   bool nonfinite = false;
   for (std::size_t q = 0; q < shards_.size(); ++q) {
     if (!whole && static_cast<int>(q) != rank) continue;
     double sum = 0.0;
-    for (const ArenaRange& a : shards_[q]) {
-      const Tensor part = grads.rows(a.offset, a.count);
+    for (const ArenaRange& a : zero_grads_ ? packed : shards_[q]) {
+      const Tensor part = (zero_grads_ ? zero_grads_->shard() : grads).rows(a.offset, a.count);
       if (scaler_ != nullptr) nonfinite = nonfinite || has_nonfinite(part);
       if (options_.clip_grad_norm > 0.0) sum += sum_of_squares(part);
     }

@@ -210,8 +210,8 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.exit_at_step = config.get(kExitAtStep);
   t.cuda_graph = config.get(kCudaGraph);
   t.zero_stage = static_cast<int>(config.get(kZeroStage));
-  RT_REQUIRE(t.zero_stage <= 1, ConfigError,
-             "config: {}: key 'train.zero_stage': stage {} is not available yet (0 and 1 are)", config.source(),
+  RT_REQUIRE(t.zero_stage <= 2, ConfigError,
+             "config: {}: key 'train.zero_stage': stage {} is not available yet (0, 1 and 2 are)", config.source(),
              t.zero_stage);
   t.precision = config.get(kPrecision);
   if (t.precision == DType::f16 || config.has("loss_scale")) {  // only then: other resolved configs get no [loss_scale]

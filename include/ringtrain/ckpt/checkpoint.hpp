@@ -57,8 +57,8 @@ struct CheckpointBuffer {
   float* data = nullptr;
   std::int64_t numel = 0;  // of the whole buffer (sharded too)
   bool per_rank = false;
-  bool optional = false;          // may be absent from a file (written by a run without it): then left as it is
-  std::vector<ArenaRange> owned;  // non-empty: sharded, this rank's ranges (sorted, disjoint)
+  bool optional = false;               // may be absent from a file (written by a run without it): then left as it is
+  std::vector<ArenaRange> owned = {};  // non-empty: sharded, this rank's ranges (sorted, disjoint)
 };
 
 // What a dataset of a checkpoint holds, as found on disk (for inspection).

@@ -37,6 +37,9 @@ class CommThread {
   void reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   // Blocks until every submitted job has finished; rethrows the first error a job raised.
   void wait_all();
+  // Blocks until at most `pending` submitted jobs are unfinished (jobs finish in submission
+  // order, so every earlier one is done); rethrows the first error a job raised.
+  void wait_until_pending(std::size_t pending);
 
  private:
   enum class Op { allreduce_sum, reduce_scatter_sum };

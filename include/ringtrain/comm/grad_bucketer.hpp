@@ -7,7 +7,9 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ringtrain/comm/comm_thread.hpp"
@@ -42,17 +44,34 @@ struct BucketTimes {
   double allreduce_s = 0.0;  // sum of the buckets' allreduce durations
 };
 
+// Where each bucket's gradients are while backward writes them, when not in one arena (ZeRO
+// stage 2): its own buffer, which a later bucket may take over once it is reduced.
+struct BucketStaging {
+  std::vector<float*> data;  // per bucket (launch order): its gradients, in arena order
+  std::vector<int> reuses;   // per bucket: the earlier bucket whose buffer it takes over, or -1
+  // Called once a bucket is reduced, on the thread that reduced it (then its buffer may go).
+  std::function<void(std::size_t index)> on_reduced;
+};
+
 class GradBucketer {
  public:
   // grads: the f32 arena of num_elements; comm: used only for gradient buckets (by the
-  // comm thread when overlap is on). tracer may be null.
+  // comm thread when overlap is on). tracer may be null. With `staging` the buckets' gradients
+  // are where it says instead of in `grads` (which may then be null), and without overlap each
+  // bucket is reduced as soon as it is ready rather than after backward (the same sums in the
+  // same order), as its buffer may be needed again.
   GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm, bool overlap,
-               Tracer* tracer, BucketReduction reduction = BucketReduction::allreduce);
+               Tracer* tracer, BucketReduction reduction = BucketReduction::allreduce,
+               std::optional<BucketStaging> staging = std::nullopt);
 
   // Starts a step. `carry` (nullable, num_elements floats) is added to each bucket's
   // gradients just before it is reduced: gradients accumulated over earlier micro-batches.
   void begin_step(const float* carry);
-  // Backward's hook: every gradient from element ready_from to the end is final.
+  // Starts an earlier micro-batch of a step (staging only): each bucket, once ready, is stored
+  // into `carry` (the first micro-batch) or added to it, and not reduced.
+  void begin_accumulation(float* carry, bool first);
+  // Backward's hook: every gradient from element ready_from to the end is final. With staging,
+  // returns once the next bucket's buffer is free to write.
   void on_ready(std::int64_t ready_from);
   // After backward: launches what is left, waits for every bucket, returns the timings.
   BucketTimes finish();
@@ -62,15 +81,20 @@ class GradBucketer {
 
  private:
   void launch(std::size_t index);
+  // Staging: blocks until bucket `index`'s buffer is no longer being reduced for another bucket.
+  void wait_for_buffer(std::size_t index);
 
-  float* grads_;
   std::int64_t num_elements_;
   std::vector<Bucket> buckets_;
+  std::vector<float*> data_;  // per bucket: where its gradients are
+  std::optional<BucketStaging> staging_;
   Communicator& comm_;
   Tracer* tracer_;
   BucketReduction reduction_;
   std::unique_ptr<CommThread> thread_;  // null on the plain path
   const float* carry_ = nullptr;
+  float* accumulate_into_ = nullptr;  // begin_accumulation's carry, until begin_step
+  bool first_micro_batch_ = false;
   std::size_t next_ = 0;      // next bucket to launch
   double allreduce_s_ = 0.0;  // written by the comm thread, read after wait_all
 };

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ringtrain/nn/layer.hpp"
+#include "ringtrain/tensor/arena_range.hpp"
 
 namespace ringtrain {
 
@@ -85,7 +86,25 @@ class Model {
     return params_;
   }
   const Tensor& params() const { return params_; }
+  // The gradient arena; empty once place_gradients moved the gradients elsewhere.
   Tensor& grads() { return grads_; }
+  // Where runs of the gradient arena live instead of the arena itself (ZeRO stage 2: each
+  // gradient bucket in a staging buffer, never all of them at once): `count` elements from
+  // arena element `offset` on live at `data`, in arena order. Places are sorted, disjoint,
+  // cover the arena and never split a layer's parameters; buffers may be shared between places
+  // whose lives the caller keeps apart, and keeps them alive while backward may run. Host (CPU)
+  // models only. Rebinds the layers and frees the arena.
+  struct GradientPlace {
+    std::int64_t offset = 0, count = 0;
+    float* data = nullptr;
+    std::int64_t end() const { return offset + count; }
+  };
+  void place_gradients(std::vector<GradientPlace> places);
+  // Where element `offset` of the gradient arena lives (the arena, or its place).
+  float* gradient_at(std::int64_t offset);
+  // The arena ranges of the parameters other nodes use too (tied weights): their gradients are
+  // written by the later user first in backward and completed by the owner's backward.
+  std::vector<ArenaRange> tied_ranges() const;
   std::int64_t num_params() const { return params_.numel(); }
   // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
   // cut only there).
@@ -167,6 +186,7 @@ class Model {
   };
   std::vector<TiedGrad> tied_grads_;
   Tensor params_, grads_;
+  std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   Device device_;
   DType compute_dtype_ = DType::f32;
   Tensor compute_params_;                          // not f32: the rounded copy the layers are bound to

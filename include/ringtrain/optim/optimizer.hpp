@@ -28,6 +28,9 @@ class Optimizer {
   // grads * grad_scale (the 1/world averaging folded into the update: one pass over the arenas
   // instead of two). params and grads live on the optimizer's device; n must be num_params.
   void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f);
+  // The same with the gradients of the owned elements only, packed in order (ZeRO stage 2's
+  // shard of the reduced gradients, state_elements() of them).
+  void step_packed(float* params, const float* owned_grads, std::int64_t n, float lr, float grad_scale = 1.0f);
   // The arena elements this optimizer updates, and how many (the length of each state buffer).
   const std::vector<ArenaRange>& owned() const { return owned_; }
   std::int64_t state_elements() const { return total_count(owned_); }
@@ -59,6 +62,8 @@ class Optimizer {
   };
   // The owned elements cut at the weight-decay groups' edges.
   void plan_segments();
+  // step and step_packed: the gradients of a segment at grads + its offset or its state offset.
+  void step_segments(float* params, const float* grads, bool packed, std::int64_t n, float lr, float grad_scale);
 
   std::int64_t num_params_;
   std::vector<ArenaRange> owned_;

@@ -7,6 +7,8 @@
 // ZeRO stage 1 (StepOptions::zero_stage): the buckets are reduce-scattered instead, each rank
 // updates only its shard of every bucket (its optimizer holds state for that shard alone) and
 // the updated parameters are allgathered: the same sums, hence bitwise the same parameters.
+// Stage 2 also drops the gradient arena: backward writes each bucket into a staging buffer
+// (ZeroGradients) and only the rank's shard of the reduced sums is kept.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -32,6 +34,7 @@ struct PlacedBatch;
 class StepGraph;
 class StepLoss;
 class Tracer;
+class ZeroGradients;
 
 // data.augment_on = "gpu": raw uint8 batches are cropped, flipped and normalized on the GPU
 // with the settings the loader's host decoder would have used (data.mean, data.std and
@@ -53,7 +56,8 @@ struct StepOptions {
   // > 0: the averaged gradients are scaled down to this global L2 norm when above it (folded
   // into the update, computed on the reduced gradients: every rank clips alike).
   double clip_grad_norm = 0.0;
-  // 0: every rank keeps the whole optimizer state; 1: each keeps its shard's (ZeRO stage 1).
+  // 0: every rank keeps the whole optimizer state; 1: each keeps its shard's (ZeRO stage 1);
+  // 2: its shard of the reduced gradients too, the buckets staged during backward (CPU only).
   int zero_stage = 0;
 };
 
@@ -78,7 +82,7 @@ struct StepResult {
 // Bytes one rank holds for training, by what they are for (summary.json's "memory").
 struct StepMemory {
   std::int64_t parameters = 0;       // the f32 master arena (+ the low-precision compute copy)
-  std::int64_t gradients = 0;        // the gradient arena (+ the accumulation carry)
+  std::int64_t gradients = 0;        // the gradient arena or stage 2's staging + shard (+ the accumulation carry)
   std::int64_t optimizer_state = 0;  // momentum / moments: this rank's shard under ZeRO
   std::int64_t activations = 0;      // Model::activation_bytes at the largest batch run so far
   std::int64_t comm_buffers = 0;     // the host copy of the gradients the MPI ring reduces on a GPU
@@ -164,6 +168,7 @@ class DataParallelStep {
   std::vector<Bucket> buckets_;
   // Per rank: the arena ranges of its shard (every rank's, for the clipping norm's sum).
   std::vector<std::vector<ArenaRange>> shards_;
+  std::unique_ptr<ZeroGradients> zero_grads_;  // stage 2: the staged and sharded gradients
   std::unique_ptr<GradBucketer> bucketer_;
 };
 

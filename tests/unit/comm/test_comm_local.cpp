@@ -1,7 +1,7 @@
 // Single-process parts of the comm module: bucket planning tiles the arena exactly once and
 // cuts only at layer starts; the comm thread runs jobs (allreduce, reduce-scatter) in order and
-// surfaces errors; backends without the sharding collectives say so; the watchdog fires for
-// an operation that overstays and stays quiet otherwise.
+// surfaces errors; staged buckets wait for their shared buffer; backends without the sharding collectives say so; the
+// watchdog fires for an operation that overstays and stays quiet otherwise.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -214,6 +214,46 @@ TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReadyEachAfterItsMark) {
   EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{10, 15, 15, 10}));
   EXPECT_EQ(comm.tokens_, (std::vector<std::uint64_t>{1, 2, 3, 4}));
   for (const std::thread::id& id : comm.mark_threads_) EXPECT_EQ(id, std::this_thread::get_id());
+}
+
+// A reduce-scatter that takes a while and records the first value of its data when it ends.
+class SlowScatterComm : public RecordingComm {
+ public:
+  void reduce_scatter_sum(void* data, std::size_t count, DType) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    calls_.push_back(count);
+    seen_.push_back(static_cast<float*>(data)[0]);
+  }
+  std::vector<float> seen_;
+};
+
+// Staged buckets sharing one buffer: the next bucket's gradients are written only once the
+// previous one's (slow) reduce-scatter is done with the buffer, so each collective sees its own.
+TEST(GradBucketer, StagedBucketsWaitForTheirBufferAndAccumulateOneByOne) {
+  SlowScatterComm comm;
+  std::vector<float> buffer(25, 0.0f);
+  const std::vector<Bucket> buckets = plan_buckets(50, {0, 25}, 1, 1);  // [25,50) then [0,25)
+  std::vector<std::size_t> reduced;
+  BucketStaging staging{{buffer.data(), buffer.data()}, {-1, 0}, [&](std::size_t i) { reduced.push_back(i); }};
+  GradBucketer bucketer(nullptr, 50, buckets, comm, true, nullptr, BucketReduction::reduce_scatter, staging);
+  bucketer.begin_step(nullptr);
+  buffer[0] = 1.0f;       // backward writes bucket 0
+  bucketer.on_ready(25);  // launches it, and returns once bucket 1 may write the buffer
+  buffer[0] = 2.0f;       // bucket 1
+  bucketer.on_ready(0);
+  bucketer.finish();
+  EXPECT_EQ(comm.seen_, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_EQ(reduced, (std::vector<std::size_t>{0, 1}));
+  // An earlier micro-batch: each bucket goes into the carry as it is ready, nothing is reduced.
+  std::vector<float> carry(50, -1.0f);
+  bucketer.begin_accumulation(carry.data(), true);
+  buffer.assign(25, 3.0f);
+  bucketer.on_ready(25);
+  buffer.assign(25, 4.0f);
+  bucketer.on_ready(0);
+  EXPECT_EQ(carry[30], 3.0f);
+  EXPECT_EQ(carry[5], 4.0f);
+  EXPECT_EQ(comm.calls_.size(), 2u);
 }
 
 TEST(CommThread, PassesEachJobItsReadyToken) {
