@@ -43,7 +43,7 @@ void Model::lay_out_params() {
                  mine.str(), tie.owner, specs_[owner][tie.owner_param].name, theirs.str());
       owned_[i][tie.param] = false;
       param_offset_[i][tie.param] = param_offset_[owner][tie.owner_param];
-      tied_grads_.push_back({owner, tie.owner_param, Tensor::empty(theirs, DType::f32, device_)});
+      tied_grads_.push_back({owner, tie.owner_param, i, tie.param, Tensor::empty(theirs, DType::f32, device_)});
     }
     layer_offset_.push_back(total);
     for (std::size_t j = 0; j < specs.size(); ++j) {
@@ -185,7 +185,7 @@ void Model::bind_layers(const Tensor& params) {
       g.push_back(grad_places_.empty() ? grads_.flat_slice(param_offset_[i][j], shape)
                                        : Tensor::wrap(gradient_at(param_offset_[i][j]), shape));
       for (const TiedGrad& t : tied_grads_)
-        if (t.node == i && t.param == j) g.back() = t.scratch;
+        if (t.user == i && t.user_param == j) g.back() = t.scratch;
     }
     nodes_[i].layer->bind(p, g);
   }
@@ -258,13 +258,6 @@ float* Model::gradient_at(std::int64_t offset) {
                                   [](std::int64_t o, const GradientPlace& g) { return o < g.offset; });
   const GradientPlace& g = *std::prev(p);
   return g.data + (offset - g.offset);
-}
-
-std::vector<ArenaRange> Model::tied_ranges() const {
-  std::vector<ArenaRange> out;
-  for (const TiedGrad& t : tied_grads_) out.push_back({param_offset_[t.node][t.param], t.scratch.numel()});
-  std::sort(out.begin(), out.end(), [](const ArenaRange& a, const ArenaRange& b) { return a.offset < b.offset; });
-  return out;
 }
 
 std::int64_t Model::parameter_bytes() const {
@@ -386,7 +379,8 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
       }
     }
     for (const TiedGrad& t : tied_grads_)
-      if (t.node == i) add_into(Tensor::wrap(gradient_at(param_offset_[i][t.param]), t.scratch.shape()), t.scratch);
+      if (t.owner == i)
+        add_into(Tensor::wrap(gradient_at(param_offset_[i][t.owner_param]), t.scratch.shape()), t.scratch);
     if (emulated() && layer_params_[i] > 0)
       round_in_place(gradient_at(layer_offset_[i]), layer_params_[i], compute_dtype_);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);

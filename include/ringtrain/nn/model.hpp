@@ -102,9 +102,6 @@ class Model {
   void place_gradients(std::vector<GradientPlace> places);
   // Where element `offset` of the gradient arena lives (the arena, or its place).
   float* gradient_at(std::int64_t offset);
-  // The arena ranges of the parameters other nodes use too (tied weights): their gradients are
-  // written by the later user first in backward and completed by the owner's backward.
-  std::vector<ArenaRange> tied_ranges() const;
   std::int64_t num_params() const { return params_.numel(); }
   // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
   // cut only there).
@@ -178,10 +175,11 @@ class Model {
   std::vector<std::vector<ParamSpec>> specs_;
   std::vector<std::vector<std::int64_t>> param_offset_;  // per node and parameter (a tied one: its owner's)
   std::vector<std::vector<bool>> owned_;                 // per node and parameter: in the arena here (not tied)
-  // A tied parameter's owner computes its gradient into a scratch buffer, added to the arena's
-  // (which the later node, visited first by backward, wrote) after the owner's backward.
+  // A tied parameter's later user (visited first by backward) computes its gradient into a
+  // scratch buffer, added to the arena's after the owner's backward wrote it there: the arena's
+  // range is written only at the owner's turn, as for any other parameter.
   struct TiedGrad {
-    std::size_t node, param;
+    std::size_t owner, owner_param, user, user_param;
     Tensor scratch;
   };
   std::vector<TiedGrad> tied_grads_;

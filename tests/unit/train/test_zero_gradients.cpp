@@ -1,7 +1,6 @@
-// ZeRO stage 2's gradient staging: buckets without tied parameters take the rotating buffers in
-// turn (each waiting for the bucket before it in its buffer), a bucket with a tied parameter has
-// a buffer of its own, the places tile the arena, the reduced shards land packed in arena
-// order, and the bytes held are the buffers and the shard, not the arena.
+// ZeRO stage 2's gradient staging: the buckets take a ring the size of the largest one in turn,
+// each waiting for the latest earlier bucket it overlaps, the places tile the arena, the reduced
+// shards land packed in arena order, and the bytes held are the ring and the shard, not the arena.
 #include <gtest/gtest.h>
 
 #include "ringtrain/comm/shard.hpp"
@@ -10,42 +9,48 @@
 namespace ringtrain {
 namespace {
 
-// Ten buckets of 1000 elements in launch order (from the end of a 10,000-element arena).
-std::vector<Bucket> ten_buckets() {
+// Buckets of 600, 300, 300, 1000 and 200 elements in launch order (from the end of the arena).
+std::vector<Bucket> mixed_buckets() {
   std::vector<Bucket> b;
-  for (std::int64_t end = 10000; end > 0; end -= 1000) b.push_back({end - 1000, end});
+  std::int64_t end = 2400;
+  for (const std::int64_t n : {600, 300, 300, 1000, 200}) {
+    b.push_back({end - n, end});
+    end -= n;
+  }
   return b;
 }
 
-TEST(ZeroGradients, RotatingBuffersAndATiedBucketOfItsOwn) {
-  const std::vector<ArenaRange> tied{{100, 50}};  // in the last bucket launched: [0, 1000)
-  ZeroGradients z(ten_buckets(), tied, 4, 1);
+TEST(ZeroGradients, BucketsTakeTheRingInTurnAndWaitForWhatTheyOverlap) {
+  ZeroGradients z(mixed_buckets(), 4, 1);
   const BucketStaging s = z.staging();
-  ASSERT_EQ(s.data.size(), 10u);
-  for (std::size_t i = 0; i < 9; ++i) {
-    EXPECT_EQ(s.data[i], s.data[i % 2]) << i;  // two rotating buffers, in turn
-    EXPECT_EQ(s.reuses[i], i >= 2 ? static_cast<int>(i) - 2 : -1) << i;
-  }
-  EXPECT_EQ(s.reuses[9], -1);  // the tied bucket's buffer is its own
-  EXPECT_NE(s.data[9], s.data[0]);
-  EXPECT_NE(s.data[9], s.data[1]);
-  // 2 rotating + 1 tied buffer of 1000 floats, and rank 1's shard of each bucket (whole 64-element
-  // units: 256 of 1000): far below the 10,000-float arena
-  EXPECT_EQ(shard_range(1000, 4, 1).count, 256);
-  EXPECT_EQ(z.bytes(), static_cast<std::int64_t>((3 * 1000 + 10 * 256) * sizeof(float)));
-  const std::vector<Model::GradientPlace> places = z.places();
-  ASSERT_EQ(places.size(), 10u);
+  ASSERT_EQ(s.data.size(), 5u);
+  const float* ring = s.data[0];
+  // ring of 1000 (the largest bucket): [0,600) [600,900) | wraps: [0,300) [0,1000) | [0,200)
+  EXPECT_EQ(s.data[1] - ring, 600);
+  EXPECT_EQ(s.data[2] - ring, 0);
+  EXPECT_EQ(s.data[3] - ring, 0);
+  EXPECT_EQ(s.data[4] - ring, 0);
+  EXPECT_EQ(s.reuses, (std::vector<int>{-1, -1, 0, 2, 3}));  // the latest earlier bucket each overlaps
+  // the ring, and rank 1's shard of each bucket (whole 64-element units): far below the arena
+  std::int64_t shard = 0;
+  for (const Bucket& b : mixed_buckets()) shard += shard_range(b.end - b.begin, 4, 1).count;
+  EXPECT_EQ(z.bytes(), static_cast<std::int64_t>((1000 + shard) * sizeof(float)));
+  EXPECT_LT(z.bytes(), static_cast<std::int64_t>(2400 * sizeof(float)));
+  const std::vector<Model::GradientPlace> places = z.places();  // in arena order
+  ASSERT_EQ(places.size(), 5u);
+  std::int64_t at = 0;
   for (std::size_t k = 0; k < places.size(); ++k) {
-    EXPECT_EQ(places[k].offset, static_cast<std::int64_t>(k) * 1000);
-    EXPECT_EQ(places[k].count, 1000);
-    EXPECT_EQ(places[k].data, s.data[9 - k]);
+    EXPECT_EQ(places[k].offset, at);
+    EXPECT_EQ(places[k].data, s.data[4 - k]);
+    at += places[k].count;
   }
+  EXPECT_EQ(at, 2400);
 }
 
 TEST(ZeroGradients, ReducedShardsArePackedInArenaOrder) {
-  const std::vector<Bucket> buckets = ten_buckets();
+  const std::vector<Bucket> buckets = mixed_buckets();
   const int world = 4, rank = 2;
-  ZeroGradients z(buckets, {}, world, rank);
+  ZeroGradients z(buckets, world, rank);
   BucketStaging s = z.staging();
   for (std::size_t i = 0; i < buckets.size(); ++i) {  // each bucket's staged values: its arena offsets
     for (std::int64_t e = buckets[i].begin; e < buckets[i].end; ++e)
