@@ -1,11 +1,18 @@
-// Shape and Tensor implementation: aligned zeroed allocation and bounds-checked views.
+// Shape and Tensor implementation: aligned zeroed allocation and bounds-checked views. Large
+// host tensors are anonymous mappings: zero pages the kernel fills in on first touch, so memory
+// a tensor never writes (a gradient arena handed over to ZeRO staging before backward) is never
+// resident.
 #include "ringtrain/tensor/tensor.hpp"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
 #include "ringtrain/tensor/device_memory.hpp"
 
 namespace ringtrain {
@@ -35,6 +42,11 @@ std::string Shape::str() const {
   return s + "]";
 }
 
+namespace {
+// Host tensors from this size up are mapped rather than allocated (page-aligned, zero, lazy).
+constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (auto d : shape.dims()) RT_REQUIRE(d >= 0, Error, "Tensor::empty: negative dimension in {}", shape.str());
   Tensor t;
@@ -46,6 +58,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   if (device == Device::cuda) {
     t.storage_ = allocate_cuda_zeroed(bytes);
     t.data_ = t.storage_.get();
+    return t;
+  }
+  if (bytes >= kMappedBytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    t.storage_ = std::shared_ptr<void>(p, [bytes](void* q) {
+      if (::munmap(q, bytes) != 0) log::warn("tensor: munmap of {} bytes: {}", bytes, std::strerror(errno));
+    });
+    t.data_ = p;
     return t;
   }
   void* p = std::aligned_alloc(64, bytes);

@@ -1,7 +1,10 @@
-// tensor_ops on host tensors: add_into_each adds the source to every target (one to four,
-// across block boundaries and a ragged end) and refuses mismatched or too many targets.
+// Host tensors: Tensor::empty zero-fills and aligns small and mapped ones alike; add_into_each
+// adds the source to every target (one to four, across block boundaries and a ragged end) and
+// refuses mismatched or too many targets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
@@ -14,6 +17,21 @@ Tensor filled(std::int64_t n, float first) {
   Tensor t = Tensor::empty(Shape{n});
   for (std::int64_t i = 0; i < n; ++i) t.f32()[i] = first + static_cast<float>(i % 7);
   return t;
+}
+
+// Small tensors come from the heap, large ones from anonymous mappings: both zero-filled,
+// 64-byte aligned, writable to the last element, and released with the last view.
+TEST(TensorEmpty, SmallAndMappedTensorsAreZeroAlignedAndWritable) {
+  for (const std::int64_t n : {std::int64_t{10}, std::int64_t{1} << 20}) {
+    Tensor t = Tensor::empty(Shape{n});
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.raw()) % 64, 0u) << n;
+    const float* x = t.f32();
+    EXPECT_TRUE(std::all_of(x, x + n, [](float v) { return v == 0.0f; })) << n;
+    t.f32()[n - 1] = 1.5f;
+    const Tensor view = t.rows(n - 1, 1);
+    t = Tensor();  // the view keeps the storage alive
+    EXPECT_EQ(view.f32()[0], 1.5f) << n;
+  }
 }
 
 TEST(AddIntoEach, AddsTheSourceToEveryTarget) {
