@@ -49,9 +49,18 @@ void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {
 
 double sum_of_squares(const Tensor& t) {
   if (t.device() == Device::cuda) return device_sum_of_squares(t.f32(), t.numel());
+  // kLanes independent sums (lane k takes the elements i with i % kLanes == k), combined in
+  // lane order: a fixed order, without the one long chain of dependent additions.
+  constexpr std::int64_t kLanes = 8;
   const float* x = t.f32();
+  const std::int64_t n = t.numel();
+  double lane[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (std::int64_t k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(x[i + k]) * x[i + k];
+  for (std::int64_t k = 0; i + k < n; ++k) lane[k] += static_cast<double>(x[i + k]) * x[i + k];
   double sum = 0.0;
-  for (std::int64_t i = 0; i < t.numel(); ++i) sum += static_cast<double>(x[i]) * x[i];
+  for (const double v : lane) sum += v;
   return sum;
 }
 

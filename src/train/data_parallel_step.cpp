@@ -259,15 +259,18 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     r.backward_s += between(t1, backward_end);
   }
   const BucketTimes bt = bucketer_->finish();
+  const auto buckets_done = Clock::now();
   if (host_grads_.raw() != nullptr) copy_into(model_.grads(), host_grads_);
   const std::size_t world = shards_.size();
   std::vector<double> stats(3 + world, 0.0);  // loss, correct, then gradient_checks
   stats[0] = loss_sum;
   stats[1] = correct;
   gradient_checks(stats.data() + 2);
+  const auto checked = Clock::now();
   stats_comm_.allreduce_sum(stats.data(), stats.size(), DType::f64);
   const auto reduced = Clock::now();
-  trace("exposed communication", backward_end, reduced);
+  trace("exposed communication", backward_end, buckets_done);
+  trace("gradient checks", buckets_done, checked);
   r.loss = stats[0] / (static_cast<double>(world) * static_cast<double>(k));
   r.correct = stats[1];
   const bool nonfinite_grads = stats[2] > 0.0;
@@ -304,10 +307,10 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   synchronize(model_.device());
   const auto end = Clock::now();
   trace("optimizer", reduced, optimized);
-  r.optimizer_s = between(reduced, optimized);
+  r.optimizer_s = between(buckets_done, checked) + between(reduced, optimized);
   r.allreduce_s = bt.allreduce_s;
   r.allgather_s = between(optimized, end);
-  r.exposed_s = between(backward_end, reduced) + r.allgather_s;
+  r.exposed_s = between(backward_end, buckets_done) + between(checked, reduced) + r.allgather_s;
   r.compute_s = between(start, end) - r.exposed_s;
   return r;
 }

@@ -69,10 +69,12 @@ struct StepResult {
                               //           graph, forward, loss and backward
   double backward_s = 0.0;    //           backward (all micro-batches); as a graph, the
                               //           bucket launch
-  double optimizer_s = 0.0;   //           the optimizer update
+  double optimizer_s = 0.0;   //           the optimizer update, with the checks of the reduced gradients
+                              //           (fp16 overflow, the clipping norm) before it
   double allreduce_s = 0.0;   // gradient buckets' allreduce (or reduce-scatter) time (overlapped or not)
   double allgather_s = 0.0;   // ZeRO: the updated parameters' allgather (after the optimizer, exposed)
-  double exposed_s = 0.0;     // end of backward until all buckets are reduced, + statistics
+  double exposed_s = 0.0;     // end of backward until all buckets are reduced, + the statistics allreduce
+                              // + ZeRO's parameter allgather
   bool skipped = false;       // fp16 overflow: the optimizer did not step
   double grad_norm = 0.0;     // with clipping: the averaged gradients' L2 norm before it
   double scale_before = 1.0;  // loss scale this step ran with
