@@ -264,6 +264,12 @@ std::int64_t Model::parameter_bytes() const {
   return static_cast<std::int64_t>(allocated_bytes(params_) + allocated_bytes(compute_params_));
 }
 
+std::int64_t Model::tied_gradient_bytes() const {
+  std::size_t bytes = 0;
+  for (const TiedGrad& t : tied_grads_) bytes += allocated_bytes(t.scratch);
+  return static_cast<std::int64_t>(bytes);
+}
+
 std::int64_t Model::activation_bytes() const {
   std::size_t bytes = allocated_bytes(input_storage_);
   for (const std::vector<Tensor>* list : {&act_storage_, &grad_storage_, &scratch_storage_})

@@ -140,7 +140,7 @@ StepMemory DataParallelStep::memory() const {
   StepMemory m;
   m.parameters = model_.parameter_bytes();
   m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_)) +
-                (zero_grads_ ? zero_grads_->bytes() : 0);
+                model_.tied_gradient_bytes() + (zero_grads_ ? zero_grads_->bytes() : 0);
   for (const Optimizer::StateBuffer& b : optimizer_.state())
     m.optimizer_state += static_cast<std::int64_t>(allocated_bytes(b.tensor));
   m.activations = model_.activation_bytes();

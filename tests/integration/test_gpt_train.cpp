@@ -142,6 +142,20 @@ TEST(GptTrain, ZeroStagesSkipTheOverflowingFp16StepsOfStage0) {
   }
 }
 
+// Magnitude pruning of the linear weights up to step 20 of 40: the masks zero the parameters on
+// every rank and the momentum of the sharded optimizer state where each rank holds it.
+TEST(GptTrain, ZeroStagesPruneLikeStage0) {
+  const std::vector<std::string> prune = {"train.batch_size=4", "prune.method=magnitude", "prune.sparsity=0.5",
+                                          "prune.start_step=5", "prune.end_step=20",      "prune.every_steps=5"};
+  const auto stage0 = train(2, "zero-prune-0", prune);
+  for (int stage : {1, 2}) {
+    auto sharded = prune;
+    sharded.push_back("train.zero_stage=" + std::to_string(stage));
+    const auto s = train(2, "zero-prune-" + std::to_string(stage), sharded);
+    EXPECT_EQ(s["param_checksum"], stage0["param_checksum"]) << "stage " << stage;
+  }
+}
+
 TEST(GptTrain, BenchTrainAndTuneBatchRunIt) {
   auto r =
       run_ringtrain(2, {"bench", "train", config_path(), "--synthetic", "--steps", "3", "--warmup", "1", "--json"});

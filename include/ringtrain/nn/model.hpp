@@ -118,6 +118,9 @@ class Model {
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
   // Bytes of the parameter arenas: the f32 master and, in a low precision, the compute copy.
   std::int64_t parameter_bytes() const;
+  // Bytes of gradient buffers besides the arena: the tied parameters' scratch (a GPT's LM head
+  // computes its token-table gradient there before the embedding adds it).
+  std::int64_t tied_gradient_bytes() const;
   // Bytes of the activation buffers at the largest batch run so far: every node's output, the
   // shared gradient buffers, the scratch for summed gradients and the rounded input (the layers'
   // own saved state, such as attention statistics, is not counted).

@@ -84,7 +84,8 @@ struct StepResult {
 // Bytes one rank holds for training, by what they are for (summary.json's "memory").
 struct StepMemory {
   std::int64_t parameters = 0;       // the f32 master arena (+ the low-precision compute copy)
-  std::int64_t gradients = 0;        // the gradient arena or stage 2's staging + shard (+ the accumulation carry)
+  std::int64_t gradients = 0;        // the gradient arena or stage 2's staging + shard, tied weights' scratch
+                                     // (+ the accumulation carry)
   std::int64_t optimizer_state = 0;  // momentum / moments: this rank's shard under ZeRO
   std::int64_t activations = 0;      // Model::activation_bytes at the largest batch run so far
   std::int64_t comm_buffers = 0;     // the host copy of the gradients the MPI ring reduces on a GPU
