@@ -193,5 +193,10 @@ TEST(GptTrain, WrongModelsForTheDataAreOneError) {
   expect_error({"data.format=images"}, "train.h5");
 }
 
+TEST(GptTrain, ZeroStageThreeIsRefusedInOneLine) {
+  expect_error({"train.zero_stage=3"}, "'train.zero_stage': stage 3 is not available yet (0, 1 and 2 are)");
+  expect_error({"train.zero_stage=4"}, "train.zero_stage");
+}
+
 }  // namespace
 }  // namespace ringtrain::test
