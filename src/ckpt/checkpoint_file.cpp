@@ -157,19 +157,40 @@ void write_meta(hid_t file, const CheckpointMeta& m) {
   h5::write_attr<double>(file, "wall_time", m.wall_time);
 }
 
+// Values a damaged or crafted file can hold but no writer writes; resuming from them would
+// index the sampler before its first batch, divide by a zero batch or scale by a NaN.
+void check_meta_ranges(const CheckpointMeta& m) {
+  auto at_least = [](const char* name, std::int64_t value, std::int64_t least) {
+    RT_REQUIRE(value >= least, DataError, "attribute '{}' is {}, expected >= {}", name, value, least);
+  };
+  at_least("step", m.step, 0);
+  at_least("epoch", m.epoch, 0);
+  at_least("step_in_epoch", m.step_in_epoch, 0);
+  at_least("global_batch", m.global_batch, 1);
+  at_least("world_size", m.world_size, 1);
+  at_least("optimizer_steps", m.optimizer_steps, 0);
+  at_least("loss_scale_good_steps", m.loss_scale_good_steps, 0);
+  at_least("skipped_steps", m.skipped_steps, 0);
+  RT_REQUIRE(m.skipped_steps <= m.step, DataError, "attribute 'skipped_steps' is {}, more than the {} steps taken",
+             m.skipped_steps, m.step);
+  RT_REQUIRE(std::isfinite(m.loss_scale) && m.loss_scale > 0.0, DataError,
+             "attribute 'loss_scale' is {}, expected a finite value > 0", m.loss_scale);
+}
+
+// The root attributes. A file that is not a checkpoint, or whose metadata is malformed or out
+// of range, is a CorruptFileError naming the path and the attribute; a newer format is a
+// CheckpointMismatch.
 CheckpointMeta read_meta(hid_t file, const std::string& path) {
   CheckpointMeta m;
-  std::string format;
   try {
-    format = h5::read_string_attr(file, "format");
-  } catch (const DataError&) {
-    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (no 'format' attribute)", path));
-  }
-  if (format != kCheckpointFormat)
-    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (format '{}')", path, format));
-  try {
+    RT_REQUIRE(RT_H5_CHECK(H5Aexists(file, "format")) > 0, CorruptFileError,
+               "{}: not a ringtrain checkpoint (no 'format' attribute)", path);
+    const std::string format = h5::read_string_attr(file, "format");
+    RT_REQUIRE(format == kCheckpointFormat, CorruptFileError, "{}: not a ringtrain checkpoint (format '{}')", path,
+               format);
     m.format_version = h5::read_attr<std::int64_t>(file, "format_version");
-    if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
+    RT_REQUIRE(m.format_version >= 1, DataError, "attribute 'format_version' is {}, expected >= 1", m.format_version);
+    if (m.format_version > kCheckpointFormatVersion)
       throw CheckpointMismatch(
           fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
                       "version {}); resume with the ringtrain that wrote it",
@@ -192,10 +213,20 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
       m.loss_scale_good_steps = h5::read_attr<std::int64_t>(file, "loss_scale_good_steps");
       m.skipped_steps = h5::read_attr<std::int64_t>(file, "skipped_steps");
     }
+    check_meta_ranges(m);
   } catch (const DataError& e) {
     throw CorruptFileError(fmt::format("{}: damaged checkpoint metadata: {}", path, e.what()));
   }
   return m;
+}
+
+// A dataset's stored checksum; a malformed attribute means the file is damaged.
+std::uint64_t stored_checksum(hid_t dset, const std::string& path, const std::string& name) {
+  try {
+    return h5::read_attr<std::uint64_t>(dset, "checksum");
+  } catch (const DataError& e) {
+    throw CorruptFileError(fmt::format("{}: dataset '{}': {}", path, name, e.what()));
+  }
 }
 
 // Names of every dataset in the file, in HDF5's visiting order (alphabetical).
@@ -354,11 +385,7 @@ CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std
     CheckpointDataset d;
     d.name = name;
     d.dims = dims_of(dset);
-    try {
-      d.stored_checksum = h5::read_attr<std::uint64_t>(dset, "checksum");
-    } catch (const DataError& e) {
-      throw CorruptFileError(fmt::format("{}: dataset '{}': {}", path, name, e.what()));
-    }
+    d.stored_checksum = stored_checksum(dset, path, name);
     if (verify) {
       std::int64_t numel = 1;
       for (auto x : d.dims) numel *= x;
@@ -423,7 +450,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
     run_collectively(ctx, [&] {
       as_corrupt([&] {
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-        stored = h5::read_attr<std::uint64_t>(dset, "checksum");
+        stored = stored_checksum(dset, path, b.name);
         if (b.numel == 0) {
           actual = checkpoint_checksum(nullptr, 0);
         } else if (b.per_rank) {
