@@ -13,6 +13,7 @@
 #include "hdf5/h5_file_problem.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "runtime/mpi_context.hpp"
@@ -240,11 +241,22 @@ std::vector<std::string> dataset_names(hid_t file) {
   return names;
 }
 
-std::vector<std::int64_t> dims_of(hid_t dset) {
+// A dataset's shape. Its floats sized allocations and reads, so a shape whose bytes overflow or
+// exceed the whole file (crafted, or never written) is a CorruptFileError, not an allocation.
+std::vector<std::int64_t> dims_of(hid_t dset, const std::string& path, const std::string& name) {
   h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
   const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(space));
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
   RT_H5_CHECK(H5Sget_simple_extent_dims(space, d.data(), nullptr));
+  const h5::File file(RT_H5_CHECK(H5Iget_file_id(dset)));
+  hsize_t file_bytes = 0;
+  RT_H5_CHECK(H5Fget_filesize(file, &file_bytes));
+  std::uint64_t bytes = kFloatBytes;
+  bool overflow = false;
+  for (const hsize_t x : d) overflow |= x > INT64_MAX || __builtin_mul_overflow(bytes, x, &bytes);
+  RT_REQUIRE(!overflow && bytes <= file_bytes, CorruptFileError,
+             "{}: dataset '{}' has shape [{}], more floats than the whole file ({}) holds", path, name,
+             fmt::join(d, ", "), format_bytes(static_cast<double>(file_bytes)));
   return std::vector<std::int64_t>(d.begin(), d.end());
 }
 
@@ -289,7 +301,7 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
                       "optimizer?",
                       path, b.name, fmt::join(found, ", ")));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-    const std::vector<std::int64_t> dims = dims_of(dset);
+    const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
     const bool fits = b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel)
                                  : (dims.size() == 1 && dims[0] == b.numel);
     if (!fits)
@@ -384,7 +396,7 @@ CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));
     CheckpointDataset d;
     d.name = name;
-    d.dims = dims_of(dset);
+    d.dims = dims_of(dset, path, name);
     d.stored_checksum = stored_checksum(dset, path, name);
     if (verify) {
       std::int64_t numel = 1;
@@ -454,7 +466,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
         if (b.numel == 0) {
           actual = checkpoint_checksum(nullptr, 0);
         } else if (b.per_rank) {
-          const std::vector<std::int64_t> dims = dims_of(dset);
+          const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
           std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
           RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
           actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);

@@ -458,6 +458,38 @@ TEST(CheckpointErrors, HostileMetadataGivesOneLineAndResumeSkipsIt) {
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_EQ(r.output, "ringtrain: error: " + bad + ": damaged checkpoint metadata: " + h.expected + "\n");
   }
+  // A dataset declared far larger than the file (chunked, never written) is named, never allocated.
+  {
+    const std::string bad = (dir / "huge-params.h5").string();
+    fs::copy_file(intact, bad, fs::copy_options::overwrite_existing);
+    const hid_t file = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    ASSERT_GE(H5Ldelete(file, "params", H5P_DEFAULT), 0);
+    const hsize_t dims = hsize_t{1} << 40, chunk = 1;
+    const hid_t space = H5Screate_simple(1, &dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    EXPECT_GE(H5Pset_chunk(dcpl, 1, &chunk), 0);
+    const hid_t dset = H5Dcreate2(file, "params", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    EXPECT_GE(dset, 0);
+    const hid_t scalar = H5Screate(H5S_SCALAR);  // a checksum, so that reading goes on to the data
+    const hid_t checksum = H5Acreate2(dset, "checksum", H5T_STD_U64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const std::uint64_t zero = 0;
+    EXPECT_GE(H5Awrite(checksum, H5T_NATIVE_UINT64, &zero), 0);
+    H5Aclose(checksum);
+    H5Sclose(scalar);
+    H5Dclose(dset);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(file);
+    const CommandResult r = inspect(bad);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output.rfind("ringtrain: error: " + bad +
+                                 ": dataset 'params' has shape [1099511627776], more floats than the whole file (",
+                             0),
+              0u)
+        << r.output;
+    EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  }
   // `auto` passes over a newest checkpoint with such metadata to the one before it.
   for (const HostileMeta* h : {&hostile[0], &hostile.back()}) {
     SCOPED_TRACE(h->expected);
