@@ -108,7 +108,8 @@ void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
   const std::int64_t end = bytes * (ctx.world_rank() + 1) / ctx.world_size();
   const std::vector<CheckpointBuffer> out = {{"params", params.f32(), o.params, false}};
   const std::vector<CheckpointBuffer> in = {{"params", back.f32(), o.params, false}};
-  CheckpointMeta meta;
+  CheckpointMeta meta;  // a valid checkpoint that trained nothing (read_meta checks the ranges)
+  meta.global_batch = 1;
   meta.optimizer = "none";
   meta.data_strategy = "none";
   meta.config = "# ringtrain bench ckpt";

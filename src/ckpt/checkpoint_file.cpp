@@ -13,6 +13,7 @@
 #include "hdf5/h5_file_problem.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "runtime/mpi_context.hpp"
@@ -157,19 +158,40 @@ void write_meta(hid_t file, const CheckpointMeta& m) {
   h5::write_attr<double>(file, "wall_time", m.wall_time);
 }
 
+// Values a damaged or crafted file can hold but no writer writes; resuming from them would
+// index the sampler before its first batch, divide by a zero batch or scale by a NaN.
+void check_meta_ranges(const CheckpointMeta& m) {
+  auto at_least = [](const char* name, std::int64_t value, std::int64_t least) {
+    RT_REQUIRE(value >= least, DataError, "attribute '{}' is {}, expected >= {}", name, value, least);
+  };
+  at_least("step", m.step, 0);
+  at_least("epoch", m.epoch, 0);
+  at_least("step_in_epoch", m.step_in_epoch, 0);
+  at_least("global_batch", m.global_batch, 1);
+  at_least("world_size", m.world_size, 1);
+  at_least("optimizer_steps", m.optimizer_steps, 0);
+  at_least("loss_scale_good_steps", m.loss_scale_good_steps, 0);
+  at_least("skipped_steps", m.skipped_steps, 0);
+  RT_REQUIRE(m.skipped_steps <= m.step, DataError, "attribute 'skipped_steps' is {}, more than the {} steps taken",
+             m.skipped_steps, m.step);
+  RT_REQUIRE(std::isfinite(m.loss_scale) && m.loss_scale > 0.0, DataError,
+             "attribute 'loss_scale' is {}, expected a finite value > 0", m.loss_scale);
+}
+
+// The root attributes. A file that is not a checkpoint, or whose metadata is malformed or out
+// of range, is a CorruptFileError naming the path and the attribute; a newer format is a
+// CheckpointMismatch.
 CheckpointMeta read_meta(hid_t file, const std::string& path) {
   CheckpointMeta m;
-  std::string format;
   try {
-    format = h5::read_string_attr(file, "format");
-  } catch (const DataError&) {
-    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (no 'format' attribute)", path));
-  }
-  if (format != kCheckpointFormat)
-    throw CorruptFileError(fmt::format("{}: not a ringtrain checkpoint (format '{}')", path, format));
-  try {
+    RT_REQUIRE(RT_H5_CHECK(H5Aexists(file, "format")) > 0, CorruptFileError,
+               "{}: not a ringtrain checkpoint (no 'format' attribute)", path);
+    const std::string format = h5::read_string_attr(file, "format");
+    RT_REQUIRE(format == kCheckpointFormat, CorruptFileError, "{}: not a ringtrain checkpoint (format '{}')", path,
+               format);
     m.format_version = h5::read_attr<std::int64_t>(file, "format_version");
-    if (m.format_version > kCheckpointFormatVersion || m.format_version < 1)
+    RT_REQUIRE(m.format_version >= 1, DataError, "attribute 'format_version' is {}, expected >= 1", m.format_version);
+    if (m.format_version > kCheckpointFormatVersion)
       throw CheckpointMismatch(
           fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
                       "version {}); resume with the ringtrain that wrote it",
@@ -192,10 +214,20 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
       m.loss_scale_good_steps = h5::read_attr<std::int64_t>(file, "loss_scale_good_steps");
       m.skipped_steps = h5::read_attr<std::int64_t>(file, "skipped_steps");
     }
+    check_meta_ranges(m);
   } catch (const DataError& e) {
     throw CorruptFileError(fmt::format("{}: damaged checkpoint metadata: {}", path, e.what()));
   }
   return m;
+}
+
+// A dataset's stored checksum; a malformed attribute means the file is damaged.
+std::uint64_t stored_checksum(hid_t dset, const std::string& path, const std::string& name) {
+  try {
+    return h5::read_attr<std::uint64_t>(dset, "checksum");
+  } catch (const DataError& e) {
+    throw CorruptFileError(fmt::format("{}: dataset '{}': {}", path, name, e.what()));
+  }
 }
 
 // Names of every dataset in the file, in HDF5's visiting order (alphabetical).
@@ -209,11 +241,22 @@ std::vector<std::string> dataset_names(hid_t file) {
   return names;
 }
 
-std::vector<std::int64_t> dims_of(hid_t dset) {
+// A dataset's shape. Its floats sized allocations and reads, so a shape whose bytes overflow or
+// exceed the whole file (crafted, or never written) is a CorruptFileError, not an allocation.
+std::vector<std::int64_t> dims_of(hid_t dset, const std::string& path, const std::string& name) {
   h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
   const int rank = RT_H5_CHECK(H5Sget_simple_extent_ndims(space));
   std::vector<hsize_t> d(static_cast<std::size_t>(rank));
   RT_H5_CHECK(H5Sget_simple_extent_dims(space, d.data(), nullptr));
+  const h5::File file(RT_H5_CHECK(H5Iget_file_id(dset)));
+  hsize_t file_bytes = 0;
+  RT_H5_CHECK(H5Fget_filesize(file, &file_bytes));
+  std::uint64_t bytes = kFloatBytes;
+  bool overflow = false;
+  for (const hsize_t x : d) overflow |= x > INT64_MAX || __builtin_mul_overflow(bytes, x, &bytes);
+  RT_REQUIRE(!overflow && bytes <= file_bytes, CorruptFileError,
+             "{}: dataset '{}' has shape [{}], more floats than the whole file ({}) holds", path, name,
+             fmt::join(d, ", "), format_bytes(static_cast<double>(file_bytes)));
   return std::vector<std::int64_t>(d.begin(), d.end());
 }
 
@@ -258,7 +301,7 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
                       "optimizer?",
                       path, b.name, fmt::join(found, ", ")));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-    const std::vector<std::int64_t> dims = dims_of(dset);
+    const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
     const bool fits = b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel)
                                  : (dims.size() == 1 && dims[0] == b.numel);
     if (!fits)
@@ -353,12 +396,8 @@ CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, name.c_str(), H5P_DEFAULT)));
     CheckpointDataset d;
     d.name = name;
-    d.dims = dims_of(dset);
-    try {
-      d.stored_checksum = h5::read_attr<std::uint64_t>(dset, "checksum");
-    } catch (const DataError& e) {
-      throw CorruptFileError(fmt::format("{}: dataset '{}': {}", path, name, e.what()));
-    }
+    d.dims = dims_of(dset, path, name);
+    d.stored_checksum = stored_checksum(dset, path, name);
     if (verify) {
       std::int64_t numel = 1;
       for (auto x : d.dims) numel *= x;
@@ -423,11 +462,11 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
     run_collectively(ctx, [&] {
       as_corrupt([&] {
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-        stored = h5::read_attr<std::uint64_t>(dset, "checksum");
+        stored = stored_checksum(dset, path, b.name);
         if (b.numel == 0) {
           actual = checkpoint_checksum(nullptr, 0);
         } else if (b.per_rank) {
-          const std::vector<std::int64_t> dims = dims_of(dset);
+          const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
           std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
           RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
           actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);

@@ -121,7 +121,9 @@ Catalog read_catalog(const DatasetSpec& spec) {
       c.schema = s;
     }
     c.files.push_back(DatasetFile{path, c.total, s.samples, s.chunk_rows});
-    c.total += s.samples;
+    RT_REQUIRE(!__builtin_add_overflow(c.total, s.samples, &c.total), DataError,
+               "{}: dataset '{}': {} samples more than the files before it make over {} in all", path, spec.images_key,
+               s.samples, INT64_MAX);
   }
   return c;
 }

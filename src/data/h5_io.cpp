@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::data {
@@ -166,6 +167,17 @@ FileSchema read_file_schema(const std::string& path, const std::string& images_k
   RT_REQUIRE(im.dims[0] > 0, DataError, "{}: dataset '{}' is empty (0 samples)", path, ik);
   RT_REQUIRE(im.dims[1] > 0 && im.dims[2] > 0 && im.dims[3] > 0, DataError,
              "{}: dataset '{}' has an empty sample shape [{}, {}, {}]", path, ik, im.dims[1], im.dims[2], im.dims[3]);
+  // The shape sizes allocations and byte offsets: a sample is at most kMaxSampleBytes and every
+  // sample's offset fits int64 (a crafted shape must not overflow either).
+  std::uint64_t sample_bytes = sample_type_size(*type);
+  bool overflow = false;
+  for (std::size_t d = 1; d < 4; ++d) overflow |= __builtin_mul_overflow(sample_bytes, im.dims[d], &sample_bytes);
+  RT_REQUIRE(!overflow && sample_bytes <= kMaxSampleBytes, DataError,
+             "{}: dataset '{}' has samples of [{}, {}, {}] {}, more than {} each", path, ik, im.dims[1], im.dims[2],
+             im.dims[3], s.type_name, format_bytes(static_cast<double>(kMaxSampleBytes)));
+  RT_REQUIRE(im.dims[0] <= static_cast<std::uint64_t>(INT64_MAX) / sample_bytes, DataError,
+             "{}: dataset '{}' holds {} samples of {} bytes, more than a 64-bit offset reaches", path, ik, im.dims[0],
+             sample_bytes);
   s.samples = static_cast<std::int64_t>(im.dims[0]);
   s.sample_dims = {static_cast<std::int64_t>(im.dims[1]), static_cast<std::int64_t>(im.dims[2]),
                    static_cast<std::int64_t>(im.dims[3])};

@@ -13,8 +13,12 @@
 
 namespace ringtrain::data {
 
-// What one file holds, checked on its own (rank 4 samples of a supported dtype, rank 1
-// integer labels of the same length, not empty). Opens the file with the POSIX driver.
+// Largest sample a dataset may hold; a crafted shape beyond it would size absurd allocations.
+inline constexpr std::uint64_t kMaxSampleBytes = std::uint64_t{1} << 30;
+
+// What one file holds, checked on its own (rank 4 samples of a supported dtype, at most
+// kMaxSampleBytes each, rank 1 integer labels of the same length, not empty). Opens the file
+// with the POSIX driver.
 struct FileSchema {
   std::int64_t samples = 0;
   std::vector<std::int64_t> sample_dims;  // [C, H, W]

@@ -55,20 +55,26 @@ struct TokenSchema {
   std::string tokenizer;
 };
 
-bool is_scalar(hid_t attr) {
-  h5::Dataspace space(RT_H5_CHECK(H5Aget_space(attr)));
-  return RT_H5_CHECK(H5Sget_simple_extent_type(space)) == H5S_SCALAR;
+// Runs an attribute read; a malformed attribute's DataError gets `where` (the file, and the
+// dataset) in front.
+template <typename F>
+auto read_named(const std::string& where, F&& read) {
+  try {
+    return read();
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("{}: {}", where, e.what()));
+  }
 }
 
 // The root's `format` attribute, when present, must name this schema (an image dataset
 // passed as token data says so instead of failing on a missing `tokens`).
 void check_format(hid_t file, const std::string& path) {
   if (RT_H5_CHECK(H5Aexists(file, "format")) <= 0) return;
-  const std::string format = h5::read_string_attr(file, "format");
+  const std::string format = read_named(path, [&] { return h5::read_string_attr(file, "format"); });
   RT_REQUIRE(format == kTokenFormatName, DataError, "{}: holds a '{}' file, not token data (format '{}')", path, format,
              kTokenFormatName);
   if (RT_H5_CHECK(H5Aexists(file, "format_version")) <= 0) return;
-  const auto version = h5::read_attr<std::int64_t>(file, "format_version");
+  const auto version = read_named(path, [&] { return h5::read_attr<std::int64_t>(file, "format_version"); });
   RT_REQUIRE(version >= 1 && version <= kTokenFormatVersion, DataError,
              "{}: format '{}' version {} is not supported (this ringtrain reads versions 1 to {})", path, format,
              version, kTokenFormatVersion);
@@ -100,23 +106,11 @@ TokenSchema read_token_schema(const std::string& path, const std::string& key) {
   for (const char* name : {"vocab_size", "tokenizer"})
     RT_REQUIRE(RT_H5_CHECK(H5Aexists(tokens, name)) > 0, DataError, "{}: dataset '{}' has no attribute '{}'", path, key,
                name);
-  {
-    h5::Attribute vocab(RT_H5_CHECK(H5Aopen(tokens, "vocab_size", H5P_DEFAULT)));
-    h5::Datatype vt(RT_H5_CHECK(H5Aget_type(vocab)));
-    RT_REQUIRE(RT_H5_CHECK(H5Tget_class(vt)) == H5T_INTEGER && is_scalar(vocab), DataError,
-               "{}: dataset '{}': attribute 'vocab_size' must be a scalar integer", path, key);
-  }
-  // (A value beyond int64 reads as INT64_MAX: HDF5's conversion saturates, the range check catches it.)
-  s.vocab_size = h5::read_attr<std::int64_t>(tokens, "vocab_size");
+  const std::string in_dataset = fmt::format("{}: dataset '{}'", path, key);
+  s.vocab_size = read_named(in_dataset, [&] { return h5::read_attr<std::int64_t>(tokens, "vocab_size"); });
   RT_REQUIRE(s.vocab_size >= 1 && s.vocab_size <= kMaxVocabSize, DataError,
              "{}: dataset '{}': vocab_size {} is outside [1, {}]", path, key, s.vocab_size, kMaxVocabSize);
-  {
-    h5::Attribute name(RT_H5_CHECK(H5Aopen(tokens, "tokenizer", H5P_DEFAULT)));
-    h5::Datatype nt(RT_H5_CHECK(H5Aget_type(name)));
-    RT_REQUIRE(RT_H5_CHECK(H5Tget_class(nt)) == H5T_STRING && is_scalar(name), DataError,
-               "{}: dataset '{}': attribute 'tokenizer' must be a scalar string", path, key);
-  }
-  s.tokenizer = h5::read_string_attr(tokens, "tokenizer");
+  s.tokenizer = read_named(in_dataset, [&] { return h5::read_string_attr(tokens, "tokenizer"); });
   return s;
 }
 

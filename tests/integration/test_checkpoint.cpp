@@ -2,8 +2,8 @@
 // 58 steps per epoch, so runs cross an epoch boundary and its evaluation): an interrupted and
 // resumed run ends bitwise identical to a straight one (h5diff), a 4-rank checkpoint continues
 // on 2 and 1 ranks, SIGTERM to one rank stops all at the same step with exit code 75, damaged
-// checkpoints are skipped, SIGKILL during saves never leaves a broken `latest`, and bad
-// checkpoints or directories give one clear line.
+// checkpoints are skipped, SIGKILL during saves never leaves a broken `latest`, bad checkpoints
+// or directories give one clear line, and so does crafted metadata (arrays, out-of-range values).
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include "integration/run_command.hpp"
@@ -373,6 +375,135 @@ TEST(CheckpointErrors, BadCheckpointsAndDirectoriesGiveOneClearLine) {
     const fs::path blocker = dir / "a-file";
     std::ofstream(blocker) << "x\n";
     expect_error(ranks, run, {"--set", "checkpoint.dir=" + (blocker / "ckpts").string()}, "checkpoint.dir: ");
+  }
+}
+
+// Replaces root attribute `name` of a checkpoint by one of file type `type`, shape `dims` (empty:
+// a scalar) and contents `data`, as a crafted or damaged file may hold it.
+void replace_attr(const std::string& path, const char* name, hid_t type, const std::vector<hsize_t>& dims,
+                  const void* data) {
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(file, 0) << path;
+  ASSERT_GE(H5Adelete(file, name), 0) << name;
+  const hid_t space =
+      dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t attr = H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(attr, 0) << name;
+  EXPECT_GE(H5Awrite(attr, type, data), 0) << name;
+  H5Aclose(attr);
+  H5Sclose(space);
+  H5Fclose(file);
+}
+
+template <typename T>
+void replace_scalar(const std::string& path, const char* name, hid_t type, T value) {
+  replace_attr(path, name, type, {}, &value);
+}
+
+struct HostileMeta {
+  std::function<void(const std::string&)> damage;
+  std::string expected;  // the error after "<path>: damaged checkpoint metadata: "
+};
+
+std::vector<HostileMeta> hostile_metas() {
+  return {
+      {[](const std::string& p) {
+         const std::vector<std::int64_t> steps(1000, 20);
+         replace_attr(p, "step", H5T_STD_I64LE, {1000}, steps.data());
+       },
+       "attribute 'step' has shape [1000], expected a scalar"},
+      {[](const std::string& p) {
+         const hid_t type = H5Tcopy(H5T_C_S1);
+         H5Tset_size(type, H5T_VARIABLE);
+         const std::vector<const char*> names(1000, "sgd");
+         replace_attr(p, "optimizer", type, {1000}, names.data());
+         H5Tclose(type);
+       },
+       "attribute 'optimizer' has shape [1000], expected a scalar"},
+      {[](const std::string& p) { replace_scalar<std::uint64_t>(p, "step", H5T_STD_U64LE, ~std::uint64_t{0}); },
+       "attribute 'step' holds 18446744073709551615, outside the range of int64"},
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "step", H5T_STD_I64LE, -5); },
+       "attribute 'step' is -5, expected >= 0"},
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "global_batch", H5T_STD_I64LE, 0); },
+       "attribute 'global_batch' is 0, expected >= 1"},
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "world_size", H5T_STD_I64LE, -1); },
+       "attribute 'world_size' is -1, expected >= 1"},
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "skipped_steps", H5T_STD_I64LE, 21); },
+       "attribute 'skipped_steps' is 21, more than the 20 steps taken"},
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "format_version", H5T_STD_I64LE, 0); },
+       "attribute 'format_version' is 0, expected >= 1"},
+      {[](const std::string& p) {
+         replace_scalar<double>(p, "loss_scale", H5T_IEEE_F64LE, std::numeric_limits<double>::quiet_NaN());
+       },
+       "attribute 'loss_scale' is nan, expected a finite value > 0"},
+  };
+}
+
+TEST(CheckpointErrors, HostileMetadataGivesOneLineAndResumeSkipsIt) {
+  const fs::path dir = fresh_dir("hostile");
+  const fs::path run = dir / "run";
+  const std::vector<std::string> steps = {"--set", "train.max_steps=20", "--set", "checkpoint.every_steps=10"};
+  const CommandResult made = train(1, run, steps);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string newest = ckpt(run, 20);
+  const std::string intact = (dir / "intact.h5").string();
+  fs::copy_file(newest, intact);
+  const std::vector<HostileMeta> hostile = hostile_metas();
+  for (const HostileMeta& h : hostile) {
+    SCOPED_TRACE(h.expected);
+    const std::string bad = (dir / "bad.h5").string();
+    fs::copy_file(intact, bad, fs::copy_options::overwrite_existing);
+    h.damage(bad);
+    const CommandResult r = inspect(bad);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output, "ringtrain: error: " + bad + ": damaged checkpoint metadata: " + h.expected + "\n");
+  }
+  // A dataset declared far larger than the file (chunked, never written) is named, never allocated.
+  {
+    const std::string bad = (dir / "huge-params.h5").string();
+    fs::copy_file(intact, bad, fs::copy_options::overwrite_existing);
+    const hid_t file = H5Fopen(bad.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    ASSERT_GE(H5Ldelete(file, "params", H5P_DEFAULT), 0);
+    const hsize_t dims = hsize_t{1} << 40, chunk = 1;
+    const hid_t space = H5Screate_simple(1, &dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    EXPECT_GE(H5Pset_chunk(dcpl, 1, &chunk), 0);
+    const hid_t dset = H5Dcreate2(file, "params", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    EXPECT_GE(dset, 0);
+    const hid_t scalar = H5Screate(H5S_SCALAR);  // a checksum, so that reading goes on to the data
+    const hid_t checksum = H5Acreate2(dset, "checksum", H5T_STD_U64LE, scalar, H5P_DEFAULT, H5P_DEFAULT);
+    const std::uint64_t zero = 0;
+    EXPECT_GE(H5Awrite(checksum, H5T_NATIVE_UINT64, &zero), 0);
+    H5Aclose(checksum);
+    H5Sclose(scalar);
+    H5Dclose(dset);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Fclose(file);
+    const CommandResult r = inspect(bad);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_EQ(r.output.rfind("ringtrain: error: " + bad +
+                                 ": dataset 'params' has shape [1099511627776], more floats than the whole file (",
+                             0),
+              0u)
+        << r.output;
+    EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  }
+  // `auto` passes over a newest checkpoint with such metadata to the one before it.
+  for (const HostileMeta* h : {&hostile[0], &hostile.back()}) {
+    SCOPED_TRACE(h->expected);
+    fs::copy_file(intact, newest, fs::copy_options::overwrite_existing);
+    h->damage(newest);
+    std::vector<std::string> resume = steps;
+    resume.insert(resume.end(), {"--set", "train.resume=auto"});
+    const CommandResult resumed = train(1, run, resume);
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("skipping a damaged checkpoint: " + newest +
+                                  ": damaged checkpoint metadata: " + h->expected),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_NE(resumed.output.find("resume: " + ckpt(run, 10) + " at step 10"), std::string::npos) << resumed.output;
   }
 }
 

@@ -238,7 +238,39 @@ TEST_F(DatasetOpen, MalformedDatasets) {
     test::H5FileWriter f(path("float-labels.h5"));
     f.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {2, 1, 1, 2}, {1, 2, 3, 4});
     f.add<float>("labels", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {2}, {0.f, 1.f});
+    // Shapes whose sizes overflow or exceed the per-sample bound (declared, never written).
+    test::H5FileWriter g(path("huge-sample.h5"));
+    g.declare("images", H5T_IEEE_F32LE, {2, 3, 1 << 15, 1 << 15});
+    g.declare("labels", H5T_STD_U8LE, {2});
+    test::H5FileWriter h(path("overflow.h5"));
+    h.declare("images", H5T_IEEE_F64LE, {2, hsize_t{1} << 30, hsize_t{1} << 30, hsize_t{1} << 30});
+    h.declare("labels", H5T_STD_U8LE, {2});
+    test::H5FileWriter k(path("too-many.h5"));
+    k.declare("images", H5T_IEEE_F32LE, {hsize_t{1} << 62, 1, 1, 2});
+    k.declare("labels", H5T_STD_U8LE, {hsize_t{1} << 62});
+    for (const char* name : {"half-a.h5", "half-b.h5"}) {  // 2^62 samples each: 2^63 together
+      test::H5FileWriter half(path(name));
+      half.declare("images", H5T_STD_U8LE, {hsize_t{1} << 62, 1, 1, 1});
+      half.declare("labels", H5T_STD_U8LE, {hsize_t{1} << 62});
+    }
+    test::H5FileWriter z(path("zero-dim.h5"));
+    z.declare("images", H5T_STD_U8LE, {2, 1, 0, 2});
+    z.declare("labels", H5T_STD_U8LE, {2});
   }));
+  expect_open_error({path("huge-sample.h5")},
+                    {path("huge-sample.h5") + ": dataset 'images' has samples of [3, 32768, 32768] float32, more "
+                                              "than 1.0 GiB each"});
+  expect_open_error({path("overflow.h5")},
+                    {path("overflow.h5") + ": dataset 'images' has samples of [1073741824, 1073741824, 1073741824] "
+                                           "float64, more than 1.0 GiB each"});
+  expect_open_error({path("too-many.h5")},
+                    {path("too-many.h5") + ": dataset 'images' holds 4611686018427387904 samples of 8 bytes, more "
+                                           "than a 64-bit offset reaches"});
+  expect_open_error({path("half-a.h5"), path("half-b.h5")},
+                    {path("half-b.h5") + ": dataset 'images': 4611686018427387904 samples more than the files before "
+                                         "it make over 9223372036854775807 in all"});
+  expect_open_error({path("zero-dim.h5")},
+                    {path("zero-dim.h5") + ": dataset 'images' has an empty sample shape [1, 0, 2]"});
   expect_open_error({path("no-labels.h5")}, {path("no-labels.h5") + ": dataset 'labels' missing (found: images)"});
   expect_open_error({path("rank3.h5")}, {path("rank3.h5") + ": dataset 'images' has rank 3 [4, 2, 2], expected 4"});
   expect_open_error({path("mismatch.h5")},

@@ -54,6 +54,16 @@ class H5FileWriter {
     if (!data.empty()) RT_H5_CHECK(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()));
   }
 
+  // A dataset of shape `dims` with nothing written: chunks of one element hold any shape and
+  // none is stored, so a file can declare shapes far too large to write.
+  void declare(const char* name, hid_t file_type, const std::vector<hsize_t>& dims) {
+    h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+    h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    const std::vector<hsize_t> ones(dims.size(), 1);
+    RT_H5_CHECK(H5Pset_chunk(dcpl, static_cast<int>(ones.size()), ones.data()));
+    h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file_, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
+  }
+
   // Samples [first, first + dims[0]) by sample_values, of element type T on disk as file_type,
   // and their labels (label_of) as uint8, chunked alike.
   template <typename T>

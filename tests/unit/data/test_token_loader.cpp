@@ -211,7 +211,7 @@ TEST_F(TokenData, MalformedFilesGiveOneLineErrors) {
   EXPECT_EQ(error_for("notok.h5", {.tokenizer = ""}),
             path("notok.h5") + ": dataset 'tokens' has no attribute 'tokenizer'");
   EXPECT_EQ(error_for("strvocab.h5", {.vocab_as_string = true}),
-            path("strvocab.h5") + ": dataset 'tokens': attribute 'vocab_size' must be a scalar integer");
+            path("strvocab.h5") + ": dataset 'tokens': attribute 'vocab_size' is not an integer");
   EXPECT_EQ(error_for("zerovocab.h5", {.vocab_size = 0}),
             path("zerovocab.h5") + ": dataset 'tokens': vocab_size 0 is outside [1, 2147483648]");
   EXPECT_EQ(error_for("signed.h5", {.file_type = H5T_STD_I32LE}),
