@@ -98,34 +98,9 @@ class MpiCommunicator final : public Communicator {
     return shm_ ? "mpi-ring-shm" : "mpi-ring";
   }
 
-  void allreduce_sum(void* data, std::size_t count, DType dtype) override {
-    comm::require_sum_dtype(dtype);  // before any early return: the error must not depend on size
-    if (size_ == 1 || count == 0) return;
-    if (options_.algo == AllreduceAlgo::ring) {
-      const DType wire = comm::wire_dtype_for(dtype, options_.wire_dtype);
-      if (shm_)
-        shm_->allreduce_sum(data, count, dtype, wire);
-      else
-        comm::ring_allreduce_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
-      return;
-    }
-    mpi_allreduce_sum(data, count, dtype);
-  }
+  void allreduce_sum(void* data, std::size_t count, DType dtype) override { sum(data, count, dtype, false); }
 
-  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
-    comm::require_sum_dtype(dtype, "reduce_scatter_sum");
-    if (size_ == 1 || count == 0) return;
-    if (options_.algo == AllreduceAlgo::ring) {
-      const DType wire = comm::wire_dtype_for(dtype, options_.wire_dtype);
-      if (shm_)
-        shm_->reduce_scatter_sum(data, count, dtype, wire);
-      else
-        comm::ring_reduce_scatter_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
-      return;
-    }
-    // The whole sum: the own shard is then bitwise allreduce_sum's by construction.
-    mpi_allreduce_sum(data, count, dtype);
-  }
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override { sum(data, count, dtype, true); }
 
   void allgather(void* data, std::size_t count, DType dtype) override {
     if (size_ == 1 || count == 0) return;
@@ -167,6 +142,25 @@ class MpiCommunicator final : public Communicator {
   void barrier() override { RT_MPI_CHECK(MPI_Barrier(comm_)); }
 
  private:
+  // allreduce_sum, or reduce_scatter_sum (`scatter`: only the own shard need hold the sum). The
+  // ring paths run their reduce-scatter phase alone; MPI_Allreduce computes the whole sum, so the
+  // own shard is bitwise allreduce_sum's by construction.
+  void sum(void* data, std::size_t count, DType dtype, bool scatter) {
+    // before any early return: the error must not depend on size
+    comm::require_sum_dtype(dtype, scatter ? "reduce_scatter_sum" : "allreduce");
+    if (size_ == 1 || count == 0) return;
+    if (options_.algo != AllreduceAlgo::ring) return mpi_allreduce_sum(data, count, dtype);
+    const DType wire = comm::wire_dtype_for(dtype, options_.wire_dtype);
+    if (shm_ && scatter)
+      shm_->reduce_scatter_sum(data, count, dtype, wire);
+    else if (shm_)
+      shm_->allreduce_sum(data, count, dtype, wire);
+    else if (scatter)
+      comm::ring_reduce_scatter_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
+    else
+      comm::ring_allreduce_sum(comm_, rank_, size_, data, count, dtype, wire, scratch_);
+  }
+
   // MPI_Allreduce in int-sized pieces; bf16/f16 through our user ops.
   void mpi_allreduce_sum(void* data, std::size_t count, DType dtype) {
     MPI_Datatype type = MPI_DATATYPE_NULL;
