@@ -3,14 +3,16 @@
 train.zero_stage against stage 0, at several world sizes, in one run.
 
 For every world size (--np, default 1,2,4) and repeat (--repeats), `ringtrain bench train CONFIG
---synthetic --json` runs once per stage (--stages, default 0,1), the stages' order alternating
-between repeats (0,1; 1,0; ...) so that drift on a noisy machine hits both alike. Each run reports
-its "memory" object (bytes one rank holds, the largest over ranks: parameters, gradients,
-optimizer_state, activations, comm_buffers, peak_rss) and samples/s.
+--synthetic --json` runs once per stage (--stages, default 0,1,2,3), the stages' order alternating
+between repeats (0,1,2,3; 3,2,1,0; ...) so that drift on a noisy machine hits all alike. Each run
+reports its "memory" object (bytes one rank holds, the largest over ranks: parameters,
+gathered_parameters, gradients, optimizer_state, activations, comm_buffers, peak_rss) and samples/s.
 
 Printed, as a markdown table per world size: each stage's training state per rank (parameters +
 gradients + optimizer state) and its ratio to stage 0 next to the ideal for AdamW in f32
-(stage 1: (4 + 4 + 8/W) / 16), peak RSS per rank, samples/s (median [min-max]) and the
+(stage 1: (4 + 4 + 8/W) / 16; stage 2: (4 + 12/W) / 16; stage 3: 1/W), stage 3's gathered groups
+(other ranks' parameter shards held at once, reported apart as the issue asks), peak RSS per rank,
+samples/s (median [min-max]) and the
 throughput ratio to stage 0 (median of the per-repeat ratios). --out writes every raw result.
 
     python3 tools/bench_zero.py examples/fashion_mnist/mlp.toml --set optim.name=adamw --unset optim.momentum
@@ -78,15 +80,16 @@ def report(world, stages, runs):
     base = runs[0]
     print(f"\n### World {world}\n")
     print("| stage | params + grads + optimizer state per rank (MiB) | vs stage 0 | ideal (AdamW f32) |"
-          " optimizer state (MiB) | activations (MiB) | peak RSS per rank (MiB) | samples/s median [min-max] |"
-          " throughput vs stage 0 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          " gathered parameters (MiB) | optimizer state (MiB) | activations (MiB) | peak RSS per rank (MiB) |"
+          " samples/s median [min-max] | throughput vs stage 0 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base_state = statistics.median(sum(r["memory"][p] for p in STATE_PARTS) for r in base)
     for stage in stages:
         rs = runs[stage]
         state = statistics.median(sum(r["memory"][p] for p in STATE_PARTS) for r in rs)
         ratios = [r["samples_per_s"] / b["samples_per_s"] for r, b in zip(rs, base)]
         print(f"| {stage} | {mib(state)} | {state / base_state:.4f} | {ideal_ratio(stage, world):.4f} |"
+              f" {mib(statistics.median(r['memory']['gathered_parameters'] for r in rs))} |"
               f" {mib(statistics.median(r['memory']['optimizer_state'] for r in rs))} |"
               f" {mib(statistics.median(r['memory']['activations'] for r in rs))} |"
               f" {mib(statistics.median(r['memory']['peak_rss'] for r in rs))} |"
@@ -97,7 +100,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("config")
     p.add_argument("--np", default="1,2,4", help="world sizes, comma-separated")
-    p.add_argument("--stages", default="0,1", help="train.zero_stage values; 0 must be among them")
+    p.add_argument("--stages", default="0,1,2,3", help="train.zero_stage values; 0 must be among them")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)

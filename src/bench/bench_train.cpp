@@ -171,7 +171,11 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       "GB/s",
       static_cast<double>(grad_bytes) / 1e6, step.num_buckets(), step.num_buckets() == 1 ? "" : "s", 1e3 * allreduce_s,
       step.overlapped() ? "overlapped with backward" : "after backward", algbw, busbw);
-  if (tc.zero_stage > 0)
+  if (tc.zero_stage == 3)
+    log::info(
+        "  ZeRO stage 3: gradients reduce-scattered, each bucket's parameters gathered around its forward and "
+        "backward (waits counted in their times)");
+  else if (tc.zero_stage > 0)
     log::info("  ZeRO stage {}: gradients reduce-scattered, parameters allgathered after the update ({:.2f} ms)",
               tc.zero_stage, j["allgather_ms"].get<double>());
   log::info("  memory per rank (largest): {}", memory.describe());

@@ -56,10 +56,11 @@ struct TuneOptions {
   bool json = false;
 };
 
-// What one batch size costs, from its start. CPU: every tensor and layer workspace comes from
-// malloc, so the heap in use (all arenas plus mmapped chunks) grows by it, without the noise of
-// the resident set. GPU: every device tensor and workspace comes from the pool, whose peak in
-// use since the start (cache emptied, peak reset) is what the size needed at once.
+// What one batch size costs, from its start. CPU: small tensors and layer workspaces come from
+// malloc and large tensors are mapped, so the heap in use (all arenas plus mmapped chunks) and
+// the mapped tensors grow by it, without the noise of the resident set. GPU: every device
+// tensor and workspace comes from the pool, whose peak in use since the start (cache emptied,
+// peak reset) is what the size needed at once.
 class MemoryMeter {
  public:
   explicit MemoryMeter(bool gpu) : gpu_(gpu) {
@@ -75,7 +76,7 @@ class MemoryMeter {
   double now() const {
     if (gpu_) return static_cast<double>(cuda_pool().stats().peak_in_use);
     const struct mallinfo2 m = mallinfo2();
-    return static_cast<double>(m.uordblks + m.hblkhd);
+    return static_cast<double>(m.uordblks + m.hblkhd) + static_cast<double>(host_mapped_bytes());
   }
   bool gpu_;
   double start_ = 0.0;
@@ -234,7 +235,13 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
     step->run(synthetic.x, synthetic.labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
     if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  r.total_bytes = meter.used();
+  // ZeRO stage 3 keeps its shard of the parameter arena and the gathered groups: the rest of the
+  // arena is mapped but not held.
+  const StepMemory held = step->memory();
+  const auto unheld = static_cast<double>(
+      std::max<std::int64_t>(0, model->parameter_bytes() - held.parameters - held.gathered_parameters));
+  r.fixed_bytes -= unheld;
+  r.total_bytes = meter.used() - unheld;
   r.median_step_s = median(times);
   return r;
 }

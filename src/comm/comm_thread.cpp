@@ -17,35 +17,50 @@ CommThread::~CommThread() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    in_flight_ -= queue_.size();
+    finished_ += queue_.size();
     queue_.clear();
   }
   work_ready_.notify_all();
   thread_.join();
 }
 
-void CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done, std::uint64_t ready) {
-  submit(Job{Op::allreduce_sum, data, count, dtype, std::move(done), ready});
+CommThread::Ticket CommThread::allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done,
+                                             std::uint64_t ready) {
+  return submit(Job{Op::allreduce_sum, data, count, dtype, std::move(done), ready});
 }
 
-void CommThread::reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done, std::uint64_t ready) {
-  submit(Job{Op::reduce_scatter_sum, data, count, dtype, std::move(done), ready});
+CommThread::Ticket CommThread::reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done,
+                                                  std::uint64_t ready) {
+  return submit(Job{Op::reduce_scatter_sum, data, count, dtype, std::move(done), ready});
 }
 
-void CommThread::submit(Job job) {
+CommThread::Ticket CommThread::allgather(void* data, std::size_t count, DType dtype, DoneHook done) {
+  return submit(Job{Op::allgather, data, count, dtype, std::move(done), 0});
+}
+
+CommThread::Ticket CommThread::submit(Job job) {
+  Ticket ticket = 0;
   {
     std::lock_guard lock(mutex_);
     queue_.push_back(std::move(job));
-    ++in_flight_;
+    ticket = ++submitted_;
   }
   work_ready_.notify_one();
+  return ticket;
 }
 
-void CommThread::wait_all() { wait_until_pending(0); }
+void CommThread::wait_all() {
+  Ticket last = 0;
+  {
+    std::lock_guard lock(mutex_);
+    last = submitted_;
+  }
+  wait_for(last);
+}
 
-void CommThread::wait_until_pending(std::size_t pending) {
+void CommThread::wait_for(Ticket ticket) {
   std::unique_lock lock(mutex_);
-  all_done_.wait(lock, [this, pending] { return in_flight_ <= pending; });
+  all_done_.wait(lock, [this, ticket] { return finished_ >= ticket; });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
@@ -64,6 +79,7 @@ void CommThread::run() {
         switch (job.op) {
           case Op::allreduce_sum: comm_.allreduce_sum_after(job.ready, job.data, job.count, job.dtype); break;
           case Op::reduce_scatter_sum: comm_.reduce_scatter_sum_after(job.ready, job.data, job.count, job.dtype); break;
+          case Op::allgather: comm_.allgather(job.data, job.count, job.dtype); break;
         }
         if (job.done) job.done(begin, Clock::now());
       } catch (...) {
@@ -72,8 +88,8 @@ void CommThread::run() {
       }
     }
     lock.lock();
-    --in_flight_;
-    all_done_.notify_all();  // wait_until_pending waits for counts other than 0 too
+    ++finished_;
+    all_done_.notify_all();  // wait_for waits for other tickets than the last too
   }
 }
 

@@ -64,6 +64,7 @@ GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<
     for (const Bucket& b : buckets_) data_.push_back(grads + b.begin);
   }
   if (overlap) thread_ = std::make_unique<CommThread>(comm_);
+  tickets_.assign(buckets_.size(), 0);
 }
 
 void GradBucketer::begin_step(const float* carry) {
@@ -101,9 +102,7 @@ void GradBucketer::wait_for_buffer(std::size_t index) {
   if (!staging_ || accumulate_into_ != nullptr || thread_ == nullptr) return;  // nothing is in flight
   const int earlier = staging_->reuses[index];
   if (earlier < 0) return;
-  // Buckets launch in order, one job each: bucket `earlier` is done once at most
-  // (launched - earlier - 1) jobs are pending.
-  thread_->wait_until_pending(next_ - static_cast<std::size_t>(earlier) - 1);
+  thread_->wait_for(tickets_[static_cast<std::size_t>(earlier)]);
 }
 
 void GradBucketer::launch(std::size_t index) {
@@ -121,10 +120,9 @@ void GradBucketer::launch(std::size_t index) {
                     Tracer::kComm);
   };
   if (thread_ != nullptr) {  // a device communicator's collective waits for this bucket's backward only
-    if (scatter)
-      thread_->reduce_scatter_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
-    else
-      thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
+    tickets_[index] =
+        scatter ? thread_->reduce_scatter_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready())
+                : thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
   } else {
     const auto begin = CommThread::Clock::now();
     if (scatter)

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/tensor/rounding.hpp"
 #include "ringtrain/tensor/tensor_ops.hpp"
@@ -319,10 +320,13 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
   ensure_batch(n);
   prepare_compute(x);
   std::vector<const Tensor*> in;
+  if (residency_ != nullptr) residency_->begin_pass(ParameterResidency::Pass::forward, info.training);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     in.clear();
     for (const int v : reads_[i]) in.push_back(&value(v));
+    acquire_params(i, ParameterResidency::Pass::forward);
     nodes_[i].layer->forward_many(in, acts_[i], info);
+    release_params(i, ParameterResidency::Pass::forward);
     if (emulated()) round_in_place(acts_[i].f32(), acts_[i].numel(), compute_dtype_);
   }
   return acts_.back();
@@ -333,7 +337,7 @@ void Model::prepare_compute(const Tensor& x) {
     input_ = x;
     return;
   }
-  if (compute_stale_) {
+  if (compute_stale_ && residency_ == nullptr) {  // with one, each node's at its acquire
     std::memcpy(compute_params_.f32(), params_.f32(), params_.nbytes());
     round_in_place(compute_params_.f32(), compute_params_.numel(), compute_dtype_);
     compute_stale_ = false;
@@ -356,6 +360,7 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
   // backward).
   std::vector<const Tensor*> x;
   std::vector<Tensor*> dx;
+  if (residency_ != nullptr) residency_->begin_pass(ParameterResidency::Pass::backward, true);
   for (std::size_t i = last + 1; i-- > 0;) {
     if (!needs_grad_[i]) continue;
     const Tensor& dy = i == last ? dlogits : dacts_[i];
@@ -374,7 +379,9 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
         dx.push_back(&dacts_[static_cast<std::size_t>(v)]);
       }
     }
+    acquire_params(i, ParameterResidency::Pass::backward);
     nodes_[i].layer->backward_many(x, acts_[i], dy, dx);
+    release_params(i, ParameterResidency::Pass::backward);
     for (std::size_t k = 0; k < dx.size(); ++k) {
       if (dx[k] == nullptr) continue;
       if (emulated()) round_in_place(dx[k]->f32(), dx[k]->numel(), compute_dtype_);
@@ -390,6 +397,58 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
     if (emulated() && layer_params_[i] > 0)
       round_in_place(gradient_at(layer_offset_[i]), layer_params_[i], compute_dtype_);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
+  }
+}
+
+void Model::set_parameter_residency(ParameterResidency* residency) {
+  RT_REQUIRE(residency == nullptr || device_ == Device::cpu, Error, "set_parameter_residency: host models only");
+  residency_ = residency;
+  compute_stale_ = true;
+}
+
+std::vector<std::size_t> Model::param_users(ParameterResidency::Pass pass) const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < nodes_.size(); ++i)  // a node with parameters always needs its gradient
+    if (!specs_[i].empty()) out.push_back(i);
+  if (pass == ParameterResidency::Pass::backward) std::reverse(out.begin(), out.end());
+  return out;
+}
+
+std::vector<ArenaRange> Model::node_param_ranges(std::size_t node) const {
+  std::vector<ArenaRange> out;
+  for (std::size_t j = 0; j < specs_[node].size(); ++j)
+    out.push_back({param_offset_[node][j], specs_[node][j].shape.numel()});
+  return out;
+}
+
+void Model::acquire_params(std::size_t i, ParameterResidency::Pass pass) {
+  if (residency_ == nullptr || specs_[i].empty()) return;
+  residency_->acquire(i, pass);
+  if (!emulated()) return;
+  for (const ArenaRange& r : node_param_ranges(i)) {
+    float* to = compute_params_.f32() + r.offset;
+    std::memcpy(to, params_.f32() + r.offset, static_cast<std::size_t>(r.count) * sizeof(float));
+    round_in_place(to, r.count, compute_dtype_);
+  }
+}
+
+void Model::release_params(std::size_t i, ParameterResidency::Pass pass) {
+  if (residency_ == nullptr || specs_[i].empty()) return;
+  if (emulated())  // rounded again at the next acquire
+    for (const ArenaRange& r : node_param_ranges(i)) release_host_pages(compute_params_.f32() + r.offset, r.count);
+  residency_->release(i, pass);
+}
+
+FullParameters::FullParameters(const Model& model) : residency_(model.parameter_residency()) {
+  if (residency_ != nullptr) residency_->gather_all();
+}
+
+FullParameters::~FullParameters() {
+  if (residency_ == nullptr) return;
+  try {
+    residency_->release_all();
+  } catch (const std::exception& e) {  // the parameters stay gathered: more memory, still correct
+    log::warn("model: releasing the gathered parameters: {}", e.what());
   }
 }
 

@@ -106,6 +106,7 @@ void Pruner::after_step(std::int64_t step) {
 
 void Pruner::update_mask(std::int64_t step) {
   const double target = scheduled_sparsity(config_, step);
+  const FullParameters full(model_);
   const Tensor params = to_host(std::as_const(model_).params());
   const float* p = params.f32();
   float* m = mask_.f32();
@@ -141,8 +142,14 @@ void Pruner::mask_written() {
 void Pruner::apply_mask() {
   const Tensor& mask = model_.device() == Device::cuda ? device_mask_ : mask_;
   const Device device = model_.device();
-  float* params = model_.params().f32();  // non-const: the compute copy is refreshed
-  for (const ArenaRange& r : ranges_) zero_masked(params + r.offset, mask.f32() + r.offset, r.count, device);
+  float* params = model_.params().f32();          // non-const: the compute copy is refreshed
+  if (model_.parameter_residency() != nullptr) {  // sharded parameters (ZeRO stage 3): this rank's shard
+    for_each_owned(ranges_, optimizer_.owned(), [&](std::int64_t offset, std::int64_t, std::int64_t count) {
+      zero_masked(params + offset, mask.f32() + offset, count, device);
+    });
+  } else {
+    for (const ArenaRange& r : ranges_) zero_masked(params + r.offset, mask.f32() + r.offset, r.count, device);
+  }
   // The optimizer state holds the elements it owns (all, or a ZeRO shard) packed.
   for (const Optimizer::StateBuffer& s : optimizer_.state())
     for_each_owned(ranges_, optimizer_.owned(), [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
@@ -162,6 +169,7 @@ double Pruner::masked_fraction() const {
 
 std::vector<LayerSparsity> Pruner::report() const {
   std::vector<LayerSparsity> out;
+  const FullParameters full(model_);
   const Tensor params = to_host(std::as_const(model_).params());
   const float* p = params.f32();
   const float* m = mask_.f32();

@@ -5,7 +5,9 @@
 #include "ringtrain/tensor/tensor.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +47,7 @@ std::string Shape::str() const {
 namespace {
 // Host tensors from this size up are mapped rather than allocated (page-aligned, zero, lazy).
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
+std::atomic<std::int64_t> mapped_bytes{0};  // host_mapped_bytes()
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -63,8 +66,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   if (bytes >= kMappedBytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
+    mapped_bytes += static_cast<std::int64_t>(bytes);
     t.storage_ = std::shared_ptr<void>(p, [bytes](void* q) {
       if (::munmap(q, bytes) != 0) log::warn("tensor: munmap of {} bytes: {}", bytes, std::strerror(errno));
+      mapped_bytes -= static_cast<std::int64_t>(bytes);
     });
     t.data_ = p;
     return t;
@@ -132,6 +137,20 @@ Tensor to_host(const Tensor& t) {
   Tensor host = Tensor::empty(t.shape(), t.dtype());
   copy_into(host, t);
   return host;
+}
+
+std::int64_t host_mapped_bytes() { return mapped_bytes.load(); }
+
+std::int64_t release_host_pages(float* data, std::int64_t count) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t end = begin + static_cast<std::uintptr_t>(count) * sizeof(float);
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (count <= 0 || last <= first) return 0;
+  // NOLINTNEXTLINE(performance-no-int-to-ptr): madvise takes the page-aligned address
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
+    throw Error(fmt::format("tensor: madvise(MADV_DONTNEED) of {} bytes: {}", last - first, std::strerror(errno)));
+  return static_cast<std::int64_t>(last - first);
 }
 
 }  // namespace ringtrain

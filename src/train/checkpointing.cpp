@@ -54,9 +54,34 @@ void TrainCheckpoints::upload() const {
   for (const Staged& s : staged_) copy_into(s.device, s.host);
 }
 
+bool TrainCheckpoints::sharded_params() const { return tc_.zero_stage >= 3; }
+
+void TrainCheckpoints::pack_params() const {
+  if (!sharded_params()) return;
+  const float* arena = model_.params().f32();
+  for_each_owned({{0, model_.num_params()}}, optimizer_.owned(),
+                 [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
+                   std::copy_n(arena + offset, count, param_shard_.f32() + packed);
+                 });
+}
+
+void TrainCheckpoints::unpack_params() {
+  if (!sharded_params()) return;
+  float* arena = model_.params().f32();
+  for_each_owned({{0, model_.num_params()}}, optimizer_.owned(),
+                 [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
+                   std::copy_n(param_shard_.f32() + packed, count, arena + offset);
+                 });
+}
+
 std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   std::vector<CheckpointBuffer> b;
-  b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
+  if (sharded_params()) {  // allocated for one save or resume only
+    if (param_shard_.raw() == nullptr) param_shard_ = Tensor::empty(Shape{total_count(optimizer_.owned())});
+    b.push_back({"params", param_shard_.f32(), model_.num_params(), false, false, optimizer_.owned()});
+  } else {
+    b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
+  }
   // Under ZeRO each rank holds its shard of the optimizer state; the file holds it whole.
   const bool sharded = optimizer_.state_elements() != model_.num_params();
   for (Optimizer::StateBuffer& s : optimizer_.state())
@@ -92,7 +117,9 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
   if (r) {
     absent_ = r->absent;
     upload();
+    unpack_params();
   }
+  param_shard_ = Tensor();
   if (!r) {
     if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
     return std::nullopt;
@@ -171,12 +198,15 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   try {
     const std::vector<CheckpointBuffer> b = buffers();
     download();
+    pack_params();
     saved = dir_->save(m, b);
   } catch (...) {
     watchdog_.done(watch);
+    param_shard_ = Tensor();
     throw;
   }
   watchdog_.done(watch);
+  param_shard_ = Tensor();
   log::info("checkpoint: {} ({}) at step {}: {:.1f} MB in {:.3f} s ({:.0f} MB/s)", saved.path, why, at.step,
             static_cast<double>(saved.bytes) / 1e6, saved.seconds,
             static_cast<double>(saved.bytes) / 1e6 / std::max(saved.seconds, 1e-9));

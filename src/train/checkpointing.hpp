@@ -60,6 +60,11 @@ class TrainCheckpoints {
   float* host_data(const Tensor& t) const;
   void download() const;
   void upload() const;
+  // ZeRO stage 3 keeps only its shard of the parameters: saved from and resumed into a packed
+  // copy of it (the file holds the whole tensor all the same), held for one save or resume.
+  bool sharded_params() const;
+  void pack_params() const;
+  void unpack_params();
 
   const Context& ctx_;
   const TrainConfig& tc_;
@@ -76,6 +81,7 @@ class TrainCheckpoints {
     Tensor device, host;
   };
   mutable std::vector<Staged> staged_;
+  mutable Tensor param_shard_;  // stage 3, during a save or resume: this rank's parameter shard, packed
 };
 
 }  // namespace ringtrain

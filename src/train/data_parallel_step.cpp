@@ -32,6 +32,7 @@
 #include "train/step_graph.hpp"
 #include "train/step_loss.hpp"
 #include "train/zero_gradients.hpp"
+#include "train/zero_parameters.hpp"
 
 namespace ringtrain {
 namespace {
@@ -82,8 +83,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
-  RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 2, ConfigError,
-             "train.zero_stage: stage {} is not available yet (0, 1 and 2 are)", options.zero_stage);
+  RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 3, ConfigError,
+             "train.zero_stage: must be 0, 1, 2 or 3, got {}", options.zero_stage);
   RT_REQUIRE(options.zero_stage == 0 || (model.device() == Device::cpu && !grad_comm.device_memory()), ConfigError,
              "train.zero_stage = {}: runs on the cpu backend only so far (the NCCL reduce-scatter is not built yet)",
              options.zero_stage);
@@ -130,6 +131,9 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   bucketer_ = std::make_unique<GradBucketer>(
       bucket_arena, model.num_params(), buckets_, grad_comm, overlap, tracer,
       options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce, std::move(staging));
+  if (options.zero_stage >= 3)  // the parameters are gathered group by group, on the buckets' comm thread
+    zero_params_ = std::make_unique<ZeroParameters>(model, buckets_, world, stats_comm.rank(), grad_comm,
+                                                    bucketer_->comm_thread(), tracer);
 }
 
 DataParallelStep::~DataParallelStep() = default;
@@ -138,7 +142,8 @@ std::size_t DataParallelStep::num_buckets() const { return bucketer_->buckets().
 
 StepMemory DataParallelStep::memory() const {
   StepMemory m;
-  m.parameters = model_.parameter_bytes();
+  m.parameters = zero_params_ ? zero_params_->kept_bytes() : model_.parameter_bytes();
+  m.gathered_parameters = zero_params_ ? zero_params_->gathered_peak_bytes() : 0;
   m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_)) +
                 model_.tied_gradient_bytes() + (zero_grads_ ? zero_grads_->bytes() : 0);
   for (const Optimizer::StateBuffer& b : optimizer_.state())
@@ -302,7 +307,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
       optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
     synchronize(model_.device());
     optimized = Clock::now();
-    if (options_.zero_stage > 0) allgather_params();
+    if (options_.zero_stage == 1 || options_.zero_stage == 2) allgather_params();
   }
   synchronize(model_.device());
   const auto end = Clock::now();

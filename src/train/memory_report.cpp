@@ -12,6 +12,15 @@
 
 namespace ringtrain {
 
+namespace {
+// The parts of StepMemory in report order (peak_rss follows them).
+constexpr std::pair<std::string_view, std::int64_t StepMemory::*> kParts[] = {
+    {"parameters", &StepMemory::parameters},   {"gathered_parameters", &StepMemory::gathered_parameters},
+    {"gradients", &StepMemory::gradients},     {"optimizer_state", &StepMemory::optimizer_state},
+    {"activations", &StepMemory::activations}, {"comm_buffers", &StepMemory::comm_buffers},
+};
+}  // namespace
+
 std::int64_t own_peak_rss() {
   std::ifstream f("/proc/self/status");
   const std::string text{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -19,9 +28,10 @@ std::int64_t own_peak_rss() {
 }
 
 std::vector<std::pair<std::string_view, std::int64_t>> MemoryReport::fields() const {
-  return {{"parameters", largest.parameters},           {"gradients", largest.gradients},
-          {"optimizer_state", largest.optimizer_state}, {"activations", largest.activations},
-          {"comm_buffers", largest.comm_buffers},       {"peak_rss", peak_rss}};
+  std::vector<std::pair<std::string_view, std::int64_t>> out;
+  for (const auto& [name, part] : kParts) out.emplace_back(name, largest.*part);
+  out.emplace_back("peak_rss", peak_rss);
+  return out;
 }
 
 std::string MemoryReport::describe() const {
@@ -50,8 +60,8 @@ MemoryReport gather_memory_report(Communicator& comm, const StepMemory& mine) {
     for (std::size_t i = 0; i < width; ++i)
       largest[i] = std::max(largest[i], static_cast<std::int64_t>(table[r * width + i]));
   MemoryReport out;
-  out.largest = {largest[0], largest[1], largest[2], largest[3], largest[4]};
-  out.peak_rss = largest[5];
+  for (std::size_t i = 0; i < std::size(kParts); ++i) out.largest.*kParts[i].second = largest[i];
+  out.peak_rss = largest.back();
   return out;
 }
 

@@ -75,8 +75,11 @@ const IntKey kExitAtStep({.name = "train.exit_at_step",
 const IntKey kZeroStage({.name = "train.zero_stage",
                          .doc = "ZeRO sharding over the data-parallel ranks: `0` every rank keeps the whole training "
                                 "state; `1` each keeps the optimizer state of its shard of every gradient bucket "
-                                "(gradients reduce-scattered, parameters allgathered after the update; bitwise the "
-                                "same training). `cpu` backend; stages 2 and 3 are not available yet",
+                                "(gradients reduce-scattered, parameters allgathered after the update); `2` also only "
+                                "its shard of the reduced gradients (each bucket staged during backward); `3` also "
+                                "only its shard of the parameters (each bucket's layers gathered just before forward "
+                                "and backward use them, then released; the bucket size, `comm.bucket_mb`, is the "
+                                "gather unit). Every stage trains bitwise like stage 0. `cpu` backend",
                          .range = Range::between(0, 3)},
                         0);
 const BoolKey kCudaGraph({.name = "train.cuda_graph",
@@ -210,9 +213,6 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.exit_at_step = config.get(kExitAtStep);
   t.cuda_graph = config.get(kCudaGraph);
   t.zero_stage = static_cast<int>(config.get(kZeroStage));
-  RT_REQUIRE(t.zero_stage <= 2, ConfigError,
-             "config: {}: key 'train.zero_stage': stage {} is not available yet (0, 1 and 2 are)", config.source(),
-             t.zero_stage);
   t.precision = config.get(kPrecision);
   if (t.precision == DType::f16 || config.has("loss_scale")) {  // only then: other resolved configs get no [loss_scale]
     t.loss_scale.init = config.get(kLossScaleInit);

@@ -39,6 +39,7 @@
 #include "train/run_report.hpp"
 #include "train/step_loss.hpp"
 #include "train/stop_signals.hpp"
+#include "train/zero_parameters.hpp"
 
 namespace ringtrain {
 namespace {
@@ -171,18 +172,26 @@ StepResult run_step(DataParallelStep& step, const SourceBatch& batch, const Step
   return step.run(batch.x, batch.labels, info, lr);
 }
 
-std::uint64_t fnv1a(const void* data, std::size_t bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
+// FNV-1a over bytes, continuing from hash h (pieces hash as their concatenation).
+std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 0xcbf29ce484222325ull) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
   return h;
 }
 
 // Every rank must hold bitwise identical parameters at the end; a difference is a bug in
-// the data-parallel machinery and fails the run on all ranks.
-std::string verify_param_checksums(Session& s, const Context& ctx) {
-  const Tensor p = to_host(s.model->params());
-  std::uint64_t mine = fnv1a(p.raw(), p.nbytes());
+// the data-parallel machinery and fails the run on all ranks. Sharded parameters (ZeRO stage 3)
+// are hashed group by group as they are gathered: the same value as the whole arena's.
+std::string verify_param_checksums(Session& s, const Context& ctx, ZeroParameters* shards) {
+  std::uint64_t mine = 0xcbf29ce484222325ull;
+  if (shards != nullptr) {
+    shards->for_each_gathered([&](const float* data, std::int64_t count) {
+      mine = fnv1a(data, static_cast<std::size_t>(count) * sizeof(float), mine);
+    });
+  } else {
+    const Tensor p = to_host(s.model->params());
+    mine = fnv1a(p.raw(), p.nbytes(), mine);
+  }
   std::uint64_t root = mine;
   s.comms.main->broadcast(&root, sizeof(root), 0);
   std::int32_t differs = mine != root ? 1 : 0;
@@ -379,7 +388,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     }
   }
   // A stopped run reports too (summary.json with "finished": false), then says how to continue.
-  const std::string checksum = verify_param_checksums(s, ctx);
+  const std::string checksum = verify_param_checksums(s, ctx, dp_step.parameter_shards());
   report.resources(*s.comms.main);
   if (tracer.enabled()) write_trace(tracer, s, ctx);
   if (s.pruner) report.sparsity(s.pruner->report(), s.pruner->config());

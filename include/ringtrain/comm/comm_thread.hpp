@@ -1,6 +1,7 @@
 // CommThread: runs collectives on a dedicated thread, in submission order, so that gradient
 // allreduces (or, sharded, reduce-scatters) proceed while the compute thread goes on with
-// backward (the CPU counterpart of a CUDA communication stream). Only this thread runs
+// backward (the CPU counterpart of a CUDA communication stream); ZeRO stage 3's parameter
+// allgathers share the queue, so that every rank runs the same collectives in the same order. Only this thread runs
 // collectives on its Communicator between submit and wait_all, so the Communicator needs no
 // locking (mark_inputs_ready, which the submitting thread calls, is safe alongside them).
 #pragma once
@@ -31,18 +32,22 @@ class CommThread {
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
+  // A job's number in submission order (the first is 1); jobs finish in that order.
+  using Ticket = std::uint64_t;
+
   // Queue the Communicator's collective of that name. ready: the Communicator's
-  // mark_inputs_ready() token for the data (0: complete now).
-  void allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
-  void reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
+  // mark_inputs_ready() token for the data (0: complete now; allgather takes host data only).
+  Ticket allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
+  Ticket reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
+  Ticket allgather(void* data, std::size_t count, DType dtype, DoneHook done = {});
   // Blocks until every submitted job has finished; rethrows the first error a job raised.
   void wait_all();
-  // Blocks until at most `pending` submitted jobs are unfinished (jobs finish in submission
-  // order, so every earlier one is done); rethrows the first error a job raised.
-  void wait_until_pending(std::size_t pending);
+  // Blocks until job `ticket` (and so every earlier one) has finished; rethrows the first
+  // error a job raised.
+  void wait_for(Ticket ticket);
 
  private:
-  enum class Op { allreduce_sum, reduce_scatter_sum };
+  enum class Op { allreduce_sum, reduce_scatter_sum, allgather };
   struct Job {
     Op op;
     void* data;
@@ -51,14 +56,15 @@ class CommThread {
     DoneHook done;
     std::uint64_t ready;
   };
-  void submit(Job job);
+  Ticket submit(Job job);
   void run();
 
   Communicator& comm_;
   std::mutex mutex_;
   std::condition_variable work_ready_, all_done_;
   std::deque<Job> queue_;
-  std::size_t in_flight_ = 0;  // queued + running
+  Ticket submitted_ = 0;  // jobs submitted so far
+  Ticket finished_ = 0;   // jobs finished (or dropped) so far
   bool stopping_ = false;
   std::exception_ptr error_;
   std::thread thread_;  // last: starts after everything it uses exists

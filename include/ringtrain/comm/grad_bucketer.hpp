@@ -78,6 +78,9 @@ class GradBucketer {
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   bool overlap() const { return thread_ != nullptr; }
+  // The thread the buckets are reduced on (null on the plain path); others may queue their
+  // collectives on it too (ZeRO stage 3's parameter allgathers), in the same order on every rank.
+  CommThread* comm_thread() const { return thread_.get(); }
 
  private:
   void launch(std::size_t index);
@@ -91,7 +94,8 @@ class GradBucketer {
   Communicator& comm_;
   Tracer* tracer_;
   BucketReduction reduction_;
-  std::unique_ptr<CommThread> thread_;  // null on the plain path
+  std::unique_ptr<CommThread> thread_;       // null on the plain path
+  std::vector<CommThread::Ticket> tickets_;  // per bucket: its job on thread_ in this step
   const float* carry_ = nullptr;
   float* accumulate_into_ = nullptr;  // begin_accumulation's carry, until begin_step
   bool first_micro_batch_ = false;

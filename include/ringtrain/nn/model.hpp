@@ -41,6 +41,24 @@ struct ModelNode {
   std::vector<ParamTie> ties;
 };
 
+// Where a sharded model's parameters come from (ZeRO stage 3): between uses, a node's parameters
+// need not be in the arena. The model calls acquire just before a node with parameters runs in a
+// pass (its parameters, tied ones included, must be in the arena on return) and release just
+// after, in the order of Model::param_users; begin_pass starts each pass.
+class ParameterResidency {
+ public:
+  enum class Pass { forward, backward };
+  virtual ~ParameterResidency() = default;
+  // training: a backward pass follows this forward (StepInfo::training).
+  virtual void begin_pass(Pass pass, bool training) = 0;
+  virtual void acquire(std::size_t node, Pass pass) = 0;
+  virtual void release(std::size_t node, Pass pass) = 0;
+  // For a reader of every parameter between passes (a pruning mask update): the whole arena in
+  // place until release_all. Collective when the parameters are sharded (every rank at once).
+  virtual void gather_all() = 0;
+  virtual void release_all() = 0;
+};
+
 class Model {
  public:
   // Configures every layer for the per-sample input shape and lays out the arenas on
@@ -102,6 +120,16 @@ class Model {
   void place_gradients(std::vector<GradientPlace> places);
   // Where element `offset` of the gradient arena lives (the arena, or its place).
   float* gradient_at(std::int64_t offset);
+  // Parameters kept elsewhere between uses (ZeRO stage 3; null: always in the arena, the
+  // default). Host (CPU) models only. With a low-precision compute dtype, a node's compute copy
+  // is rounded from the master at each acquire instead of the whole arena before a forward.
+  void set_parameter_residency(ParameterResidency* residency);
+  ParameterResidency* parameter_residency() const { return residency_; }
+  // The nodes that use parameters in a pass, in the order it runs them (backward skips nodes
+  // whose output needs no gradient).
+  std::vector<std::size_t> param_users(ParameterResidency::Pass pass) const;
+  // The arena ranges of node i's parameters (a tied one's at its owner's), in parameter order.
+  std::vector<ArenaRange> node_param_ranges(std::size_t node) const;
   std::int64_t num_params() const { return params_.numel(); }
   // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
   // cut only there).
@@ -161,6 +189,9 @@ class Model {
   void prepare_compute(const Tensor& x);
   // The CPU emulation of a low-precision compute dtype (rounding after every layer).
   bool emulated() const { return device_ == Device::cpu && compute_dtype_ != DType::f32; }
+  // ParameterResidency::acquire of node i (then, emulated, its compute copy from the master).
+  void acquire_params(std::size_t i, ParameterResidency::Pass pass);
+  void release_params(std::size_t i, ParameterResidency::Pass pass);
 
   static constexpr int kInput = -1;  // the value index of the model's input
 
@@ -188,6 +219,7 @@ class Model {
   std::vector<TiedGrad> tied_grads_;
   Tensor params_, grads_;
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
+  ParameterResidency* residency_ = nullptr;
   Device device_;
   DType compute_dtype_ = DType::f32;
   Tensor compute_params_;                          // not f32: the rounded copy the layers are bound to
@@ -201,6 +233,20 @@ class Model {
   std::vector<Tensor> acts_, dacts_;               // views of the current batch size
   std::vector<Tensor> scratch_storage_, scratch_;  // per input slot: gradients to add (see adds_grad_)
   Tensor input_;                                   // view of the last forward's (rounded) input
+};
+
+// The whole parameter arena in place for a scope, for a reader of every parameter: nothing to do
+// unless the model's parameters are sharded (ZeRO stage 3), where it is a collective (every rank
+// at once) that gathers them, released again at the end of the scope.
+class FullParameters {
+ public:
+  explicit FullParameters(const Model& model);
+  ~FullParameters();
+  FullParameters(const FullParameters&) = delete;
+  FullParameters& operator=(const FullParameters&) = delete;
+
+ private:
+  ParameterResidency* residency_;
 };
 
 // Where and how a model computes: the device, the compute dtype (f32, bf16, f16) and, for f32

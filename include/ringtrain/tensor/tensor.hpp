@@ -77,5 +77,13 @@ void copy_into(const Tensor& dst, const Tensor& src);
 Tensor to_host(const Tensor& t);
 // The bytes t's elements take: 0 for a default-constructed (unallocated) tensor.
 inline std::size_t allocated_bytes(const Tensor& t) { return t.raw() != nullptr ? t.nbytes() : 0; }
+// Bytes of the host tensors alive that Tensor::empty mapped (the large ones), whether or not
+// their pages are resident yet.
+std::int64_t host_mapped_bytes();
+// Returns the whole memory pages inside count floats of host memory from data to the operating
+// system (madvise MADV_DONTNEED): they stop counting as resident and read as zero until written
+// again. Elements on pages shared with memory outside the range keep their values. Returns the
+// bytes released.
+std::int64_t release_host_pages(float* data, std::int64_t count);
 
 }  // namespace ringtrain

@@ -8,7 +8,11 @@
 // updates only its shard of every bucket (its optimizer holds state for that shard alone) and
 // the updated parameters are allgathered: the same sums, hence bitwise the same parameters.
 // Stage 2 also drops the gradient arena: backward writes each bucket into a staging buffer
-// (ZeroGradients) and only the rank's shard of the reduced sums is kept.
+// (ZeroGradients) and only the rank's shard of the reduced sums is kept. Stage 3 keeps only the
+// rank's shard of the parameters as well (ZeroParameters): each bucket's layers are a group whose
+// parameters are allgathered just before forward and backward use them and released after, so the
+// updated shards need no allgather after the optimizer; the gathered values are the same, hence
+// bitwise the same training again.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -35,6 +39,7 @@ class StepGraph;
 class StepLoss;
 class Tracer;
 class ZeroGradients;
+class ZeroParameters;
 
 // data.augment_on = "gpu": raw uint8 batches are cropped, flipped and normalized on the GPU
 // with the settings the loader's host decoder would have used (data.mean, data.std and
@@ -57,7 +62,8 @@ struct StepOptions {
   // into the update, computed on the reduced gradients: every rank clips alike).
   double clip_grad_norm = 0.0;
   // 0: every rank keeps the whole optimizer state; 1: each keeps its shard's (ZeRO stage 1);
-  // 2: its shard of the reduced gradients too, the buckets staged during backward (CPU only).
+  // 2: its shard of the reduced gradients too, the buckets staged during backward; 3: its shard of
+  // the parameters too, each bucket's gathered around its uses (CPU only).
   int zero_stage = 0;
 };
 
@@ -72,7 +78,7 @@ struct StepResult {
   double optimizer_s = 0.0;   //           the optimizer update, with the checks of the reduced gradients
                               //           (fp16 overflow, the clipping norm) before it
   double allreduce_s = 0.0;   // gradient buckets' allreduce (or reduce-scatter) time (overlapped or not)
-  double allgather_s = 0.0;   // ZeRO: the updated parameters' allgather (after the optimizer, exposed)
+  double allgather_s = 0.0;   // ZeRO 1, 2: the updated parameters' allgather (after the optimizer, exposed)
   double exposed_s = 0.0;     // end of backward until all buckets are reduced, + the statistics allreduce
                               // + ZeRO's parameter allgather
   bool skipped = false;       // fp16 overflow: the optimizer did not step
@@ -83,12 +89,13 @@ struct StepResult {
 
 // Bytes one rank holds for training, by what they are for (summary.json's "memory").
 struct StepMemory {
-  std::int64_t parameters = 0;       // the f32 master arena (+ the low-precision compute copy)
-  std::int64_t gradients = 0;        // the gradient arena or stage 2's staging + shard, tied weights' scratch
-                                     // (+ the accumulation carry)
-  std::int64_t optimizer_state = 0;  // momentum / moments: this rank's shard under ZeRO
-  std::int64_t activations = 0;      // Model::activation_bytes at the largest batch run so far
-  std::int64_t comm_buffers = 0;     // the host copy of the gradients the MPI ring reduces on a GPU
+  std::int64_t parameters = 0;           // the f32 master arena (+ the low-precision compute copy); stage 3: its shard
+  std::int64_t gathered_parameters = 0;  // stage 3: the most of other ranks' shards gathered at once
+  std::int64_t gradients = 0;            // the gradient arena or stage 2's staging + shard, tied weights' scratch
+                                         // (+ the accumulation carry)
+  std::int64_t optimizer_state = 0;      // momentum / moments: this rank's shard under ZeRO
+  std::int64_t activations = 0;          // Model::activation_bytes at the largest batch run so far
+  std::int64_t comm_buffers = 0;         // the host copy of the gradients the MPI ring reduces on a GPU
 };
 
 // Labels per sample of a model: its output's positions (every dimension but the last, the classes).
@@ -125,6 +132,9 @@ class DataParallelStep {
   std::size_t num_buckets() const;
   StepMemory memory() const;
   bool overlapped() const;  // whether buckets are reduced during backward
+  // Stage 3: the rank's parameter shards and the gathers of the rest (for readers of every
+  // parameter between steps: checksums, pruning masks); null at other stages.
+  ZeroParameters* parameter_shards() const { return zero_params_.get(); }
   // With StepOptions::cuda_graph: whether the step runs as a CUDA graph (false once a capture
   // failed), and why it cannot ("" when it can: the model is on a GPU and there is one
   // micro-batch per step).
@@ -173,6 +183,7 @@ class DataParallelStep {
   std::vector<std::vector<ArenaRange>> shards_;
   std::unique_ptr<ZeroGradients> zero_grads_;  // stage 2: the staged and sharded gradients
   std::unique_ptr<GradBucketer> bucketer_;
+  std::unique_ptr<ZeroParameters> zero_params_;  // stage 3 (gathers on bucketer_'s comm thread)
 };
 
 }  // namespace ringtrain

@@ -20,8 +20,8 @@ std::int64_t own_peak_rss();
 struct MemoryReport {
   StepMemory largest;         // each part at its largest over the ranks
   std::int64_t peak_rss = 0;  // the largest peak resident set (includes MPI and libraries); -1: unknown
-  // (name, bytes) in report order: parameters, gradients, optimizer_state, activations,
-  // comm_buffers, peak_rss.
+  // (name, bytes) in report order: parameters, gathered_parameters, gradients, optimizer_state,
+  // activations, comm_buffers, peak_rss.
   std::vector<std::pair<std::string_view, std::int64_t>> fields() const;
   // "parameters 1.2 MiB, gradients 1.2 MiB, ..." for people.
   std::string describe() const;

@@ -49,7 +49,7 @@ struct TrainConfig {
   std::int64_t exit_at_step = 0;        // end the run after this step with a checkpoint (0: never)
   DType precision = DType::f32;         // train.precision "fp32" | "bf16" | "fp16": the compute dtype
   bool cuda_graph = false;              // cuda: replay forward, loss and backward as one CUDA graph
-  int zero_stage = 0;                   // ZeRO: 0 replicated, 1 sharded optimizer state, 2 + sharded gradients
+  int zero_stage = 0;                   // ZeRO: 0 replicated, 1 sharded optimizer state, 2 + gradients, 3 + parameters
   // [loss_scale] (fp16 only; read and validated whenever present)
   LossScaleOptions loss_scale;
   CheckpointConfig checkpoint;

@@ -12,12 +12,14 @@
 #include <functional>
 
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/data/sampler.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "support/test_context.hpp"
+#include "train/zero_parameters.hpp"
 
 namespace ringtrain {
 namespace {
@@ -92,6 +94,11 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
     for (std::int64_t i = 0; i < b; ++i) fill_sample(idx[i], x.f32() + i * kSample.numel(), &labels[i]);
     step.run(x, labels.data(), StepInfo{true, 1, s, stats_comm->rank()}, 0.05f);
   }
+  if (ZeroParameters* shards = step.parameter_shards()) {  // stage 3: the rank keeps only its shard
+    const auto unit_per_bucket = static_cast<std::int64_t>(step.num_buckets()) * kShardUnit * 4;
+    EXPECT_LE(shards->kept_bytes(), model->num_params() * 4 / stats_comm->size() + unit_per_bucket);
+    shards->gather_all();
+  }
   const float* p = model->params().f32();
   return std::vector<float>(p, p + model->num_params());
 }
@@ -162,7 +169,7 @@ TEST_P(DataParallel, ZeroStagesAreBitwiseStage0) {
   EXPECT_NE(train(model_text, world(algo), clipped), train(model_text, world(algo), base)) << "no step clipped";
   for (const StepOptions& stage0 : {base, plain, accumulate, clipped}) {
     const auto a = train(model_text, world(algo), stage0);
-    for (int stage : {1, 2}) {
+    for (int stage : {1, 2, 3}) {
       StepOptions sharded = stage0;
       sharded.zero_stage = stage;
       const auto b = train(model_text, world(algo), sharded);
