@@ -61,10 +61,11 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   StepOptions options = step_options(tc, ctx, *comms.gradient);
   options.clip_grad_norm = session->clip_grad_norm;
   Communicator& stats = *comms.main;
+  // The parameters first, as in training: at ZeRO stage 3 the step keeps only this rank's shard.
+  start_from_root_params(*model, stats, tc.seed);
   // fp16 scales the loss as in training (session->scaler); skipped steps still count
   DataParallelStep step(*model, *session->optimizer, stats, *comms.gradient, tc.batch_size, options, nullptr,
                         &session->scaler);
-  start_from_root_params(*model, stats, tc.seed);
 
   std::unique_ptr<BatchSource> loader;
   SyntheticBatch synthetic;

@@ -235,11 +235,10 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
     step->run(synthetic.x, synthetic.labels.data(), StepInfo{true, t.tc.seed, i, ctx.world_rank()}, 0.0f);
     if (i >= warmup) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
-  // ZeRO stage 3 keeps its shard of the parameter arena and the gathered groups: the rest of the
-  // arena is mapped but not held.
-  const StepMemory held = step->memory();
-  const auto unheld = static_cast<double>(
-      std::max<std::int64_t>(0, model->parameter_bytes() - held.parameters - held.gathered_parameters));
+  // ZeRO stage 3 keeps only its shard of the parameter arena (its gathered copies are buffers of
+  // their own): the rest of the arena is mapped but not held.
+  const auto unheld =
+      static_cast<double>(std::max<std::int64_t>(0, model->parameter_bytes() - step->memory().parameters));
   r.fixed_bytes -= unheld;
   r.total_bytes = meter.used() - unheld;
   r.median_step_s = median(times);

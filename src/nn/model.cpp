@@ -178,18 +178,21 @@ void Model::plan_grad_slots() {
 }
 
 void Model::bind_layers(const Tensor& params) {
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    std::vector<Tensor> p, g;
-    for (std::size_t j = 0; j < specs_[i].size(); ++j) {
-      const Shape& shape = specs_[i][j].shape;
-      p.push_back(params.flat_slice(param_offset_[i][j], shape));
-      g.push_back(grad_places_.empty() ? grads_.flat_slice(param_offset_[i][j], shape)
-                                       : Tensor::wrap(gradient_at(param_offset_[i][j]), shape));
-      for (const TiedGrad& t : tied_grads_)
-        if (t.user == i && t.user_param == j) g.back() = t.scratch;
-    }
-    nodes_[i].layer->bind(p, g);
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    bind_node(i, [&](std::int64_t offset, const Shape& shape) { return params.flat_slice(offset, shape); });
+}
+
+void Model::bind_node(std::size_t i, const std::function<Tensor(std::int64_t offset, const Shape& shape)>& param_view) {
+  std::vector<Tensor> p, g;
+  for (std::size_t j = 0; j < specs_[i].size(); ++j) {
+    const Shape& shape = specs_[i][j].shape;
+    p.push_back(param_view(param_offset_[i][j], shape));
+    g.push_back(grad_places_.empty() ? grads_.flat_slice(param_offset_[i][j], shape)
+                                     : Tensor::wrap(gradient_at(param_offset_[i][j]), shape));
+    for (const TiedGrad& t : tied_grads_)
+      if (t.user == i && t.user_param == j) g.back() = t.scratch;
   }
+  nodes_[i].layer->bind(p, g);
 }
 
 void Model::set_compute_dtype(DType dtype) {
@@ -404,6 +407,7 @@ void Model::set_parameter_residency(ParameterResidency* residency) {
   RT_REQUIRE(residency == nullptr || device_ == Device::cpu, Error, "set_parameter_residency: host models only");
   residency_ = residency;
   compute_stale_ = true;
+  bind_layers(compute_params_.raw() != nullptr ? compute_params_ : params_);  // back on the arena until an acquire
 }
 
 std::vector<std::size_t> Model::param_users(ParameterResidency::Pass pass) const {
@@ -424,10 +428,14 @@ std::vector<ArenaRange> Model::node_param_ranges(std::size_t node) const {
 void Model::acquire_params(std::size_t i, ParameterResidency::Pass pass) {
   if (residency_ == nullptr || specs_[i].empty()) return;
   residency_->acquire(i, pass);
-  if (!emulated()) return;
-  for (const ArenaRange& r : node_param_ranges(i)) {
+  if (!emulated()) {  // the layer computes on the gathered copy itself
+    bind_node(i,
+              [&](std::int64_t offset, const Shape& shape) { return Tensor::wrap(residency_->where(offset), shape); });
+    return;
+  }
+  for (const ArenaRange& r : node_param_ranges(i)) {  // the layers stay bound to the compute copy
     float* to = compute_params_.f32() + r.offset;
-    std::memcpy(to, params_.f32() + r.offset, static_cast<std::size_t>(r.count) * sizeof(float));
+    std::memcpy(to, residency_->where(r.offset), static_cast<std::size_t>(r.count) * sizeof(float));
     round_in_place(to, r.count, compute_dtype_);
   }
 }

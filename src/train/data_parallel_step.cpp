@@ -143,7 +143,7 @@ std::size_t DataParallelStep::num_buckets() const { return bucketer_->buckets().
 StepMemory DataParallelStep::memory() const {
   StepMemory m;
   m.parameters = zero_params_ ? zero_params_->kept_bytes() : model_.parameter_bytes();
-  m.gathered_parameters = zero_params_ ? zero_params_->gathered_peak_bytes() : 0;
+  m.gathered_parameters = zero_params_ ? zero_params_->gathered_bytes() : 0;
   m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_)) +
                 model_.tied_gradient_bytes() + (zero_grads_ ? zero_grads_->bytes() : 0);
   for (const Optimizer::StateBuffer& b : optimizer_.state())

@@ -5,18 +5,40 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
-#include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 namespace {
 constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+// Pool buffer sizes: 64 steps per power of two (at most 1/64 more than asked for).
+std::int64_t pool_size(std::int64_t count) {
+  std::int64_t granule = 1;
+  while (granule * 128 <= count) granule *= 2;
+  return (count + granule - 1) / granule * granule;
+}
 }  // namespace
+
+Tensor GatherPool::take(std::int64_t count) {
+  count = pool_size(count);  // groups of nearly one size share buffers
+  auto best = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->numel() >= count && (best == free_.end() || it->numel() < best->numel())) best = it;
+  if (best == free_.end()) {
+    bytes_ += count * static_cast<std::int64_t>(sizeof(float));
+    return Tensor::empty(Shape{count});
+  }
+  Tensor buffer = std::move(*best);
+  free_.erase(best);
+  return buffer;
+}
+
+void GatherPool::give(Tensor buffer) { free_.push_back(std::move(buffer)); }
 
 ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets, int world, int rank,
                                Communicator& comm, CommThread* thread, Tracer* tracer)
@@ -25,19 +47,14 @@ ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets,
     const ArenaRange own = shard_range(b.end - b.begin, world, rank);
     groups_.push_back({b, {b.begin + own.offset, own.count}});
   }
-  auto group_of = [&](std::int64_t offset) {
-    for (std::size_t g = 0; g < groups_.size(); ++g)
-      if (groups_[g].range.begin <= offset && offset < groups_[g].range.end) return g;
-    throw Error(fmt::format("ZeRO stage 3: arena element {} is in no bucket", offset));
-  };
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     std::vector<Use>& list = pass == Pass::forward ? forward_ : backward_;
     for (const std::size_t node : model.param_users(pass)) {
       Use use{node, {}};
       for (const ArenaRange& r : model.node_param_ranges(node)) {
-        const std::size_t first = group_of(r.offset), last = group_of(r.end() - 1);
-        for (std::size_t g = std::min(first, last); g <= std::max(first, last); ++g)
-          if (std::find(use.groups.begin(), use.groups.end(), g) == use.groups.end()) use.groups.push_back(g);
+        const std::size_t g = group_of(r.offset);
+        RT_REQUIRE(group_of(r.end() - 1) == g, Error, "ZeRO stage 3: a bucket splits model.layers[{}]", node);
+        if (std::find(use.groups.begin(), use.groups.end(), g) == use.groups.end()) use.groups.push_back(g);
       }
       list.push_back(std::move(use));
     }
@@ -51,15 +68,16 @@ ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets,
     for (const std::size_t g : backward_[u].groups) last_backward_[g] = u;
   if (!backward_.empty())
     for (const std::size_t g : backward_.front().groups) kept_for_backward_[g] = true;
-  for (std::size_t g = 0; g < groups_.size(); ++g) drop(g);
-  gathered_peak_ = 0;
+  release_all();  // the arena keeps this rank's shards only
   model_.set_parameter_residency(this);
 }
 
 ZeroParameters::~ZeroParameters() { model_.set_parameter_residency(nullptr); }
 
-std::int64_t ZeroParameters::foreign_bytes(const Group& g) const {
-  return (g.range.end - g.range.begin - g.own.count) * static_cast<std::int64_t>(sizeof(float));
+std::size_t ZeroParameters::group_of(std::int64_t offset) const {
+  for (std::size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].range.begin <= offset && offset < groups_[g].range.end) return g;
+  throw Error(fmt::format("ZeRO stage 3: arena element {} is in no bucket", offset));
 }
 
 std::int64_t ZeroParameters::kept_bytes() const {
@@ -68,29 +86,33 @@ std::int64_t ZeroParameters::kept_bytes() const {
   return n * static_cast<std::int64_t>(sizeof(float));
 }
 
-void ZeroParameters::request(std::size_t g) {
+void ZeroParameters::request(std::size_t g, float* into) {
   Group& group = groups_[g];
   if (group.state != State::released) return;
+  const std::int64_t count = group.range.end - group.range.begin;
+  if (into == nullptr) {
+    group.buffer = pool_.take(count);
+    into = group.buffer.f32();
+    std::memcpy(into + (group.own.offset - group.range.begin), arena_ + group.own.offset,
+                static_cast<std::size_t>(group.own.count) * sizeof(float));
+  }
+  group.data = into;
   group.state = State::gathering;
-  gathered_ += foreign_bytes(group);
-  gathered_peak_ = std::max(gathered_peak_, gathered_);
-  float* data = arena_ + group.range.begin;
-  const auto count = static_cast<std::size_t>(group.range.end - group.range.begin);
   auto trace = [tracer = tracer_, g](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
     if (tracer != nullptr) tracer->span(fmt::format("allgather group {}", g), "comm", begin, end, Tracer::kComm);
   };
   if (thread_ != nullptr) {
-    group.ticket = thread_->allgather(data, count, DType::f32, trace);
+    group.ticket = thread_->allgather(into, static_cast<std::size_t>(count), DType::f32, trace);
     return;
   }
   const auto begin = CommThread::Clock::now();
-  comm_.allgather(data, count, DType::f32);
+  comm_.allgather(into, static_cast<std::size_t>(count), DType::f32);
   trace(begin, CommThread::Clock::now());
   group.state = State::resident;
 }
 
-void ZeroParameters::ensure(std::size_t g) {
-  request(g);
+void ZeroParameters::ensure(std::size_t g, float* into) {
+  request(g, into);
   Group& group = groups_[g];
   if (group.state == State::gathering) thread_->wait_for(group.ticket);
   group.state = State::resident;
@@ -99,10 +121,21 @@ void ZeroParameters::ensure(std::size_t g) {
 void ZeroParameters::drop(std::size_t g) {
   Group& group = groups_[g];
   if (group.state == State::gathering) thread_->wait_for(group.ticket);  // never while it is being written
-  if (group.state != State::released) gathered_ -= foreign_bytes(group);
   group.state = State::released;
+  group.data = nullptr;
+  if (group.buffer.raw() != nullptr) {
+    pool_.give(std::move(group.buffer));
+    group.buffer = Tensor();
+    return;
+  }
   release_host_pages(arena_ + group.range.begin, group.own.offset - group.range.begin);
   release_host_pages(arena_ + group.own.end(), group.range.end - group.own.end());
+}
+
+float* ZeroParameters::where(std::int64_t offset) {
+  const Group& group = groups_[group_of(offset)];
+  RT_REQUIRE(group.state == State::resident, Error, "ZeRO stage 3: arena element {} used while not gathered", offset);
+  return group.data + (offset - group.range.begin);
 }
 
 void ZeroParameters::begin_pass(Pass pass, bool training) {
@@ -118,14 +151,10 @@ void ZeroParameters::acquire(std::size_t node, Pass pass) {
   RT_REQUIRE(pass == pass_ && cursor_ < list.size() && list[cursor_].node == node, Error,
              "ZeRO stage 3: model.layers[{}] used its parameters out of the planned order", node);
   for (const std::size_t g : list[cursor_].groups) ensure(g);
-  // Prefetch: the groups of the next use that needs any gathered, while this one computes.
-  for (std::size_t u = cursor_ + 1; u < list.size(); ++u) {
-    const std::vector<std::size_t>& next = list[u].groups;
-    if (std::all_of(next.begin(), next.end(), [&](std::size_t g) { return groups_[g].state != State::released; }))
-      continue;
-    for (const std::size_t g : next) request(g);
-    break;
-  }
+  // Prefetch the next use's groups while this one computes (one use ahead: what is gathered at
+  // once stays the current use's and the next one's groups).
+  if (cursor_ + 1 < list.size())
+    for (const std::size_t g : list[cursor_ + 1].groups) request(g);
 }
 
 void ZeroParameters::release(std::size_t node, Pass pass) {
@@ -141,7 +170,10 @@ void ZeroParameters::release(std::size_t node, Pass pass) {
 }
 
 void ZeroParameters::gather_all() {
-  for (std::size_t g = 0; g < groups_.size(); ++g) request(g);
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    RT_REQUIRE(groups_[g].state == State::released, Error, "ZeRO stage 3: gather_all during a pass");
+    request(g, arena_ + groups_[g].range.begin);
+  }
   for (std::size_t g = 0; g < groups_.size(); ++g) ensure(g);
 }
 
@@ -151,10 +183,9 @@ void ZeroParameters::release_all() {
 
 void ZeroParameters::for_each_gathered(const std::function<void(const float* data, std::int64_t count)>& fn) {
   for (std::size_t g = groups_.size(); g-- > 0;) {  // buckets run from the end of the arena
-    const bool was_resident = groups_[g].state == State::resident;
     ensure(g);
-    fn(arena_ + groups_[g].range.begin, groups_[g].range.end - groups_[g].range.begin);
-    if (!was_resident) drop(g);
+    fn(groups_[g].data, groups_[g].range.end - groups_[g].range.begin);
+    drop(g);
   }
 }
 

@@ -1,10 +1,13 @@
 // ZeRO stage 3's parameter memory: a rank keeps only its shard of every gradient bucket of the
-// parameter arena; the rest of a bucket's pages go back to the operating system until the bucket
-// (a group of whole layers, gathered as one) is allgathered again, just before the first layer
-// that uses it runs in a forward or backward pass. Meanwhile the pass's next group is gathered
-// ahead on the comm thread. A group is released after its last use in a pass, except that after
-// a training forward the groups backward starts with stay. The gathers copy the owners' values
-// exactly, so every layer computes on the same parameters as without sharding.
+// parameter arena (the rest of the arena's pages go back to the operating system). A bucket's
+// layers are a group gathered as one: just before the first layer that uses it runs in a forward
+// or backward pass, the group is allgathered into a buffer of a pool (this rank's shard copied
+// in first) and the layers compute on that copy; meanwhile the pass's next group is gathered
+// ahead on the comm thread (one use ahead). A group's buffer goes back to the pool after its last use in the
+// pass, except that after a training forward the groups backward starts with stay. The pool's
+// buffers stay resident and are reused, so a gather costs no page faults; the pool holds what
+// the passes need at once. The gathers copy the owners' values exactly, so every layer computes
+// on the same parameters as without sharding.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -13,11 +16,26 @@
 #include "ringtrain/comm/comm_thread.hpp"
 #include "ringtrain/comm/grad_bucketer.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
 
 class Communicator;
 class Tracer;
+
+// Host buffers handed out for gathered groups and taken back for reuse: the smallest free one
+// that is large enough, or a new one (sizes rounded up by at most 1/64, so groups of nearly one
+// size share them).
+class GatherPool {
+ public:
+  Tensor take(std::int64_t count);  // at least count floats
+  void give(Tensor buffer);
+  std::int64_t bytes() const { return bytes_; }  // every buffer made so far
+
+ private:
+  std::vector<Tensor> free_;
+  std::int64_t bytes_ = 0;
+};
 
 class ZeroParameters : public ParameterResidency {
  public:
@@ -33,7 +51,8 @@ class ZeroParameters : public ParameterResidency {
   void begin_pass(Pass pass, bool training) override;
   void acquire(std::size_t node, Pass pass) override;
   void release(std::size_t node, Pass pass) override;
-
+  float* where(std::int64_t offset) override;
+  // Between passes: every group allgathered into the arena itself, then released from it.
   void gather_all() override;
   void release_all() override;
   // Collective: fn on the arena group by group, in arena order, each gathered while fn reads it
@@ -41,8 +60,8 @@ class ZeroParameters : public ParameterResidency {
   void for_each_gathered(const std::function<void(const float* data, std::int64_t count)>& fn);
 
   std::int64_t kept_bytes() const;  // this rank's shards (f32)
-  // The most bytes of other ranks' shards gathered at once so far.
-  std::int64_t gathered_peak_bytes() const { return gathered_peak_; }
+  // The gathered copies' pool: the most the passes held at once (and reuse).
+  std::int64_t gathered_bytes() const { return pool_.bytes(); }
 
  private:
   enum class State { released, gathering, resident };
@@ -51,15 +70,18 @@ class ZeroParameters : public ParameterResidency {
     ArenaRange own;  // this rank's shard, arena offsets
     State state = State::released;
     CommThread::Ticket ticket = 0;
+    float* data = nullptr;  // where the gathered group is: its pool buffer, or the arena (gather_all)
+    Tensor buffer;          // from the pool while gathered there
   };
   struct Use {
     std::size_t node = 0;
     std::vector<std::size_t> groups;
   };
-  void request(std::size_t g);  // starts gathering group g unless it is (being) gathered
-  void ensure(std::size_t g);   // group g resident on return
-  void drop(std::size_t g);     // releases group g's other shards
-  std::int64_t foreign_bytes(const Group& g) const;
+  // Starts gathering group g into `into` (its pool buffer when null) unless it is (being) gathered.
+  void request(std::size_t g, float* into = nullptr);
+  void ensure(std::size_t g, float* into = nullptr);  // group g resident on return
+  void drop(std::size_t g);                           // its buffer back to the pool (or its arena pages released)
+  std::size_t group_of(std::int64_t offset) const;
   const std::vector<Use>& uses(Pass pass) const { return pass == Pass::forward ? forward_ : backward_; }
 
   Model& model_;
@@ -67,7 +89,8 @@ class ZeroParameters : public ParameterResidency {
   Communicator& comm_;
   CommThread* thread_;
   Tracer* tracer_;
-  std::vector<Group> groups_;               // launch order, as the buckets
+  GatherPool pool_;
+  std::vector<Group> groups_;               // launch order, as the buckets (from the end of the arena)
   std::vector<Use> forward_, backward_;     // the passes' parameter users in order
   std::vector<std::size_t> last_forward_;   // per group: its last use in forward
   std::vector<std::size_t> last_backward_;  // per group: its last use in backward
@@ -75,7 +98,6 @@ class ZeroParameters : public ParameterResidency {
   Pass pass_ = Pass::forward;
   bool training_ = false;
   std::size_t cursor_ = 0;  // the pass's next use
-  std::int64_t gathered_ = 0, gathered_peak_ = 0;
 };
 
 }  // namespace ringtrain

@@ -42,9 +42,10 @@ struct ModelNode {
 };
 
 // Where a sharded model's parameters come from (ZeRO stage 3): between uses, a node's parameters
-// need not be in the arena. The model calls acquire just before a node with parameters runs in a
-// pass (its parameters, tied ones included, must be in the arena on return) and release just
-// after, in the order of Model::param_users; begin_pass starts each pass.
+// need not be anywhere. The model calls acquire just before a node with parameters runs in a
+// pass (from its return until release, `where` tells where each of the node's parameters, tied
+// ones included, lives) and release just after, in the order of Model::param_users; begin_pass
+// starts each pass.
 class ParameterResidency {
  public:
   enum class Pass { forward, backward };
@@ -53,8 +54,10 @@ class ParameterResidency {
   virtual void begin_pass(Pass pass, bool training) = 0;
   virtual void acquire(std::size_t node, Pass pass) = 0;
   virtual void release(std::size_t node, Pass pass) = 0;
+  // The address of arena element `offset` of an acquired node's parameters (the same layout).
+  virtual float* where(std::int64_t offset) = 0;
   // For a reader of every parameter between passes (a pruning mask update): the whole arena in
-  // place until release_all. Collective when the parameters are sharded (every rank at once).
+  // place (in Model::params) until release_all. Collective when the parameters are sharded (every rank at once).
   virtual void gather_all() = 0;
   virtual void release_all() = 0;
 };
@@ -121,8 +124,9 @@ class Model {
   // Where element `offset` of the gradient arena lives (the arena, or its place).
   float* gradient_at(std::int64_t offset);
   // Parameters kept elsewhere between uses (ZeRO stage 3; null: always in the arena, the
-  // default). Host (CPU) models only. With a low-precision compute dtype, a node's compute copy
-  // is rounded from the master at each acquire instead of the whole arena before a forward.
+  // default). Host (CPU) models only. At each acquire the node's layer is bound to where its
+  // parameters are; with a low-precision compute dtype its compute copy is rounded from there
+  // instead (rather than the whole arena's before a forward).
   void set_parameter_residency(ParameterResidency* residency);
   ParameterResidency* parameter_residency() const { return residency_; }
   // The nodes that use parameters in a pass, in the order it runs them (backward skips nodes
@@ -183,6 +187,8 @@ class Model {
   void plan_grad_slots();
   void ensure_batch(std::int64_t n);
   void bind_layers(const Tensor& params);
+  // Binds node i's parameters to param_view(arena offset, shape) and its gradients where they live.
+  void bind_node(std::size_t i, const std::function<Tensor(std::int64_t offset, const Shape& shape)>& param_view);
   const Tensor& value(int v) const { return v == kInput ? input_ : acts_[static_cast<std::size_t>(v)]; }
   // Sets input_ to x itself or (low precision) a rounded copy of it, after refreshing the
   // compute parameters if the master changed.

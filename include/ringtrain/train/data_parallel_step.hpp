@@ -10,9 +10,11 @@
 // Stage 2 also drops the gradient arena: backward writes each bucket into a staging buffer
 // (ZeroGradients) and only the rank's shard of the reduced sums is kept. Stage 3 keeps only the
 // rank's shard of the parameters as well (ZeroParameters): each bucket's layers are a group whose
-// parameters are allgathered just before forward and backward use them and released after, so the
-// updated shards need no allgather after the optimizer; the gathered values are the same, hence
-// bitwise the same training again.
+// parameters are allgathered into a buffer just before forward and backward use them and let go
+// after, so the updated shards need no allgather after the optimizer; the gathered values are
+// the same, hence bitwise the same training again. The model's parameters must be set
+// (initialised, broadcast, resumed) before a stage 3 step is made: from then on the arena holds
+// only this rank's shard (readers of all of them go through parameter_shards()).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -90,7 +92,7 @@ struct StepResult {
 // Bytes one rank holds for training, by what they are for (summary.json's "memory").
 struct StepMemory {
   std::int64_t parameters = 0;           // the f32 master arena (+ the low-precision compute copy); stage 3: its shard
-  std::int64_t gathered_parameters = 0;  // stage 3: the most of other ranks' shards gathered at once
+  std::int64_t gathered_parameters = 0;  // stage 3: the buffers of gathered groups (the most held at once)
   std::int64_t gradients = 0;            // the gradient arena or stage 2's staging + shard, tied weights' scratch
                                          // (+ the accumulation carry)
   std::int64_t optimizer_state = 0;      // momentum / moments: this rank's shard under ZeRO
