@@ -58,8 +58,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   Model* model = session->model.get();
   LrSchedule* schedule = session->schedule.get();
   const std::int64_t per_rank = tc.batch_size * tc.accumulation_steps;
-  StepOptions options = step_options(tc, ctx, *comms.gradient);
-  options.clip_grad_norm = session->clip_grad_norm;
+  const StepOptions options = session_step_options(*session, ctx);
   Communicator& stats = *comms.main;
   // The parameters first, as in training: at ZeRO stage 3 the step keeps only this rank's shard.
   start_from_root_params(*model, stats, tc.seed);

@@ -164,8 +164,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
     t->memory_limit_source = fmt::format("{:.0f}% of MemAvailable {} / local ranks {}", 100 * kDefaultMemoryShare,
                                          format_bytes(available), ctx.local_size());
   }
-  t->step_options = step_options(t->tc, ctx, *t->grad_comm);
-  t->step_options.clip_grad_norm = s.clip_grad_norm;
+  t->step_options = session_step_options(s, ctx);
   t->step_options.accumulation_steps = 1;  // the batch tuned is one micro-batch (see the note above)
   return t;
 }

@@ -164,4 +164,10 @@ std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_pa
   return s;
 }
 
+StepOptions session_step_options(const Session& s, const Context& ctx) {
+  StepOptions o = step_options(s.tc, ctx, *s.comms.gradient);
+  o.clip_grad_norm = s.clip_grad_norm;
+  return o;
+}
+
 }  // namespace ringtrain

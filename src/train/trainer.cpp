@@ -313,8 +313,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   }
 
   Tracer tracer(tc.trace, ctx.world_rank());
-  StepOptions options = step_options(tc, ctx, *s.comms.gradient);
-  options.clip_grad_norm = s.clip_grad_norm;
+  StepOptions options = session_step_options(s, ctx);
   if (s.gpu_augment) options.gpu_augment = GpuAugment{tc.data.normalize, tc.data.augment.crop_padding};
   if (const AugmentOptions& a = tc.data.augment; a.enabled())
     log::info("augment: {}{}{} of training batches on the {}",

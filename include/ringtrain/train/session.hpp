@@ -50,7 +50,7 @@ struct Session {
   std::unique_ptr<LrSchedule> schedule;
   std::unique_ptr<Pruner> pruner;  // null unless [prune] method = "magnitude"
   GradScaler scaler;               // enabled for train.precision = "fp16"
-  double clip_grad_norm = 0.0;     // optim.clip_grad_norm (0: none), for StepOptions
+  double clip_grad_norm = 0.0;     // optim.clip_grad_norm (0: none), for session_step_options
   bool gpu_augment = false;        // data.augment_on resolved: raw training batches augmented on the GPU
   std::int64_t num_classes = 0;    // the model's outputs per position (the vocabulary for tokens)
   std::int64_t steps_per_epoch = 0;
@@ -64,6 +64,10 @@ struct Session {
 // Sets up a session; collective. Throws CollectiveError (reported once by rank 0) for bad input.
 std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides,
                                       const SessionOptions& options = {});
+
+// The options of the session's data-parallel step: step_options of its config, with its
+// optimizer's gradient clipping.
+StepOptions session_step_options(const Session& s, const Context& ctx);
 
 // Runs fn, prefixing a DataError's message with the config key it concerns ("data.train: ...").
 template <typename F>

@@ -21,6 +21,7 @@
 #include <typeinfo>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/shard_exchange.hpp"
 #include "hdf5/h5_attributes.hpp"
 #include "check/h5_check.hpp"
 #include "hdf5/h5_handle.hpp"
@@ -311,6 +312,34 @@ TEST(CheckpointFile, RoundTripIsBitwiseOnEveryRank) {
     for (const auto& d : listed) EXPECT_FALSE(d.verified) << d.name;
     check_checkpoint_layout(path, out.list);
   }));
+}
+
+// ZeRO shards (each rank a piece of every 130-element bucket) to the file's contiguous slices
+// and back, in one round and in many small windows: every element lands where it belongs.
+TEST(ShardExchange, ShardsToSlicesAndBackInAnyWindow) {
+  const int world = test::context().world_size(), rank = test::context().world_rank();
+  constexpr std::int64_t kSize = 1000, kBucket = 130;
+  std::vector<ArenaRange> shard;
+  for (std::int64_t b = 0; b < kSize; b += kBucket) {
+    const std::int64_t n = std::min(kBucket, kSize - b), per = (n + world - 1) / world;
+    const std::int64_t begin = std::min(n, per * rank), end = std::min(n, per * (rank + 1));
+    if (end > begin) shard.push_back({b + begin, end - begin});
+  }
+  const std::int64_t per_slice = (kSize + world - 1) / world;
+  const ArenaRange slice{std::min(kSize, per_slice * rank),
+                         std::min(kSize, per_slice * (rank + 1)) - std::min(kSize, per_slice * rank)};
+  std::vector<float> packed;
+  for (const ArenaRange& r : shard)
+    for (std::int64_t i = r.offset; i < r.end(); ++i) packed.push_back(static_cast<float>(i));
+  for (const std::int64_t window : {kSize, std::int64_t{37}, std::int64_t{1}}) {
+    std::vector<float> sliced(static_cast<std::size_t>(slice.count), -1.0f);
+    ckpt::exchange_ranges(MPI_COMM_WORLD, shard, packed.data(), {slice}, sliced.data(), window);
+    for (std::int64_t i = 0; i < slice.count; ++i)
+      ASSERT_EQ(sliced[static_cast<std::size_t>(i)], static_cast<float>(slice.offset + i)) << "window " << window;
+    std::vector<float> back(packed.size(), -1.0f);
+    ckpt::exchange_ranges(MPI_COMM_WORLD, {slice}, sliced.data(), shard, back.data(), window);
+    EXPECT_EQ(back, packed) << "window " << window;
+  }
 }
 
 TEST(CheckpointFile, ZeroLengthBuffersRoundTrip) {
