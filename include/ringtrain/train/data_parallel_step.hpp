@@ -184,8 +184,10 @@ class DataParallelStep {
   // Per rank: the arena ranges of its shard (every rank's, for the clipping norm's sum).
   std::vector<std::vector<ArenaRange>> shards_;
   std::unique_ptr<ZeroGradients> zero_grads_;  // stage 2: the staged and sharded gradients
+  // Stage 3 (gathers on bucketer_'s comm thread). Declared first so that it goes last: the
+  // bucketer's thread is joined before the buffers a running gather writes are freed.
+  std::unique_ptr<ZeroParameters> zero_params_;
   std::unique_ptr<GradBucketer> bucketer_;
-  std::unique_ptr<ZeroParameters> zero_params_;  // stage 3 (gathers on bucketer_'s comm thread)
 };
 
 }  // namespace ringtrain
