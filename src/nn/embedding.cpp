@@ -37,6 +37,12 @@ void Embedding::bind(const std::vector<Tensor>& params, const std::vector<Tensor
   dwpe_ = grads[1];
 }
 
+bool Embedding::accumulate_param_grad(std::size_t param) {
+  if (param != 0) return false;
+  accumulate_wte_ = true;
+  return true;
+}
+
 void Embedding::start_decoding(std::int64_t max_positions) {
   RT_REQUIRE(max_positions >= 1 && max_positions <= block_, ConfigError,
              "embedding: cannot decode {} positions (block_size = {})", max_positions, block_);
@@ -74,7 +80,7 @@ void Embedding::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tenso
   const float* g = dy.f32();
   float* dwte = dwte_.f32();
   float* dwpe = dwpe_.f32();
-  std::memset(dwte, 0, dwte_.nbytes());
+  if (!accumulate_wte_) std::memset(dwte, 0, dwte_.nbytes());
   std::memset(dwpe, 0, dwpe_.nbytes());
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t t = 0; t < t_; ++t) {

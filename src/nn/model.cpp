@@ -44,7 +44,15 @@ void Model::lay_out_params() {
                  mine.str(), tie.owner, specs_[owner][tie.owner_param].name, theirs.str());
       owned_[i][tie.param] = false;
       param_offset_[i][tie.param] = param_offset_[owner][tie.owner_param];
-      tied_grads_.push_back({owner, tie.owner_param, i, tie.param, Tensor::empty(theirs, DType::f32, device_)});
+      // The first user of an owner's parameter writes its gradient in place and the owner adds to
+      // it, where the owner's layer can; otherwise (and for further users) through a scratch.
+      const bool shared = std::any_of(early_grads_.begin(), early_grads_.end(), [&](const ArenaRange& r) {
+        return r.offset == param_offset_[owner][tie.owner_param];
+      });
+      if (!shared && nodes_[owner].layer->accumulate_param_grad(tie.owner_param))
+        early_grads_.push_back({param_offset_[owner][tie.owner_param], theirs.numel()});
+      else
+        tied_grads_.push_back({owner, tie.owner_param, i, tie.param, Tensor::empty(theirs, DType::f32, device_)});
     }
     layer_offset_.push_back(total);
     for (std::size_t j = 0; j < specs.size(); ++j) {

@@ -103,7 +103,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
   std::optional<BucketStaging> staging;
   if (options.zero_stage >= 2) {  // no gradient arena: each bucket is staged, then only this rank's shard is kept
-    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, world, stats_comm.rank());
+    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, world, stats_comm.rank(), model.early_gradient_ranges());
     model.place_gradients(zero_grads_->places());
     staging = zero_grads_->staging();
   }

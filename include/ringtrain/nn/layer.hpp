@@ -52,6 +52,10 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   // Views into the flat parameter/gradient arenas, in param_specs() order.
   virtual void bind(const std::vector<Tensor>& /*params*/, const std::vector<Tensor>& /*grads*/) {}
+  // Switches backward to adding parameter `param`'s gradient to what its gradient view holds
+  // instead of overwriting it; false when the layer cannot (then nothing changes). A tied
+  // weight's owner is switched so that its use adds to what the later user wrote first.
+  virtual bool accumulate_param_grad(std::size_t /*param*/) { return false; }
   // Non-parameter state kept in sync across ranks before evaluation (BatchNorm statistics).
   virtual std::vector<Tensor> buffers() { return {}; }
 

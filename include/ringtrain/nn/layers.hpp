@@ -161,10 +161,12 @@ class Embedding : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   void start_decoding(std::int64_t max_positions) override;
+  bool accumulate_param_grad(std::size_t param) override;  // the token table's (param 0)
 
  protected:
   std::int64_t vocab_, block_, c_, t_ = 0;
   bool decoding_ = false;
+  bool accumulate_wte_ = false;  // backward adds to dwte_ (a tied LM head wrote it first)
   Tensor wte_, wpe_, dwte_, dwpe_;
 };
 

@@ -150,8 +150,12 @@ class Model {
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
   // Bytes of the parameter arenas: the f32 master and, in a low precision, the compute copy.
   std::int64_t parameter_bytes() const;
-  // Bytes of gradient buffers besides the arena: the tied parameters' scratch (a GPT's LM head
-  // computes its token-table gradient there before the embedding adds it).
+  // Arena ranges whose gradients are written before their layer's turn in backward: a tied
+  // parameter whose later user writes the gradient in place and whose owner adds its own to it.
+  const std::vector<ArenaRange>& early_gradient_ranges() const { return early_grads_; }
+  // Bytes of gradient buffers besides the arena: the scratch of tied parameters whose owner
+  // cannot add to what a user wrote (then the user computes its gradient there and the owner's
+  // backward adds it).
   std::int64_t tied_gradient_bytes() const;
   // Bytes of the activation buffers at the largest batch run so far: every node's output, the
   // shared gradient buffers, the scratch for summed gradients and the rounded input (the layers'
@@ -215,14 +219,15 @@ class Model {
   std::vector<std::vector<ParamSpec>> specs_;
   std::vector<std::vector<std::int64_t>> param_offset_;  // per node and parameter (a tied one: its owner's)
   std::vector<std::vector<bool>> owned_;                 // per node and parameter: in the arena here (not tied)
-  // A tied parameter's later user (visited first by backward) computes its gradient into a
-  // scratch buffer, added to the arena's after the owner's backward wrote it there: the arena's
-  // range is written only at the owner's turn, as for any other parameter.
+  // A tied parameter's later user (visited first by backward) writes the owner's gradient in
+  // place when the owner's layer can add to it (early_grads_); otherwise it computes its gradient
+  // into a scratch buffer, added to the arena's after the owner's backward wrote it there.
   struct TiedGrad {
     std::size_t owner, owner_param, user, user_param;
     Tensor scratch;
   };
   std::vector<TiedGrad> tied_grads_;
+  std::vector<ArenaRange> early_grads_;  // early_gradient_ranges()
   Tensor params_, grads_;
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   ParameterResidency* residency_ = nullptr;

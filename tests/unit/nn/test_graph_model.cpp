@@ -2,7 +2,9 @@
 // (checked against finite differences of the whole model), and the errors a wrong graph gives.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
@@ -102,6 +104,28 @@ TEST(GraphModel, TiedWeightsGetTheSumOfBothGradients) {
   for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   expect_gradients_match(m, x, r);
+}
+
+// A language model's LM head tied to its token table: the head writes the table's gradient in
+// place first and the embedding adds its own (repeated tokens too), with no scratch copy.
+TEST(GraphModel, TiedTokenTableGetsBothGradientsWithoutAScratch) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back({std::make_unique<Embedding>(5, 3, 4), "wte", {}, {}});
+  nodes.push_back({std::make_unique<Linear>(5, false), "", {}, {ParamTie{0, "wte", 0}}});
+  Model m(std::move(nodes), Shape{3});
+  EXPECT_EQ(m.tied_gradient_bytes(), 0);
+  ASSERT_EQ(m.early_gradient_ranges().size(), 1u);
+  EXPECT_EQ(m.early_gradient_ranges()[0].offset, 0);
+  EXPECT_EQ(m.early_gradient_ranges()[0].count, 5 * 4);
+  m.init_params(6);
+  Tensor x = Tensor::empty(Shape{2, 3}, DType::i32);
+  const std::int32_t tokens[] = {1, 3, 1, 4, 0, 1};
+  std::copy(std::begin(tokens), std::end(tokens), x.data<std::int32_t>());
+  Rng rng(8);
+  Tensor r = Tensor::empty(Shape{2, 3, 5});
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  expect_gradients_match(m, x, r);
+  expect_gradients_match(m, x, r);  // a second backward overwrites, it does not add to the first
 }
 
 TEST(GraphModel, TiesNeedAnEarlierOwnerOfTheSameShape) {
