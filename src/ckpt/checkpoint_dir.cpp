@@ -1,6 +1,6 @@
 // CheckpointDir and resume_checkpoint (see header). Rank 0 does every directory operation
-// (probe, rename, `latest`, pruning, listing) inside run_collectively, so a failure there is
-// seen by every rank at once; the file itself is written and read by all ranks together.
+// (lock, probe, rename, `latest`, pruning, listing) inside run_collectively, so a failure there
+// is seen by every rank at once; the file itself is written and read by all ranks together.
 #include "ringtrain/ckpt/checkpoint_dir.hpp"
 
 #include <fcntl.h>
@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <utility>
 
@@ -22,6 +25,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "check/mpi_check.hpp"
+#include "ckpt/dir_lock.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {
@@ -63,11 +67,32 @@ void remove_quietly(const std::string& path) {
   fs::remove(path, ec);
 }
 
+// Leftovers of an interrupted save: a checkpoint's temporary file, or one of `latest` or
+// the write probe (write_file_atomic's name.tmp.XXXXXX).
+bool is_leftover(const std::string& name) {
+  if (name.ends_with(".h5.tmp")) return step_of(name.substr(0, name.size() - 4)) >= 0;
+  for (const char* prefix : {"latest.tmp.", ".write-probe.tmp."})
+    if (name.starts_with(prefix) && name.size() == std::strlen(prefix) + 6) return true;
+  return false;
+}
+
+// The test hook behind the crash-point tests (docs/RELIABILITY.md): with
+// RINGTRAIN_TEST_CRASH=<point>@<step>, rank 0 kills itself at that point of that step's save,
+// as a node failure would, so every window of the save is tested deterministically.
+void crash_point(const char* point, std::int64_t step) {
+  static const char* spec = std::getenv("RINGTRAIN_TEST_CRASH");
+  if (spec != nullptr && std::string(spec) == fmt::format("{}@{}", point, step)) std::raise(SIGKILL);
+}
+
 // Proves that `bytes` fit on the file system (and in the user's quota) by allocating them
 // in `path`, so a full disk is reported before any rank starts writing: a collective HDF5
 // write that fails half way can leave the ranks in different states of closing the file.
+// The file is created exclusively: a name left in its place (by an interrupted save of this
+// step, or planted as a link to another file) is removed first, never written through.
 void reserve_space(const std::string& path, std::int64_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const auto create = [&] { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); };
+  int fd = create();
+  if (fd < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) fd = create();
   if (fd < 0) throw IoError(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
   const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   ::close(fd);
@@ -95,6 +120,7 @@ CheckpointDir::CheckpointDir(const Context& ctx, std::string dir, std::int64_t k
     std::error_code ec;
     fs::create_directories(dir_, ec);
     RT_REQUIRE(!ec, IoError, "checkpoint.dir: {}: cannot create: {}", dir_, ec.message());
+    lock_ = std::make_unique<DirLock>(dir_, "checkpoint.dir");  // before anything here is touched
     try {
       const std::string probe = dir_ + "/.write-probe";
       write_file_atomic(probe, "ringtrain checks that checkpoints can be written here\n");
@@ -103,14 +129,14 @@ CheckpointDir::CheckpointDir(const Context& ctx, std::string dir, std::int64_t k
       throw IoError(fmt::format("checkpoint.dir: {}: not writable: {}", dir_, e.what()));
     }
     for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.size() > 7 && name.ends_with(".h5.tmp") && step_of(name.substr(0, name.size() - 4)) >= 0) {
-        log::warn("checkpoint: removing {} left by an interrupted save", entry.path().string());
-        remove_quietly(entry.path().string());
-      }
+      if (!is_leftover(entry.path().filename().string())) continue;
+      log::warn("checkpoint: removing {} left by an interrupted save", entry.path().string());
+      remove_quietly(entry.path().string());
     }
   });
 }
+
+CheckpointDir::~CheckpointDir() = default;
 
 std::string CheckpointDir::file_name(std::int64_t step) { return fmt::format("ckpt-{:09}.h5", step); }
 
@@ -135,38 +161,49 @@ SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vecto
   // only now does the file get its final name, and only after that does `latest` move.
   run_collectively(ctx_, [&] {
     if (ctx_.world_rank() != 0) return;
+    crash_point("after-temp-write", meta.step);
     fsync_path(tmp, false);
     RT_REQUIRE(std::rename(tmp.c_str(), saved.path.c_str()) == 0, IoError, "checkpoint: {}: rename failed: {}", tmp,
                std::strerror(errno));
     fsync_path(dir_, true);
+    crash_point("after-rename", meta.step);
     write_file_atomic(dir_ + "/latest", file_name(meta.step) + "\n");
     fsync_path(dir_, true);
+    crash_point("after-latest", meta.step);
     saved.bytes = static_cast<std::int64_t>(fs::file_size(saved.path));
-    // Checkpoints of later steps belong to a line of training this run has left (it started
-    // afresh or from an older checkpoint): they go, so that `auto` never resumes them. Of the
-    // rest, the newest `keep` stay; the one just written is the newest.
-    std::size_t kept = 0;
-    for (const std::string& path : list_local()) {
-      const std::int64_t step = step_of(fs::path(path).filename().string());
-      if (step > meta.step) {
-        log::warn("checkpoint: removing {}: a later step of a run this one does not continue", path);
-        remove_quietly(path);
-      } else if (++kept > static_cast<std::size_t>(keep_)) {
-        remove_quietly(path);
-      }
-    }
+    prune(meta.step);
   });
   saved.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return saved;
 }
 
+// Of the checkpoints up to `step`, the newest `keep` stay (the one just written is the
+// newest). Later steps are not this run's to delete: after resume's checks (a fresh start or
+// an explicit resume refuses a directory holding them unless told to discard them) they can
+// only be ones `auto` skipped as damaged; they stay for the user to look at, said once.
+void CheckpointDir::prune(std::int64_t step) const {
+  std::size_t kept = 0;
+  for (const std::string& path : list_local()) {
+    if (step_of(fs::path(path).filename().string()) > step) {
+      if (reported_later_.insert(path).second)
+        log::warn("checkpoint: leaving {}: a later step than this run's (skipped at resume), not this run's to delete",
+                  path);
+    } else if (++kept > static_cast<std::size_t>(keep_)) {
+      remove_quietly(path);
+    }
+  }
+}
+
 std::vector<std::string> CheckpointDir::list_local() const {
   std::vector<std::pair<std::int64_t, std::string>> all;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const std::int64_t step = step_of(entry.path().filename().string());
-    if (step >= 0) all.emplace_back(step, entry.path().string());
+  fs::directory_iterator it(dir_, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::int64_t step = step_of(it->path().filename().string());
+    if (step >= 0) all.emplace_back(step, it->path().string());
   }
+  // A listing that failed part way would pass for "no checkpoint" or an older one.
+  RT_REQUIRE(!ec, IoError, "checkpoint.dir: {}: cannot list: {}", dir_, ec.message());
   std::sort(all.rbegin(), all.rend());
   std::vector<std::string> names;
   names.reserve(all.size());
@@ -175,7 +212,32 @@ std::vector<std::string> CheckpointDir::list_local() const {
 }
 
 std::vector<std::string> CheckpointDir::list() const {
-  return broadcast_lines(ctx_, ctx_.world_rank() == 0 ? list_local() : std::vector<std::string>{});
+  std::vector<std::string> local;
+  run_collectively(ctx_, [&] {
+    if (ctx_.world_rank() == 0) local = list_local();
+  });
+  return broadcast_lines(ctx_, local);
+}
+
+std::int64_t CheckpointDir::step_of_path(const std::string& path) {
+  return step_of(fs::path(path).filename().string());
+}
+
+void CheckpointDir::discard(const std::vector<std::string>& paths, const std::string& why) const {
+  run_collectively(ctx_, [&] {
+    if (ctx_.world_rank() != 0) return;
+    const std::string latest = dir_ + "/latest";
+    std::error_code ec;
+    for (const std::string& path : paths) {
+      log::warn("checkpoint: removing {} ({})", path, why);
+      fs::remove(path, ec);
+      RT_REQUIRE(!ec, IoError, "checkpoint: {}: cannot remove: {}", path, ec.message());
+    }
+    // `latest` names a file that is gone: it goes too (the next save writes it again).
+    std::string named;
+    if (std::ifstream in(latest); in && std::getline(in, named) && !fs::exists(dir_ + "/" + named))
+      fs::remove(latest, ec);
+  });
 }
 
 std::optional<ResumedCheckpoint> resume_checkpoint(const Context& ctx, const std::string& resume,

@@ -168,10 +168,14 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm comm) {
     const std::string n = object_name();
     std::strncpy(name, n.c_str(), sizeof name - 1);
     fd = ::shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0)
+    if (fd < 0) {
       error = failed("shm_open");
-    else if (::ftruncate(fd, static_cast<off_t>(total)) != 0)
-      error = failed("ftruncate");
+    } else if (const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(total)); rc != 0) {
+      // Allocated now, not on first touch: a full /dev/shm is this agreed fallback, never a
+      // SIGBUS in the middle of a step.
+      errno = rc;
+      error = failed("posix_fallocate (/dev/shm full?)");
+    }
   }
   RT_MPI_CHECK(MPI_Bcast(name, sizeof name, MPI_CHAR, 0, comm));
   if (rank != 0) {

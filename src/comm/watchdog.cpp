@@ -27,9 +27,13 @@ Watchdog::~Watchdog() {
 }
 
 std::uint64_t Watchdog::begin(std::string description) {
+  return begin(std::move(description), Budget{timeout_s_, "comm.timeout_s"});
+}
+
+std::uint64_t Watchdog::begin(std::string description, Budget budget) {
   std::lock_guard lock(mutex_);
   const std::uint64_t id = next_id_++;
-  in_flight_.emplace(id, std::make_pair(std::move(description), Clock::now()));
+  in_flight_.emplace(id, InFlight{std::move(description), Clock::now(), std::move(budget)});
   return id;
 }
 
@@ -44,12 +48,13 @@ void Watchdog::monitor() {
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const auto now = Clock::now();
     for (const auto& [id, op] : in_flight_) {
-      const double waited = std::chrono::duration<double>(now - op.second).count();
-      if (waited < timeout_s_) continue;
+      const double waited = std::chrono::duration<double>(now - op.start).count();
+      if (waited < op.budget.seconds) continue;
       const std::string message = fmt::format(
-          "{} did not finish within comm.timeout_s = {:g} s (waited {:.0f} s): a peer rank is stuck, dead or not "
-          "calling the same collective",
-          op.first, timeout_s_, waited);
+          "{} did not finish within {} = {:g} s (waited {:.0f} s): a peer rank is stuck, dead or not calling the same "
+          "collective{}",
+          op.description, op.budget.key, op.budget.seconds, waited,
+          op.budget.key == "comm.timeout_s" ? "" : ", or the file system stopped answering");
       lock.unlock();
       on_timeout_(message);
       return;
@@ -101,15 +106,9 @@ class WatchedCommunicator : public Communicator {
   template <typename F>
   void watched(const std::string& what, F&& call) {
     const std::uint64_t seq = ++seq_;
-    const std::uint64_t id = watchdog_.begin(
-        fmt::format("{} collective #{} ({}, {} on {} ranks)", label_, seq, what, inner_->name(), size()));
-    try {
-      call();
-    } catch (...) {
-      watchdog_.done(id);
-      throw;
-    }
-    watchdog_.done(id);
+    const WatchedScope watch(
+        watchdog_, fmt::format("{} collective #{} ({}, {} on {} ranks)", label_, seq, what, inner_->name(), size()));
+    call();
   }
 
   std::unique_ptr<Communicator> inner_;

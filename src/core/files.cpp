@@ -2,6 +2,7 @@
 #include "ringtrain/core/files.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,29 +19,41 @@ namespace {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) io_fail(tmp, "cannot open for writing");
+  // A name of our own (mkstemp: created exclusively, never an existing file or a planted
+  // link), removed again whatever fails before the rename.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) io_fail(path + ".tmp.XXXXXX", "cannot create");
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    errno = err;
+    io_fail(tmp, what);
+  };
+  if (::fchmod(fd, 0644) != 0) fail("chmod failed");
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      errno = err;
-      io_fail(tmp, "write failed");
+      fail("write failed");
     }
     done += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (::fsync(fd) != 0) fail("fsync failed");
+  if (::close(fd) != 0) {
     const int err = errno;
-    ::close(fd);
+    ::unlink(tmp.c_str());
     errno = err;
-    io_fail(tmp, "fsync failed");
+    io_fail(tmp, "close failed");
   }
-  if (::close(fd) != 0) io_fail(tmp, "close failed");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) io_fail(path, "rename failed");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    io_fail(path, "rename failed");
+  }
 }
 
 void fsync_path(const std::string& path, bool directory) {

@@ -28,7 +28,8 @@ namespace ringtrain {
 using Clock = std::chrono::steady_clock;
 
 struct Dataset::Resident {
-  Resident(MPI_Comm node, std::size_t bytes) : buffer(node, bytes) {}
+  Resident(MPI_Comm world, MPI_Comm node, std::size_t bytes, const std::string& path)
+      : buffer(world, node, bytes, path) {}
   data::NodeSharedBuffer buffer;
 };
 
@@ -243,7 +244,8 @@ class DatasetOpener {
   // The node's copy, with this rank's part backed by memory (all ranks agreeing it worked).
   void allocate_memory() {
     const auto sb = static_cast<std::size_t>(ds_->sample_bytes());
-    ds_->resident_ = std::make_unique<Dataset::Resident>(node_, static_cast<std::size_t>(ds_->size_) * sb);
+    ds_->resident_ = std::make_unique<Dataset::Resident>(world_, node_, static_cast<std::size_t>(ds_->size_) * sb,
+                                                         ds_->files_.front().path);
     data::populate_shard(world_, ds_->resident_->buffer, shard_, ds_->sample_bytes(), ds_->files_.front().path);
   }
 

@@ -2,6 +2,7 @@
 #include "data/node_memory.hpp"
 
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <utility>
 
 #include "check/mpi_check.hpp"
+#include "data/dataset_open.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain::data {
@@ -50,9 +52,36 @@ NodeOrder node_order(MPI_Comm world, MPI_Comm node) {
   return order;
 }
 
-NodeSharedBuffer::NodeSharedBuffer(MPI_Comm node, std::size_t bytes) {
+namespace {
+
+// Where MPI implementations back node-shared windows (Open MPI's shmem_mmap_backing_file_base_dir
+// and MPICH's default): a window larger than its free space is a SIGBUS at the first touch of a
+// missing page, or (Open MPI) a failure on the node's first rank that leaves the others waiting.
+constexpr const char* kShmDir = "/dev/shm";
+
+// "" when `bytes` (and a MiB for the MPI library's own bookkeeping) fit in kShmDir's free space
+// (or it cannot be asked), else why not.
+std::string shm_room_for(std::size_t bytes) {
+  struct statvfs fs {};
+  if (::statvfs(kShmDir, &fs) != 0) return {};
+  const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes >= bytes + (std::uint64_t{1} << 20)) return {};
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return fmt::format(
+      "the dataset needs {} MiB of node-shared memory but {} on {} has {} MiB free (data.strategy = \"stream\" "
+      "reads while training instead)",
+      (bytes + (1u << 20) - 1) >> 20, kShmDir, host, free_bytes >> 20);
+}
+
+}  // namespace
+
+NodeSharedBuffer::NodeSharedBuffer(MPI_Comm world, MPI_Comm node, std::size_t bytes, const std::string& path) {
   int local_rank = 0;
   RT_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  // Checked on the node's first rank, which allocates, and agreed by all ranks of all nodes.
+  const std::string no_room = local_rank == 0 ? shm_room_for(bytes) : std::string();
+  agreed(world, [&] { RT_REQUIRE(no_room.empty(), DataError, "{}: {}", path, no_room); });
   // All memory on local rank 0, so the node's copy is one contiguous block.
   void* mine = nullptr;
   RT_MPI_CHECK(MPI_Win_allocate_shared(static_cast<MPI_Aint>(local_rank == 0 ? bytes : 0), 1, MPI_INFO_NULL, node,

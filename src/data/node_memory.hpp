@@ -22,12 +22,13 @@ struct NodeOrder {
 };
 NodeOrder node_order(MPI_Comm world, MPI_Comm node);
 
-// `bytes` of memory shared by the ranks of `node` (collective over it). Freed collectively on
+// `bytes` of memory shared by the ranks of `node` (collective over `world`: a node whose
+// /dev/shm has no room for them is a DataError naming `path` on every rank). Freed collectively on
 // destruction, except while an exception unwinds: a failing rank must not wait in MPI_Win_free
 // for peers that are elsewhere (the job is then ending anyway).
 class NodeSharedBuffer {
  public:
-  NodeSharedBuffer(MPI_Comm node, std::size_t bytes);
+  NodeSharedBuffer(MPI_Comm world, MPI_Comm node, std::size_t bytes, const std::string& path);
   ~NodeSharedBuffer();
   NodeSharedBuffer(const NodeSharedBuffer&) = delete;
   NodeSharedBuffer& operator=(const NodeSharedBuffer&) = delete;

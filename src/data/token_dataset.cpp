@@ -21,7 +21,8 @@
 namespace ringtrain {
 
 struct TokenDataset::Resident {
-  Resident(MPI_Comm node, std::size_t bytes) : buffer(node, bytes) {}
+  Resident(MPI_Comm world, MPI_Comm node, std::size_t bytes, const std::string& path)
+      : buffer(world, node, bytes, path) {}
   data::NodeSharedBuffer buffer;
 };
 
@@ -181,7 +182,8 @@ class TokenDatasetOpener {
     const data::NodeOrder order = data::node_order(world_, node_);
     const Shard shard = even_shard(ds_->size_, order.node_begin.back(), order.position);
     const auto tb = static_cast<std::int64_t>(sample_type_size(ds_->token_type_));
-    ds_->resident_ = std::make_unique<TokenDataset::Resident>(node_, static_cast<std::size_t>(ds_->size_ * tb));
+    ds_->resident_ = std::make_unique<TokenDataset::Resident>(world_, node_, static_cast<std::size_t>(ds_->size_ * tb),
+                                                              ds_->files_.front().path);
     std::byte* base = ds_->resident_->buffer.data();
     data::populate_shard(world_, ds_->resident_->buffer, shard, tb, ds_->files_.front().path);
     // Independent reads through the POSIX driver, as Dataset's memory strategy does (see there).

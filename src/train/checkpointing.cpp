@@ -23,6 +23,15 @@
 #include "train/run_report.hpp"
 
 namespace ringtrain {
+namespace {
+
+// Frees the stage 3 parameter shard copy, held for one save or resume, however that ends.
+struct HeldForOneTransfer {
+  Tensor& shard;
+  ~HeldForOneTransfer() { shard = Tensor(); }
+};
+
+}  // namespace
 
 TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
                                    GradScaler& scaler, std::string resolved_config, std::int64_t global_batch,
@@ -35,7 +44,11 @@ TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Mo
       resolved_config_(std::move(resolved_config)),
       global_batch_(global_batch),
       watchdog_(watchdog) {
-  if (tc.checkpoint.enabled) dir_ = std::make_unique<CheckpointDir>(ctx, tc.checkpoint.dir, tc.checkpoint.keep);
+  if (!tc.checkpoint.enabled) return;
+  // Creating, locking, probing and cleaning the directory: metadata operations, watched like a
+  // collective (a stalled file system on rank 0 would otherwise hold every rank at start).
+  const WatchedScope watch(watchdog_, fmt::format("opening checkpoint.dir {}", tc.checkpoint.dir));
+  dir_ = std::make_unique<CheckpointDir>(ctx, tc.checkpoint.dir, tc.checkpoint.keep);
 }
 
 float* TrainCheckpoints::host_data(const Tensor& t) const {
@@ -104,22 +117,60 @@ bool TrainCheckpoints::restored(const std::string& name) const {
   return std::find(absent_.begin(), absent_.end(), name) == absent_.end();
 }
 
+std::optional<ResumedCheckpoint> TrainCheckpoints::resume_from(const std::vector<CheckpointBuffer>& into) {
+  // Checkpoints this run would not continue from are another run's (or a later line of this
+  // one): deleted only when the user says so.
+  if (tc_.resume == "none" && dir_) refuse_or_discard(dir_->list(), "a fresh start (train.resume = \"none\")");
+  std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), into);
+  if (r && dir_ && tc_.resume != "auto") {
+    std::vector<std::string> later = dir_->list();
+    std::erase_if(later, [&](const std::string& p) { return CheckpointDir::step_of_path(p) <= r->meta.step; });
+    refuse_or_discard(later, fmt::format("continuing from step {} ({})", r->meta.step, r->path));
+  }
+  return r;
+}
+
+void TrainCheckpoints::refuse_or_discard(const std::vector<std::string>& others, const std::string& why) const {
+  if (others.empty()) return;
+  if (tc_.checkpoint.overwrite) {
+    dir_->discard(others, "checkpoint.overwrite = true");
+    return;
+  }
+  std::string names = others.front();
+  if (others.size() > 1) names += fmt::format(" ... {}", others.back());
+  run_collectively(ctx_, [&] {
+    throw ConfigError(fmt::format(
+        "checkpoint.dir: {} holds {} ({}) that {} would overwrite; to continue that run: --set train.resume=auto; "
+        "to keep them: another run.dir or checkpoint.dir; to delete them: --set checkpoint.overwrite=true",
+        dir_->dir(), count_of(static_cast<std::int64_t>(others.size()), "checkpoint"), names, why));
+  });
+}
+
+Watchdog::Budget TrainCheckpoints::io_budget(const std::vector<CheckpointBuffer>& buffers) const {
+  if (tc_.checkpoint.timeout_s > 0.0) return {tc_.checkpoint.timeout_s, "checkpoint.timeout_s"};
+  constexpr double kSlowestBytesPerSecond = 20e6;  // a file system slower than this is taken for stalled
+  double bytes = 0.0;
+  for (const CheckpointBuffer& b : buffers)
+    bytes += static_cast<double>(b.numel) * sizeof(float) * (b.per_rank ? ctx_.world_size() : 1);
+  return {tc_.timeout_s + bytes / kSlowestBytesPerSecond, "checkpoint.timeout_s (0: comm.timeout_s + 1 s per 20 MB)"};
+}
+
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
-  if (tc_.resume == "none" && dir_) {
-    const std::vector<std::string> earlier = dir_->list();
-    if (!earlier.empty())
-      log::info(
-          "checkpoint: {} holds {} checkpoint{} of an earlier run (newest {}); this run starts from step 0 (to "
-          "continue that one instead: --set train.resume=auto)",
-          dir_->dir(), earlier.size(), earlier.size() == 1 ? "" : "s", earlier.front());
+  std::optional<ResumedCheckpoint> r;
+  {
+    const HeldForOneTransfer held{param_shard_};
+    const std::vector<CheckpointBuffer> into = buffers();
+    const WatchedScope watch(
+        watchdog_,
+        fmt::format("checkpoint resume (train.resume = {}, checkpoint.dir {})", tc_.resume, tc_.checkpoint.dir),
+        io_budget(into));
+    r = resume_from(into);
+    if (r) {
+      absent_ = r->absent;
+      upload();
+      unpack_params();
+    }
   }
-  const std::optional<ResumedCheckpoint> r = resume_checkpoint(ctx_, tc_.resume, dir_.get(), buffers());
-  if (r) {
-    absent_ = r->absent;
-    upload();
-    unpack_params();
-  }
-  param_shard_ = Tensor();
   if (!r) {
     if (tc_.resume == "auto") log::info("resume: no checkpoint in {}; starting from step 0", tc_.checkpoint.dir);
     return std::nullopt;
@@ -193,20 +244,13 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   m.loss_scale = scaler_.state().scale;
   m.loss_scale_good_steps = scaler_.state().good_steps;
   m.skipped_steps = scaler_.state().skipped_steps;
-  const std::uint64_t watch = watchdog_.begin(fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()));
-  SavedCheckpoint saved;
-  try {
-    const std::vector<CheckpointBuffer> b = buffers();
-    download();
-    pack_params();
-    saved = dir_->save(m, b);
-  } catch (...) {
-    watchdog_.done(watch);
-    param_shard_ = Tensor();
-    throw;
-  }
-  watchdog_.done(watch);
-  param_shard_ = Tensor();
+  const HeldForOneTransfer held{param_shard_};
+  const std::vector<CheckpointBuffer> b = buffers();
+  const WatchedScope watch(watchdog_, fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()),
+                           io_budget(b));
+  download();
+  pack_params();
+  const SavedCheckpoint saved = dir_->save(m, b);
   log::info("checkpoint: {} ({}) at step {}: {:.1f} MB in {:.3f} s ({:.0f} MB/s)", saved.path, why, at.step,
             static_cast<double>(saved.bytes) / 1e6, saved.seconds,
             static_cast<double>(saved.bytes) / 1e6 / std::max(saved.seconds, 1e-9));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ringtrain/ckpt/checkpoint_dir.hpp"
+#include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
@@ -18,7 +19,6 @@ class Context;
 class GradScaler;
 class Model;
 class Optimizer;
-class Watchdog;
 struct TrainConfig;
 
 // Where the next batch comes from, and how many optimizer steps are done.
@@ -30,9 +30,10 @@ struct TrainPosition {
 
 class TrainCheckpoints {
  public:
-  // Collective: with checkpoints enabled, opens (creates, probes) checkpoint.dir.
-  // A save that has not finished within the watchdog's timeout (a file system that stopped
-  // answering, MPI-IO ranks left in different states by a failure) ends the job.
+  // Collective: with checkpoints enabled, opens (creates, locks, probes) checkpoint.dir.
+  // A save or resume that has not finished within checkpoint.timeout_s (by default
+  // comm.timeout_s + 1 s per 20 MB: a file system that stopped answering, MPI-IO ranks left in
+  // different states by a failure) ends the job through the watchdog.
   TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer, GradScaler& scaler,
                    std::string resolved_config, std::int64_t global_batch, Watchdog& watchdog);
 
@@ -55,6 +56,13 @@ class TrainCheckpoints {
 
  private:
   std::vector<CheckpointBuffer> buffers() const;
+  // The checks of what train.resume and checkpoint.dir hold, then the read (collective).
+  std::optional<ResumedCheckpoint> resume_from(const std::vector<CheckpointBuffer>& into);
+  // How long a save or resume of `buffers` may take before the watchdog ends the job.
+  Watchdog::Budget io_budget(const std::vector<CheckpointBuffer>& buffers) const;
+  // `others` (checkpoints in dir_ this run would not continue from) are deleted with
+  // checkpoint.overwrite, else a CollectiveError names them, `why`, and the ways on.
+  void refuse_or_discard(const std::vector<std::string>& others, const std::string& why) const;
   // Where the checkpoint reads and writes tensor t: its own data on the host, or (GPU) a host
   // copy kept in staged_ and moved by download()/upload().
   float* host_data(const Tensor& t) const;

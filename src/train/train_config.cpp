@@ -131,6 +131,18 @@ const NumberKey kCheckpointEverySeconds({.name = "checkpoint.every_seconds",
                                         0.0);
 const IntKey kCheckpointKeep(
     {.name = "checkpoint.keep", .doc = "newest checkpoint files kept", .range = Range::at_least(1)}, 3);
+const BoolKey kCheckpointOverwrite(
+    {.name = "checkpoint.overwrite",
+     .doc = "let a fresh start (or a resume from an older checkpoint file) delete the checkpoints of another run "
+            "(or later steps) in `checkpoint.dir`; without it such a run refuses to start"},
+    false);
+
+const NumberKey kCheckpointTimeoutS(
+    {.name = "checkpoint.timeout_s",
+     .doc = "a checkpoint save or resume that takes longer ends the job as a hang (0: `comm.timeout_s` plus one "
+            "second per 20 MB it writes or reads, so a large save on a slow file system is not taken for one)",
+     .range = Range::at_least(0)},
+    0.0);
 
 const EnumKey<std::string> kBackend({.name = "runtime.backend",
                                      .doc = "compute backend: one GPU per rank for `cuda` (local rank mod visible "
@@ -228,6 +240,12 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.checkpoint.every_steps = config.get(kCheckpointEverySteps);
   t.checkpoint.every_seconds = config.get(kCheckpointEverySeconds);
   t.checkpoint.keep = config.get(kCheckpointKeep);
+  t.checkpoint.overwrite = config.get(kCheckpointOverwrite);
+  t.checkpoint.timeout_s = config.get(kCheckpointTimeoutS);
+  RT_REQUIRE(t.exit_at_step == 0 || t.checkpoint.enabled, ConfigError,
+             "config: {}: train.exit_at_step = {} stops the run with exit 75 to be continued, but checkpoint.enabled "
+             "= false leaves nothing to continue from",
+             config.source(), t.exit_at_step);
 
   Config data = config.section("data");
   Config model = config.section("model");

@@ -82,13 +82,17 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     std::error_code ec;
     std::filesystem::create_directories(tc.run_dir, ec);
     RT_REQUIRE(!ec, IoError, "run.dir: {}: cannot create: {}", tc.run_dir, ec.message());
-    write_file_atomic(tc.run_dir + "/config.toml", s.resolved_config + "\n");
   });
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
   setup->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s.model, *s.optimizer, s.scaler, s.resolved_config,
                                                           global_batch, *s.comms.watchdog);
   if (s.pruner) setup->checkpoints->add_replicated("prune/mask", s.pruner->mask().f32(), s.pruner->mask().numel());
   setup->resumed = setup->checkpoints->resume(s.steps_per_epoch);
+  // Only now, when the checkpoint directory is this run's, does the resolved config replace
+  // whatever an earlier run left in run.dir.
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() == 0) write_file_atomic(tc.run_dir + "/config.toml", s.resolved_config + "\n");
+  });
   if (s.pruner && setup->resumed) s.pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
     const TrainPosition from = setup->resumed.value_or(TrainPosition{});
@@ -380,8 +384,6 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     const Boundary boundary = policy.after_step(at.step, s.total_steps);
     if (boundary.save && setup->checkpoints->enabled()) setup->checkpoints->save(at, boundary.why);
     if (boundary.stop) {
-      if (!setup->checkpoints->enabled() && ctx.world_rank() == 0)
-        log::warn("stopping without a checkpoint (checkpoint.enabled = false): steps since the start are lost");
       stopped = boundary.why;
       break;
     }
@@ -397,8 +399,18 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
                 last_eval ? std::optional<double>(last_eval->accuracy) : std::nullopt, stopped.empty(), model, s.scaler,
                 checksum);
   if (stopped.empty()) return 0;
-  log::info("stopped: {} after step {} of {}; continue with --set train.resume=auto (exit code {})", stopped, at.step,
-            s.total_steps, kExitResumable);
+  // Exit 75 promises a checkpoint to continue from (jobs/preemptible.sbatch requeues on it);
+  // a stop without one must not be requeued to start from step 0 again.
+  if (!setup->checkpoints->enabled()) {
+    if (ctx.world_rank() == 0)
+      log::warn(
+          "stopped: {} after step {} of {} without a checkpoint (checkpoint.enabled = false): nothing to "
+          "continue from (exit code 1)",
+          stopped, at.step, s.total_steps);
+    return 1;
+  }
+  log::info("stopped: {} after step {} of {}; continue with --set run.dir={} --set train.resume=auto (exit code {})",
+            stopped, at.step, s.total_steps, tc.run_dir, kExitResumable);
   return kExitResumable;
 }
 

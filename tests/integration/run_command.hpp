@@ -36,8 +36,8 @@ inline CommandResult run_command(const std::string& command) {
   return r;
 }
 
-// `timeout 120 mpirun -np N ... ringtrain ARGS...`
-inline CommandResult run_ringtrain(int ranks, const std::vector<std::string>& args, int timeout_s = 120) {
+// The shell command `timeout 120 mpirun -np N ... ringtrain ARGS...`
+inline std::string ringtrain_command(int ranks, const std::vector<std::string>& args, int timeout_s = 120) {
   // odls_base_sigkill_timeout=0: mpirun ends a failed job at once instead of waiting ~2 s.
   std::string cmd = "OMPI_MCA_odls_base_sigkill_timeout=0 timeout -k 5 " + std::to_string(timeout_s) + " " +
                     shell_quote(RINGTRAIN_MPIEXEC) + " -np " + std::to_string(ranks) +
@@ -45,7 +45,11 @@ inline CommandResult run_ringtrain(int ranks, const std::vector<std::string>& ar
                     " --mca btl_vader_single_copy_mechanism none " +
                     shell_quote(RINGTRAIN_EXE);
   for (const auto& a : args) cmd += " " + shell_quote(a);
-  return run_command(cmd);
+  return cmd;
+}
+
+inline CommandResult run_ringtrain(int ranks, const std::vector<std::string>& args, int timeout_s = 120) {
+  return run_command(ringtrain_command(ranks, args, timeout_s));
 }
 
 inline std::vector<std::string> lines_of(const std::string& text) {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <set>
 #include <thread>
 
 #include "integration/run_command.hpp"
@@ -236,6 +237,10 @@ TEST_P(SigtermOneRank, AllRanksStopAtTheSameStepAndResume) {
   ASSERT_NE(at, std::string::npos) << r.output;
   const std::int64_t step = std::stoll(r.output.substr(at + stopped.size()));
   EXPECT_GE(step, 5);
+  // The advice continues this run, in its run directory.
+  EXPECT_NE(r.output.find("; continue with --set run.dir=" + run.string() + " --set train.resume=auto (exit code 75)"),
+            std::string::npos)
+      << r.output;
   // One checkpoint, written by all ranks together at that step, and `latest` names it.
   EXPECT_EQ(read_text(run / "checkpoints" / "latest"), fmt_step(step) + "\n");
   const CommandResult check = inspect(ckpt(run, step));
@@ -275,46 +280,185 @@ TEST(CheckpointDamage, NewestDamagedFallsBackToThePreviousOne) {
   }
 }
 
-TEST(CheckpointCrash, SigkillDuringSavesNeverLeavesABrokenLatest) {
-  const fs::path dir = fresh_dir("sigkill");
-  const fs::path run = dir / "run";
-  // A checkpoint after every step: most of the run's time is spent saving.
-  for (int trial = 0; trial < 4; ++trial) {
-    auto job = std::async(std::launch::async, [&] {
-      return train(2, run,
-                   {"--set", "train.epochs=50", "--set", "checkpoint.every_steps=1", "--set", "checkpoint.keep=2",
-                    "--set", "train.resume=auto"});
-    });
-    const auto start = Clock::now();
-    const auto wait = std::chrono::milliseconds(1500 + 170 * trial);
-    while (rank_pids(run.string()).size() < 2 && Clock::now() - start < std::chrono::seconds(60))
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(wait);
-    const auto pids = rank_pids(run.string());
-    ASSERT_FALSE(pids.empty());
-    ::kill(pids.begin()->second, SIGKILL);
-    const CommandResult r = job.get();
-    for (const auto& [rank, pid] : rank_pids(run.string())) ::kill(pid, SIGKILL);
-    EXPECT_NE(r.exit_code, 0) << r.output;
-    // Whatever `latest` names exists and verifies; so does every finished checkpoint file.
-    const fs::path latest = run / "checkpoints" / "latest";
-    if (fs::exists(latest)) {
-      std::string name = read_text(latest);
-      name = name.substr(0, name.find('\n'));
+// What `latest` names (empty when there is no `latest`).
+std::string latest_of(const fs::path& run) {
+  const std::string text = read_text(run / "checkpoints" / "latest");
+  return text.substr(0, text.find('\n'));
+}
+
+// Rank 0 killed (SIGKILL, as by a node failure) in each window of the save of step 20, after
+// the one of step 10: with RINGTRAIN_TEST_CRASH=<point>@20 it kills itself right after the
+// temporary file is written, after the rename, and after `latest` moved. Every window leaves
+// `latest` naming an intact checkpoint and every finished file intact, and `auto` resumes from
+// the newest one that was complete (the step-20 file once it has its final name).
+TEST(CheckpointCrash, EveryWindowOfASaveLeavesAnIntactCheckpointToResume) {
+  const fs::path dir = fresh_dir("crash-points");
+  struct Window {
+    const char* point;
+    std::set<std::string> files;  // in checkpoints/ after the crash, .lock aside
+    const char* latest;
+    std::int64_t resumed_step;
+  };
+  const std::vector<Window> windows = {
+      {"after-temp-write", {fmt_step(10), fmt_step(20) + ".tmp", "latest"}, "ckpt-000000010.h5", 10},
+      {"after-rename", {fmt_step(10), fmt_step(20), "latest"}, "ckpt-000000010.h5", 20},
+      {"after-latest", {fmt_step(10), fmt_step(20), "latest"}, "ckpt-000000020.h5", 20},
+  };
+  for (const Window& w : windows) {
+    SCOPED_TRACE(w.point);
+    const fs::path run = dir / w.point;
+    ::setenv("RINGTRAIN_TEST_CRASH", (std::string(w.point) + "@20").c_str(), 1);
+    const CommandResult crashed = train(
+        2, run, {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10", "--set", "checkpoint.keep=1"});
+    ::unsetenv("RINGTRAIN_TEST_CRASH");
+    for (const auto& [rank, pid] : rank_pids(run.string())) ::kill(pid, SIGKILL);  // never leave strays
+    EXPECT_NE(crashed.exit_code, 0) << crashed.output;
+    EXPECT_EQ(crashed.output.find("checkpoint: " + ckpt(run, 20)), std::string::npos) << "the save finished";
+    std::set<std::string> files;
+    for (const auto& entry : fs::directory_iterator(run / "checkpoints"))
+      if (entry.path().filename() != ".lock") files.insert(entry.path().filename().string());
+    EXPECT_EQ(files, w.files);
+    EXPECT_EQ(latest_of(run), w.latest);
+    for (const std::string& name : files) {
+      if (!name.ends_with(".h5")) continue;
       const CommandResult check = inspect((run / "checkpoints" / name).string());
-      EXPECT_EQ(check.exit_code, 0) << "trial " << trial << ": latest -> " << name << ": " << check.output;
+      EXPECT_EQ(check.exit_code, 0) << name << ": " << check.output;
     }
-    for (const auto& entry : fs::directory_iterator(run / "checkpoints")) {
-      if (entry.path().extension() != ".h5") continue;
-      const CommandResult check = inspect(entry.path().string());
-      EXPECT_EQ(check.exit_code, 0) << "trial " << trial << ": " << check.output;
-    }
+    const CommandResult resumed = train(2, run, {"--set", "train.max_steps=30", "--set", "train.resume=auto"});
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resume: " + ckpt(run, w.resumed_step) + " at step " +
+                                  std::to_string(w.resumed_step) + " "),
+              std::string::npos)
+        << resumed.output;
+    EXPECT_FALSE(fs::exists(run / "checkpoints" / (fmt_step(20) + ".tmp")));
+    EXPECT_EQ(latest_of(run), fmt_step(30));
   }
-  // And the run resumes from what was left.
-  const CommandResult resumed =
-      train(2, run, {"--set", "train.max_steps=1", "--set", "train.resume=auto", "--set", "train.epochs=50"});
-  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resume: "), std::string::npos) << resumed.output;
+}
+
+// A fresh start (train.resume = "none") in a directory holding another run's checkpoints, and
+// a resume from an older checkpoint file with later ones in the directory, refuse before
+// anything is written (the earlier run's config.toml and checkpoints stay) and name the ways
+// on; with checkpoint.overwrite = true they delete them, saying so.
+TEST(CheckpointDirs, AFreshStartOrAnOlderResumeRefusesToOverwriteCheckpoints) {
+  const fs::path dir = fresh_dir("overwrite");
+  const fs::path run = dir / "run";
+  const std::vector<std::string> first = {"--set", "train.max_steps=10", "--set", "checkpoint.every_steps=5"};
+  const CommandResult made = train(2, run, first);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string config = read_text(run / "config.toml");
+
+  const CommandResult fresh = train(2, run, {"--set", "train.max_steps=3"});
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.output;
+  EXPECT_NE(fresh.output.find("ringtrain: error: checkpoint.dir: " + (run / "checkpoints").string() +
+                              " holds 2 checkpoints (" + ckpt(run, 10) + " ... " + ckpt(run, 5) +
+                              ") that a fresh start (train.resume = \"none\") would overwrite; to continue that run: "
+                              "--set train.resume=auto; to keep them: another run.dir or checkpoint.dir; to delete "
+                              "them: --set checkpoint.overwrite=true"),
+            std::string::npos)
+      << fresh.output;
+  EXPECT_EQ(fresh.output.find("epoch 1/"), std::string::npos) << "training started:\n" << fresh.output;
+  EXPECT_TRUE(fs::exists(ckpt(run, 10)));
+  EXPECT_EQ(read_text(run / "config.toml"), config) << "the earlier run's config.toml was replaced";
+
+  const CommandResult older = train(2, run, {"--set", "train.max_steps=8", "--set", "train.resume=" + ckpt(run, 5)});
+  EXPECT_EQ(older.exit_code, 1) << older.output;
+  EXPECT_NE(older.output.find("holds 1 checkpoint (" + ckpt(run, 10) + ") that continuing from step 5 (" +
+                              ckpt(run, 5) + ") would overwrite"),
+            std::string::npos)
+      << older.output;
+  EXPECT_TRUE(fs::exists(ckpt(run, 10)));
+
+  const CommandResult overwrite = train(2, run, {"--set", "train.max_steps=3", "--set", "checkpoint.overwrite=true"});
+  ASSERT_EQ(overwrite.exit_code, 0) << overwrite.output;
+  EXPECT_NE(overwrite.output.find("checkpoint: removing " + ckpt(run, 10) + " (checkpoint.overwrite = true)"),
+            std::string::npos)
+      << overwrite.output;
+  EXPECT_FALSE(fs::exists(ckpt(run, 10)));
+  EXPECT_FALSE(fs::exists(ckpt(run, 5)));
+  EXPECT_EQ(latest_of(run), fmt_step(3));
+}
+
+// A second run on a checkpoint directory in use stops at start, naming the holder, and leaves
+// the first run's files alone; the lock goes with the first run however it ends (SIGKILL here).
+TEST(CheckpointDirs, ASecondRunOnTheSameDirectoryStopsAtStart) {
+  const fs::path dir = fresh_dir("lock");
+  const fs::path run = dir / "run";
+  auto job = std::async(std::launch::async, [&] {
+    return train(2, run, {"--set", "train.epochs=50", "--set", "checkpoint.every_steps=5"});
+  });
+  const auto start = Clock::now();
+  while (lines_in(run / "metrics.jsonl") < 2 && Clock::now() - start < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const CommandResult second = train(2, run, {"--set", "train.max_steps=3", "--set", "train.resume=auto"});
+  const auto pids = rank_pids(run.string());
+  for (const auto& [rank, pid] : pids) ::kill(pid, SIGKILL);
+  job.get();
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_NE(second.output.find("ringtrain: error: checkpoint.dir: " + (run / "checkpoints").string() +
+                               " is in use by another run (host "),
+            std::string::npos)
+      << second.output;
+  EXPECT_NE(second.output.find(", pid " + std::to_string(pids.empty() ? 0 : pids.begin()->second) + ", since "),
+            std::string::npos)
+      << second.output;
+  // Killed, the first run holds nothing: the directory is free to continue it.
+  const CommandResult after = train(2, run, {"--set", "train.max_steps=12", "--set", "train.resume=auto"});
+  EXPECT_EQ(after.exit_code, 0) << after.output;
+  EXPECT_NE(after.output.find("resume: "), std::string::npos) << after.output;
+}
+
+// `auto` skips a damaged newest checkpoint and never deletes it: a save of an earlier step
+// leaves it (saying so once) and prunes only up to its own step.
+TEST(CheckpointDirs, ADamagedLaterCheckpointIsSkippedNotDeleted) {
+  const fs::path dir = fresh_dir("damaged-later");
+  const fs::path run = dir / "run";
+  const CommandResult made = train(2, run, {"--set", "train.max_steps=30", "--set", "checkpoint.every_steps=10"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  flip_data_byte(ckpt(run, 30), "params");
+  const CommandResult resumed = train(2, run,
+                                      {"--set", "train.max_steps=26", "--set", "checkpoint.every_steps=2", "--set",
+                                       "checkpoint.keep=1", "--set", "train.resume=auto"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resume: " + ckpt(run, 20) + " at step 20"), std::string::npos) << resumed.output;
+  const std::string leaving = "checkpoint: leaving " + ckpt(run, 30) + ": a later step";
+  const auto at = resumed.output.find(leaving);
+  EXPECT_NE(at, std::string::npos) << resumed.output;
+  EXPECT_EQ(resumed.output.find(leaving, at + 1), std::string::npos) << "said more than once:\n" << resumed.output;
+  EXPECT_TRUE(fs::exists(ckpt(run, 30)));
+  EXPECT_TRUE(fs::exists(ckpt(run, 26)));
+  EXPECT_FALSE(fs::exists(ckpt(run, 24)));
+  EXPECT_FALSE(fs::exists(ckpt(run, 20)));
+}
+
+// A stop without a checkpoint (a signal with checkpoint.enabled = false) exits 1, not the 75
+// that makes jobs/preemptible.sbatch requeue the run to start from step 0 again; exit_at_step
+// without checkpoints is refused at start.
+TEST(CheckpointStops, AStopWithoutACheckpointIsNotResumable) {
+  const fs::path dir = fresh_dir("stop-without");
+  const fs::path run = dir / "run";
+  auto job = std::async(std::launch::async, [&] {
+    return train(2, run,
+                 {"--set", "train.epochs=50", "--set", "train.log_every=1", "--set", "checkpoint.enabled=false"});
+  });
+  const auto start = Clock::now();
+  while (lines_in(run / "metrics.jsonl") < 3 && Clock::now() - start < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto pids = rank_pids(run.string());
+  ASSERT_EQ(pids.size(), 2u);
+  ASSERT_EQ(::kill(pids.at(1), SIGTERM), 0);
+  const CommandResult r = job.get();
+  for (const auto& [rank, pid] : rank_pids(run.string())) ::kill(pid, SIGKILL);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("without a checkpoint (checkpoint.enabled = false): nothing to continue from (exit code 1)"),
+            std::string::npos)
+      << r.output;
+
+  const CommandResult refused = train(2, run, {"--set", "train.exit_at_step=5", "--set", "checkpoint.enabled=false"});
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("train.exit_at_step = 5 stops the run with exit 75 to be continued, but "
+                                "checkpoint.enabled = false leaves nothing to continue from"),
+            std::string::npos)
+      << refused.output;
 }
 
 // Runs `ringtrain train` expecting exit status 1 and `expected` in its output.

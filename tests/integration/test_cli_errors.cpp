@@ -147,9 +147,13 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CliErrors, ::testing::Values(1, 2));
 TEST(CliOverrides, SetReachesLayerTablesAndUnsetDropsAKey) {
   const auto good = write_h5("good-overrides.h5", {64, 1, 4, 4}, 64, kCycle);
   const std::string config = write_text("overrides.toml", config_for(good, "max_steps = 1\nseed = 5"));
-  const auto r = run_ringtrain(1, {"train", config, "--set", "model.layers[1].out=16", "--unset", "train.seed"}, 60);
+  const fs::path run = work_dir() / "run-overrides";  // its checkpoint must not meet the error cases' runs
+  const auto r = run_ringtrain(
+      1,
+      {"train", config, "--set", "model.layers[1].out=16", "--unset", "train.seed", "--set", "run.dir=" + run.string()},
+      60);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream in(work_dir() / "run" / "config.toml");
+  std::ifstream in(run / "config.toml");
   const std::string resolved{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   EXPECT_NE(resolved.find("out = 16"), std::string::npos) << resolved;
   EXPECT_NE(resolved.find("seed = 0"), std::string::npos) << resolved;

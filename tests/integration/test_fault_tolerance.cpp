@@ -1,5 +1,7 @@
 // A rank that stalls (SIGSTOP) or dies (SIGKILL) in the middle of training must end the
 // whole job with a clear message within comm.timeout_s + 30 s, never hang; at 2 and 4 ranks.
+// A node whose /dev/shm is too small for the ring's segment or the dataset's node copy gets
+// the MPI fallback or one agreed error line, never SIGBUS or a hang.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -61,6 +63,42 @@ TEST_P(FaultTolerance, JobEndsWithAClearMessage) {
     const bool watchdog = r.output.find("did not finish within comm.timeout_s") != std::string::npos;
     EXPECT_TRUE(launcher || watchdog) << r.output;
   }
+}
+
+// The job runs in its own mount namespace with a 1 MiB tmpfs on /dev/shm (needs root with
+// CAP_SYS_ADMIN, as CI has; skipped otherwise). Before: the ring's segment was sized with
+// ftruncate and the first touch of a missing page killed a rank with SIGBUS; a dataset's node
+// copy failed inside MPI_Win_allocate_shared on one rank and the other waited until killed.
+TEST(SmallDevShm, TheRingFallsBackAndTheDatasetCopyIsAnAgreedError) {
+  const fs::path data = RINGTRAIN_DATA_DIR;
+  const CommandResult probe = run_command(
+      "unshare -m --propagation private sh -c 'mount -t tmpfs -o size=1m tmpfs "
+      "/dev/shm && df --output=size -B1K /dev/shm | tail -n 1'");
+  if (probe.exit_code != 0 || probe.output.find("1024") == std::string::npos)
+    GTEST_SKIP() << "cannot mount a small /dev/shm in a mount namespace here: " << probe.output;
+  const fs::path run_dir = fs::temp_directory_path() / "ringtrain-small-shm";
+  fs::remove_all(run_dir);
+  const auto train = [&](const std::string& strategy) {
+    std::string cmd = ringtrain_command(
+        2, {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml", "--set",
+            "data.train=" + (data / "train.h5").string(), "--set", "data.test=", "--set", "data.strategy=" + strategy,
+            "--set", "train.max_steps=3", "--set", "checkpoint.enabled=false", "--set", "run.dir=" + run_dir.string()});
+    // Open MPI's own shared-memory transport cannot start in 1 MiB either: TCP between the ranks.
+    const std::string vader = "--mca btl self,vader";
+    cmd.replace(cmd.find(vader), vader.size(), "--mca btl self,tcp");
+    return run_command("unshare -m --propagation private sh -c " +
+                       shell_quote("mount -t tmpfs -o size=1m tmpfs /dev/shm && " + cmd));
+  };
+  const CommandResult memory = train("memory");
+  EXPECT_EQ(memory.exit_code, 1) << memory.output;
+  EXPECT_NE(memory.output.find("ringtrain: error: data.train: " + (data / "train.h5").string() +
+                               ": the dataset needs 45 MiB of node-shared memory but /dev/shm on "),
+            std::string::npos)
+      << memory.output;
+  const CommandResult stream = train("stream");
+  EXPECT_EQ(stream.exit_code, 0) << stream.output;
+  EXPECT_NE(stream.output.find("communicator: no shared memory for the ring (posix_fallocate"), std::string::npos)
+      << stream.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FaultTolerance,

@@ -1,10 +1,13 @@
-// CheckpointDir: the checkpoints of a run in one directory. Saves are atomic (written as
-// ckpt-<step>.h5.tmp, synced, renamed by rank 0 after every rank finished, then `latest` is
-// updated and all but the newest `keep` files are removed), so a crash at any moment leaves
-// the previous checkpoint usable. Resume picks the newest intact one.
+// CheckpointDir: the checkpoints of a run in one directory, which the run holds locked. Saves
+// are atomic (written as ckpt-<step>.h5.tmp, synced, renamed by rank 0 after every rank
+// finished, then `latest` is updated and all but the newest `keep` files up to that step are
+// removed), so a crash at any moment leaves the previous checkpoint usable. Resume picks the
+// newest intact one.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,7 @@
 namespace ringtrain {
 
 class Context;
+class DirLock;
 
 struct SavedCheckpoint {
   std::string path;
@@ -28,10 +32,13 @@ struct ResumedCheckpoint {
 
 class CheckpointDir {
  public:
-  // Collective: rank 0 creates `dir`, proves it writable with a probe file and removes
-  // leftovers of interrupted saves (*.h5.tmp). CollectiveError naming the directory otherwise,
-  // so an unwritable directory fails the run at start rather than at its first save.
+  // Collective: rank 0 creates `dir`, locks it for as long as this object lives (a second
+  // run on it gets a CollectiveError naming the holder), proves it writable with a probe file
+  // and removes leftovers of interrupted saves (*.h5.tmp, latest.tmp.*). CollectiveError
+  // naming the directory otherwise, so an unwritable directory fails the run at start rather
+  // than at its first save.
   CheckpointDir(const Context& ctx, std::string dir, std::int64_t keep);
+  ~CheckpointDir();
 
   const std::string& dir() const { return dir_; }
   static std::string file_name(std::int64_t step);  // "ckpt-000001200.h5"
@@ -39,18 +46,28 @@ class CheckpointDir {
   // Collective. Rank 0 first allocates the file's expected size (a full disk or quota is
   // reported before any data moves). On failure the temporary file is removed, the previous
   // checkpoint stays as it was, and every rank throws the same CollectiveError. Checkpoints
-  // of later steps than this one (a run that was not continued) are removed.
+  // of later steps than this one are left in place (with a warning, once).
   SavedCheckpoint save(const CheckpointMeta& meta, const std::vector<CheckpointBuffer>& buffers) const;
 
-  // Checkpoints here, newest (highest step) first, as rank 0 lists them. Collective.
+  // Checkpoints here, newest (highest step) first, as rank 0 lists them. Collective; a
+  // listing that fails is a CollectiveError, never an empty list.
   std::vector<std::string> list() const;
+  // The step in a checkpoint's file name (-1: not a checkpoint name).
+  static std::int64_t step_of_path(const std::string& path);
+
+  // Collective: rank 0 deletes these checkpoints, each with a warning giving `why`, and
+  // `latest` when it named one of them.
+  void discard(const std::vector<std::string>& paths, const std::string& why) const;
 
  private:
   std::vector<std::string> list_local() const;  // rank 0's view, newest first
+  void prune(std::int64_t step) const;          // rank 0, after the save of `step`
 
   const Context& ctx_;
   std::string dir_;
   std::int64_t keep_;
+  std::unique_ptr<DirLock> lock_;                 // rank 0
+  mutable std::set<std::string> reported_later_;  // later-step files already warned about
 };
 
 // Loads a checkpoint into `buffers` (collective). `resume` is "none" (nothing: returns

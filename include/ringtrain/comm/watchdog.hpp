@@ -26,22 +26,52 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Registers an operation as in flight until the returned id is passed to done().
+  // How long one operation may take, and the config key that set it (named in the message).
+  struct Budget {
+    double seconds;
+    std::string key;
+  };
+
+  // Registers an operation as in flight until the returned id is passed to done(); it may
+  // take the watchdog's timeout (comm.timeout_s), or `budget` when given.
   std::uint64_t begin(std::string description);
+  std::uint64_t begin(std::string description, Budget budget);
   void done(std::uint64_t id);
   double timeout_s() const { return timeout_s_; }
 
  private:
   void monitor();
 
+  struct InFlight {
+    std::string description;
+    Clock::time_point start;
+    Budget budget;
+  };
+
   double timeout_s_;
   std::function<void(const std::string&)> on_timeout_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::map<std::uint64_t, std::pair<std::string, Clock::time_point>> in_flight_;
+  std::map<std::uint64_t, InFlight> in_flight_;
   std::uint64_t next_id_ = 0;
   bool stopping_ = false;
   std::thread thread_;
+};
+
+// An operation watched for as long as this object lives (also when an exception ends it).
+class WatchedScope {
+ public:
+  WatchedScope(Watchdog& watchdog, std::string description)
+      : watchdog_(watchdog), id_(watchdog.begin(std::move(description))) {}
+  WatchedScope(Watchdog& watchdog, std::string description, Watchdog::Budget budget)
+      : watchdog_(watchdog), id_(watchdog.begin(std::move(description), std::move(budget))) {}
+  ~WatchedScope() { watchdog_.done(id_); }
+  WatchedScope(const WatchedScope&) = delete;
+  WatchedScope& operator=(const WatchedScope&) = delete;
+
+ private:
+  Watchdog& watchdog_;
+  std::uint64_t id_;
 };
 
 // Wraps a communicator so that each collective is numbered and watched (seq counts per

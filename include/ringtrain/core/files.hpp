@@ -5,7 +5,8 @@
 
 namespace ringtrain {
 
-// Writes text to path via path.tmp + fsync + rename. Throws IoError naming the path.
+// Writes text to path via a temporary file beside it (path.tmp.XXXXXX, created exclusively,
+// removed on failure) + fsync + rename. Throws IoError naming the path.
 void write_file_atomic(const std::string& path, const std::string& text);
 
 // Flushes a file's data (IoError naming it on failure), or a directory's entries so that a

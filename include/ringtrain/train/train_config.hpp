@@ -23,6 +23,8 @@ struct CheckpointConfig {
   std::int64_t every_steps = 0;  // 0: off
   double every_seconds = 0.0;    // 0: off
   std::int64_t keep = 3;         // newest files kept
+  bool overwrite = false;        // a fresh start may delete another run's checkpoints in `dir`
+  double timeout_s = 0.0;        // a save or resume taking longer ends the job (0: scaled by its bytes)
 };
 
 // comm.allreduce: how gradients are summed over the ranks.

@@ -605,7 +605,7 @@ TEST(CheckpointDirectory, SaveKeepsTheNewestAndPublishesLatest) {
     }));
   }
   ASSERT_TRUE(on_root([&] {
-    EXPECT_EQ(names_in(dir), (std::set<std::string>{"ckpt-000000004.h5", "ckpt-000000005.h5", "latest"}));
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{".lock", "ckpt-000000004.h5", "ckpt-000000005.h5", "latest"}));
     EXPECT_NE(read_text(fs::path(dir) / "latest").find("ckpt-000000005.h5"), std::string::npos);
   }));
   const std::vector<std::string> listed = cd.list();
@@ -628,14 +628,93 @@ TEST(CheckpointDirectory, ConstructorRemovesStaleTemporariesOnly) {
   ASSERT_TRUE(on_root([&] {
     fs::create_directories(dir);
     write_text(dir / "ckpt-000000009.h5.tmp", "half a checkpoint");
+    write_text(dir / "latest.tmp.a1B2c3", "ckpt-0000");  // write_file_atomic's, interrupted
+    write_text(dir / "latest.tmp.notes", "the user's");
     write_text(dir / "notes.txt", "the user's");
   }));
   const CheckpointDir cd(ctx(), dir.string(), 3);
-  ASSERT_TRUE(on_root([&] { EXPECT_EQ(names_in(dir), (std::set<std::string>{"notes.txt"})); }));
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{".lock", "latest.tmp.notes", "notes.txt"}));
+  }));
   EXPECT_TRUE(cd.list().empty());
   // Nothing to resume from.
   Buffers in = dir_layout();
   EXPECT_FALSE(resume_checkpoint(ctx(), "auto", &cd, in.list).has_value());
+}
+
+// One run at a time: a second CheckpointDir on the same directory (another run, here in the
+// same process: the lock is per open file, not per process) fails on every rank, naming the
+// holder; once the first is gone the directory can be taken again.
+TEST(CheckpointDirectory, ASecondRunOnTheDirectoryIsRefusedWhileTheFirstHoldsIt) {
+  const fs::path base = test::temp_dir("ckpt_dir_lock");
+  const std::string dir = (base / "ckpt").string();
+  {
+    const CheckpointDir first(ctx(), dir, 2);
+    const Outcome o = outcome_of([&] { CheckpointDir second(ctx(), dir, 2); });
+    EXPECT_TRUE(collective_error(
+        o, false, {"checkpoint.dir: " + dir + " is in use by another run (host ", ", pid ", dir + "/.lock"}));
+    ASSERT_TRUE(on_root([&] { EXPECT_NE(read_text(fs::path(dir) / ".lock").find(", since "), std::string::npos); }));
+  }
+  const CheckpointDir again(ctx(), dir, 2);
+  EXPECT_TRUE(again.list().empty());
+}
+
+// Save prunes only up to its own step: a later checkpoint (one `auto` skipped as damaged) stays.
+TEST(CheckpointDirectory, SavingNeverDeletesALaterStep) {
+  const fs::path base = test::temp_dir("ckpt_dir_later");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 1);
+  Buffers b = dir_layout();
+  fill(b, 9);
+  cd.save(sample_meta(9), b.list);
+  for (const std::int64_t step : {3, 4}) {
+    fill(b, step);
+    cd.save(sample_meta(step), b.list);
+  }
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{".lock", "ckpt-000000004.h5", "ckpt-000000009.h5", "latest"}));
+    EXPECT_EQ(read_text(fs::path(dir) / "latest"), "ckpt-000000004.h5\n");
+  }));
+  // Discarding removes the files and a `latest` that named one of them.
+  cd.discard({dir + "/ckpt-000000004.h5"}, "test");
+  ASSERT_TRUE(on_root([&] { EXPECT_EQ(names_in(dir), (std::set<std::string>{".lock", "ckpt-000000009.h5"})); }));
+  EXPECT_EQ(CheckpointDir::step_of_path(dir + "/ckpt-000000009.h5"), 9);
+  EXPECT_EQ(CheckpointDir::step_of_path(dir + "/latest"), -1);
+}
+
+// The temporary file of a save is created exclusively: a link planted under its name (or left
+// by an interrupted save of the same step) is replaced, never written through.
+TEST(CheckpointDirectory, APlantedTemporaryLinkIsReplacedNotWrittenThrough) {
+  const fs::path base = test::temp_dir("ckpt_dir_planted");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 2);
+  const fs::path victim = base / "victim.txt";
+  ASSERT_TRUE(on_root([&] {
+    write_text(victim, "precious");
+    fs::create_symlink(victim, fs::path(dir) / "ckpt-000000002.h5.tmp");
+  }));
+  Buffers b = dir_layout();
+  fill(b, 2);
+  cd.save(sample_meta(2), b.list);
+  ASSERT_TRUE(on_root([&] {
+    EXPECT_EQ(read_text(victim), "precious");
+    EXPECT_FALSE(fs::is_symlink(fs::path(dir) / "ckpt-000000002.h5"));
+    EXPECT_EQ(inspect_checkpoint_file(dir + "/ckpt-000000002.h5", true, nullptr).step, 2);
+  }));
+}
+
+// A listing that fails (here: the directory is gone) is an error on every rank, not "no
+// checkpoint" (which `auto` would take as a fresh start).
+TEST(CheckpointDirectory, AFailedListingIsAnErrorNotAnEmptyDirectory) {
+  const fs::path base = test::temp_dir("ckpt_dir_list");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 2);
+  ASSERT_TRUE(on_root([&] { fs::remove_all(dir); }));
+  const Outcome o = outcome_of([&] { cd.list(); });
+  EXPECT_TRUE(collective_error(o, false, {"checkpoint.dir: " + dir + ": cannot list: "}));
+  Buffers in = dir_layout();
+  const Outcome r = outcome_of([&] { resume_checkpoint(ctx(), "auto", &cd, in.list); });
+  EXPECT_TRUE(collective_error(r, false, {"cannot list"}));
 }
 
 TEST(CheckpointDirectory, ResumeAutoSkipsADamagedNewestCheckpoint) {

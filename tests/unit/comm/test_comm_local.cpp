@@ -282,25 +282,70 @@ TEST(Watchdog, DecoratorPassesMarksThrough) {
   EXPECT_EQ(x, 1.0f);
 }
 
-TEST(Watchdog, FiresForAnOverdueOperationOnly) {
-  std::atomic<int> fired{0};
-  std::string message;
+// Records when and with what message the watchdog fired.
+struct Firing {
   std::mutex m;
-  Watchdog dog(0.2, [&](const std::string& msg) {
+  std::string message;
+  std::optional<Watchdog::Clock::time_point> at;
+  std::function<void(const std::string&)> handler() {
+    return [this](const std::string& msg) {
+      std::lock_guard lock(m);
+      message = msg;
+      at = Watchdog::Clock::now();
+    };
+  }
+  bool fired() {
     std::lock_guard lock(m);
-    message = msg;
-    ++fired;
-  });
+    return at.has_value();
+  }
+  // Waits up to `limit` for the firing; seconds from `since` to it, or -1.
+  double seconds_after(Watchdog::Clock::time_point since, double limit) {
+    for (int i = 0; i < static_cast<int>(limit * 100) && !fired(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard lock(m);
+    return at ? std::chrono::duration<double>(*at - since).count() : -1.0;
+  }
+};
+
+// Fires for the overdue operation only, and on time: not before the timeout, and within 1.5x
+// of it (the monitor checks four times per timeout).
+TEST(Watchdog, FiresForAnOverdueOperationOnlyAndOnTime) {
+  Firing firing;
+  Watchdog dog(1.0, firing.handler());
   const auto quick = dog.begin("quick op");
   dog.done(quick);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  EXPECT_EQ(fired.load(), 0);
+  {
+    const WatchedScope scoped(dog, "scoped op");  // done when the scope ends, also by an exception
+    EXPECT_THROW(throw std::runtime_error("x"), std::runtime_error);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(firing.fired());
+  const auto begun = Watchdog::Clock::now();
   dog.begin("allreduce #7 of 1000 f32");
-  for (int i = 0; i < 40 && fired.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(fired.load(), 1);
-  std::lock_guard lock(m);
-  EXPECT_NE(message.find("allreduce #7"), std::string::npos) << message;
-  EXPECT_NE(message.find("comm.timeout_s"), std::string::npos) << message;
+  const double after = firing.seconds_after(begun, 5.0);
+  EXPECT_GE(after, 1.0);
+  EXPECT_LE(after, 1.5);
+  std::lock_guard lock(firing.m);
+  EXPECT_NE(firing.message.find("allreduce #7 of 1000 f32 did not finish within comm.timeout_s = 1 s"),
+            std::string::npos)
+      << firing.message;
+}
+
+// An operation with a budget of its own (a checkpoint save) is not cut at the collective
+// timeout, and the message names the key that set its budget.
+TEST(Watchdog, AnOperationWithItsOwnBudgetGetsIt) {
+  Firing firing;
+  Watchdog dog(0.2, firing.handler());
+  const auto begun = Watchdog::Clock::now();
+  dog.begin("checkpoint save of step 5", Watchdog::Budget{1.0, "checkpoint.timeout_s"});
+  const double after = firing.seconds_after(begun, 5.0);
+  EXPECT_GE(after, 1.0);
+  EXPECT_LE(after, 1.5);
+  std::lock_guard lock(firing.m);
+  EXPECT_NE(firing.message.find("checkpoint save of step 5 did not finish within checkpoint.timeout_s = 1 s"),
+            std::string::npos)
+      << firing.message;
+  EXPECT_NE(firing.message.find("or the file system stopped answering"), std::string::npos) << firing.message;
 }
 
 TEST(Watchdog, DecoratorNumbersCollectives) {
