@@ -61,11 +61,26 @@ rt_require_exe() {
   export RINGTRAIN_EXE
 }
 
+# RINGTRAIN_SET: key=value words separated by blanks, quoted as in a shell where a value has
+# blanks or quotes (RINGTRAIN_SET="run.dir='/scratch/my run' train.epochs=3"); xargs splits
+# them, so nothing is expanded or globbed (a '*' or '$' stays as written). Appends a --set per
+# word to RT_OVERRIDES.
+rt_set_overrides() {
+  local words kv
+  if ! words="$(printf '%s' "${RINGTRAIN_SET:-}" | xargs -r printf '%s\n' 2>&1)"; then
+    words="${words#xargs: }"
+    rt_die "RINGTRAIN_SET cannot be split into words (${words%%;*}): quote a value with blanks as key='a b'"
+  fi
+  while IFS= read -r kv; do
+    if [ -n "$kv" ]; then RT_OVERRIDES+=(--set "$kv"); fi
+  done <<<"$words"
+}
+
 # RT_CONFIG (absolute) from the first argument or RINGTRAIN_CONFIG; RT_OVERRIDES from
-# RINGTRAIN_SET ("key=value key=value") and then the remaining arguments ("--set key=value"
-# or just "key=value"), so arguments win. Call as: rt_parse_train_args "$@".
+# RINGTRAIN_SET (see rt_set_overrides) and then the remaining arguments ("--set key=value" or
+# just "key=value"), so arguments win. Call as: rt_parse_train_args "$@".
 rt_parse_train_args() {
-  local config="${RINGTRAIN_CONFIG:-}" kv
+  local config="${RINGTRAIN_CONFIG:-}"
   if [ $# -gt 0 ] && [[ "$1" != -* ]] && [[ "$1" != *=* ]]; then
     config="$1"
     shift
@@ -74,7 +89,7 @@ rt_parse_train_args() {
   [ -f "$config" ] || rt_die "config file not found: $config (relative paths start at $(pwd))"
   RT_CONFIG="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
   RT_OVERRIDES=()
-  for kv in ${RINGTRAIN_SET:-}; do RT_OVERRIDES+=(--set "$kv"); done
+  rt_set_overrides
   while [ $# -gt 0 ]; do
     case "$1" in
       --set)

@@ -2,10 +2,10 @@
 // slurmctld and two slurmd "nodes" (node1, node2) on this machine for the whole suite.
 // Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
 // failing and a silently "successful" launch, the scaling and allreduce scripts, every
-// script outside Slurm, and preemption (USR1, checkpoint, requeue, resume). Slurm that
-// cannot start FAILS these tests (CI installs it with tools/install-deps); the cluster is
-// stopped in TearDownTestSuite, at exit and on fatal signals, and a stale one left by a
-// killed run is stopped before the next run starts.
+// script outside Slurm, preemption (USR1, checkpoint, requeue, resume) and overrides from
+// RINGTRAIN_SET. Slurm that cannot start FAILS these tests (CI installs it with
+// tools/install-deps); the cluster is stopped in TearDownTestSuite, at exit and on fatal
+// signals, and a stale one left by a killed run is stopped before the next run starts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -356,6 +356,33 @@ TEST_F(SlurmJobs, PreemptedJobRequeuesAndResumesToTheSameParameters) {
   const auto summary = summary_at(run_dir);
   ASSERT_FALSE(summary.is_null()) << job.all();
   EXPECT_EQ(summary["param_checksum"], expected["param_checksum"]) << "resumed run differs from the uninterrupted one";
+}
+
+// RINGTRAIN_SET is split like shell words and nothing in it is expanded: a value with a space,
+// '*' and '?', and one whose '*' would match a file in the job's directory, reach ringtrain as
+// written (its resolved config.toml holds them); a quote left open is one error line.
+TEST_F(SlurmJobs, RingtrainSetKeepsSpacesAndGlobCharacters) {
+  const fs::path run_dir = work_dir() / "set dir" / "a*b?";
+  fs::remove_all(work_dir() / "set dir");
+  fs::remove_all(work_dir() / "glob-*");
+  std::ofstream(work_dir() / "checkpoint.dir=glob-decoy");  // what checkpoint.dir=glob-* would glob to
+  const std::string set = "run.dir='" + run_dir.string() + "' checkpoint.dir=glob-*";
+  const Job job =
+      submit("ringtrain-set", "", "train.sbatch", tiny_training(kMlp, ""), "RINGTRAIN_SET=" + shell_quote(set));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  const std::string config = read_text(run_dir / "config.toml");
+  EXPECT_NE(config.find("dir = '" + run_dir.string() + "'"), std::string::npos) << config << job.all();
+  EXPECT_NE(config.find("dir = 'glob-*'"), std::string::npos) << config << job.all();
+  EXPECT_TRUE(fs::exists(work_dir() / "glob-*" / "latest")) << job.all();
+
+  const Job open_quote =
+      submit("ringtrain-set-open", "", "train.sbatch", tiny_training(kMlp, ""), "RINGTRAIN_SET=\"run.dir='x\"");
+  EXPECT_NE(open_quote.exit_code, 0) << open_quote.all();
+  EXPECT_NE(open_quote.output.find("train.sbatch: error: RINGTRAIN_SET cannot be split into words (unmatched single "
+                                   "quote): quote a value with blanks as key='a b'"),
+            std::string::npos)
+      << open_quote.all();
+  EXPECT_EQ(open_quote.output.find("launch:"), std::string::npos) << open_quote.all();
 }
 
 }  // namespace
