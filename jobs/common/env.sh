@@ -134,14 +134,20 @@ trap rt_on_usr1 USR1
 trap rt_on_term TERM
 
 # Runs a launcher command (srun/mpirun ...); its output goes to the job's output and to
-# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself.
+# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself. The
+# log and the pipe to tee live in a private directory (mktemp -d), removed when the script
+# exits, also on an error or a signal.
 rt_launch() {
   rt_say "launch: $*"
-  RT_LOG="$(mktemp "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")"
-  local fifo="$RT_LOG.fifo" tee_pid
+  if [ -z "${RT_TMP:-}" ]; then
+    RT_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")" ||
+      rt_die "cannot create a temporary directory in ${TMPDIR:-/tmp}"
+    trap 'rm -rf "$RT_TMP"' EXIT
+  fi
+  RT_LOG="$RT_TMP/output.log"
+  local fifo="$RT_TMP/output.fifo" tee_pid
   rm -f "$fifo"
   mkfifo "$fifo"
-  trap 'rm -f "$RT_LOG" "$RT_LOG.fifo"' EXIT
   tee "$RT_LOG" <"$fifo" &
   tee_pid=$!
   "$@" >"$fifo" 2>&1 &
@@ -152,7 +158,6 @@ rt_launch() {
   wait "$RT_LAUNCH_PID" || RT_STATUS=$?
   RT_LAUNCH_PID=""
   wait "$tee_pid" || true
-  rm -f "$fifo"
 }
 
 # After a training launch: exit status 0 alone is not trusted (a failed step can still

@@ -2,10 +2,11 @@
 // slurmctld and two slurmd "nodes" (node1, node2) on this machine for the whole suite.
 // Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
 // failing and a silently "successful" launch, the scaling and allreduce scripts, every
-// script outside Slurm, preemption (USR1, checkpoint, requeue, resume) and overrides from
-// RINGTRAIN_SET. Slurm that cannot start FAILS these tests (CI installs it with
-// tools/install-deps); the cluster is stopped in TearDownTestSuite, at exit and on fatal
-// signals, and a stale one left by a killed run is stopped before the next run starts.
+// script outside Slurm, preemption (USR1, checkpoint, requeue, resume), overrides from
+// RINGTRAIN_SET and the scripts' temporary files. Slurm that cannot start FAILS these tests
+// (CI installs it with tools/install-deps); the cluster is stopped in TearDownTestSuite, at
+// exit and on fatal signals, and a stale one left by a killed run is stopped before the next
+// run starts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -68,6 +69,11 @@ extern "C" void stop_cluster_on_signal(int sig) {
   stop_cluster();
   ::signal(sig, SIG_DFL);
   ::raise(sig);
+}
+
+void write_executable(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+  fs::permissions(p, fs::perms::owner_all, fs::perm_options::add);
 }
 
 struct Job {
@@ -383,6 +389,38 @@ TEST_F(SlurmJobs, RingtrainSetKeepsSpacesAndGlobCharacters) {
             std::string::npos)
       << open_quote.all();
   EXPECT_EQ(open_quote.output.find("launch:"), std::string::npos) << open_quote.all();
+}
+
+// The launch's log and the pipe to tee are in a private directory of their own (mode 0700,
+// made by mktemp -d), not at names next to each other in the shared TMPDIR; it is gone when
+// the job ends, here with an error (the fake ringtrain lists TMPDIR and prints nothing).
+TEST_F(SlurmJobs, TemporaryFilesArePrivateAndRemovedOnError) {
+  const fs::path tmp = work_dir() / "job-tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const fs::path listing = work_dir() / "job-tmp.txt";
+  fs::remove(listing);
+  const fs::path fake = work_dir() / "list-tmpdir.sh";
+  write_executable(fake,
+                   "#!/bin/sh\n# What the job keeps in TMPDIR while it runs.\nfind \"$TMPDIR\" -mindepth 1 "
+                   "-printf '%P %M\\n' | sort >" +
+                       shell_quote(listing.string()) + "\n");
+  const Job job = submit("tmp-files", "", "train.sbatch", tiny_training(kMlp, ""),
+                         "TMPDIR=" + shell_quote(tmp) + " RINGTRAIN_EXE=" + shell_quote(fake));
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("ringtrain did not finish"), std::string::npos) << job.all();
+  // Sorted by path: the directory, then its files (TMPDIR also holds srun's PMIx directory).
+  std::vector<std::string> lines;
+  for (const auto& line : lines_of(read_text(listing)))
+    if (line.rfind("ringtrain-job-", 0) == 0) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << read_text(listing) << job.all();
+  const std::string dir = lines[0].substr(0, lines[0].find(' '));
+  EXPECT_EQ(dir.rfind("ringtrain-job-" + job.id + ".", 0), 0u) << read_text(listing);
+  EXPECT_EQ(lines[0], dir + " drwx------") << read_text(listing);
+  EXPECT_EQ(lines[1].rfind(dir + "/output.fifo p", 0), 0u) << read_text(listing);
+  EXPECT_EQ(lines[2].rfind(dir + "/output.log -", 0), 0u) << read_text(listing);
+  for (const auto& entry : fs::directory_iterator(tmp))
+    EXPECT_NE(entry.path().filename().string().rfind("ringtrain-job-", 0), 0u) << entry.path() << " left after the job";
 }
 
 }  // namespace
