@@ -116,15 +116,22 @@ rt_print_job() {
 
 # Signals that reach the batch shell: USR1 (sbatch --signal=B:USR1@N, or scancel
 # --signal=USR1 --batch) is passed to the launcher, which passes it to every rank (ringtrain
-# checkpoints and exits 75). TERM is only noted: Slurm sends it to the ranks itself, and a
-# job being cancelled must not requeue itself.
+# checkpoints and exits 75). srun drops a signal that comes before its tasks exist and a rank
+# dies of one that comes before ringtrain handles it, so a USR1 is held until ringtrain's first
+# line ("ringtrain VERSION | N ranks on ...", printed once every rank handles the signal) is in
+# its output: one that comes before the launch, or before the launcher's PID is known, is not
+# lost. TERM is only noted: Slurm sends it to the ranks itself, and a job being cancelled must
+# not requeue itself.
 RT_LAUNCH_PID=""
-RT_GOT_USR1=0
+RT_GOT_USR1=0  # a USR1 came (at any time)
+RT_HELD_USR1=0 # ... and is not passed on yet
+RT_READY=0     # ringtrain's first line is in $RT_LOG
 RT_GOT_TERM=0
 rt_on_usr1() {
   RT_GOT_USR1=1
+  RT_HELD_USR1=1
   rt_say "SIGUSR1: asking ringtrain to checkpoint and stop"
-  if [ -n "$RT_LAUNCH_PID" ]; then kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true; fi
+  rt_pass_usr1
 }
 rt_on_term() {
   RT_GOT_TERM=1
@@ -132,6 +139,17 @@ rt_on_term() {
 }
 trap rt_on_usr1 USR1
 trap rt_on_term TERM
+
+# Passes a held USR1 to the launcher once ringtrain is ready for it.
+rt_pass_usr1() {
+  if [ "$RT_READY" -eq 0 ] && [ -n "${RT_LOG:-}" ] && grep -q -m 1 '^ringtrain [^ ]* | [0-9]* ranks\{0,1\} on ' "$RT_LOG"; then
+    RT_READY=1
+  fi
+  if [ "$RT_HELD_USR1" -eq 1 ] && [ "$RT_READY" -eq 1 ] && [ -n "$RT_LAUNCH_PID" ]; then
+    RT_HELD_USR1=0
+    kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true
+  fi
+}
 
 # Runs a launcher command (srun/mpirun ...); its output goes to the job's output and to
 # $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself. The
@@ -150,10 +168,15 @@ rt_launch() {
   mkfifo "$fifo"
   tee "$RT_LOG" <"$fifo" &
   tee_pid=$!
+  RT_READY=0
   "$@" >"$fifo" 2>&1 &
   RT_LAUNCH_PID=$!
-  # A trapped signal ends `wait` early while the launcher runs on: wait again.
-  while kill -0 "$RT_LAUNCH_PID" 2>/dev/null; do wait "$RT_LAUNCH_PID" || true; done
+  # A trapped signal ends `wait` early while the launcher runs on: wait again. Until ringtrain
+  # is ready, poll instead, so that a USR1 held meanwhile is passed on as soon as it can be.
+  while kill -0 "$RT_LAUNCH_PID" 2>/dev/null; do
+    rt_pass_usr1
+    if [ "$RT_READY" -eq 1 ]; then wait "$RT_LAUNCH_PID" || true; else sleep 0.2; fi
+  done
   RT_STATUS=0
   wait "$RT_LAUNCH_PID" || RT_STATUS=$?
   RT_LAUNCH_PID=""

@@ -3,10 +3,10 @@
 // Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
 // failing and a silently "successful" launch, the scaling and allreduce scripts, every
 // script outside Slurm, preemption (USR1, checkpoint, requeue, resume), overrides from
-// RINGTRAIN_SET and the scripts' temporary files. Slurm that cannot start FAILS these tests
-// (CI installs it with tools/install-deps); the cluster is stopped in TearDownTestSuite, at
-// exit and on fatal signals, and a stale one left by a killed run is stopped before the next
-// run starts.
+// RINGTRAIN_SET, the scripts' temporary files and a USR1 that comes before ringtrain can take
+// it. Slurm that cannot start FAILS these tests (CI installs it with tools/install-deps); the
+// cluster is stopped in TearDownTestSuite, at exit and on fatal signals, and a stale one left
+// by a killed run is stopped before the next run starts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -421,6 +421,27 @@ TEST_F(SlurmJobs, TemporaryFilesArePrivateAndRemovedOnError) {
   EXPECT_EQ(lines[2].rfind(dir + "/output.log -", 0), 0u) << read_text(listing);
   for (const auto& entry : fs::directory_iterator(tmp))
     EXPECT_NE(entry.path().filename().string().rfind("ringtrain-job-", 0), 0u) << entry.path() << " left after the job";
+}
+
+// A USR1 that reaches the job before ringtrain can take it (here: sent while the launched
+// task has not started ringtrain yet; srun would kill the task with it, or drop it before
+// the task exists) is held and passed on once ringtrain runs: it stops after its first step
+// with a checkpoint.
+TEST_F(SlurmJobs, UsrOneBeforeRingtrainRunsIsPassedOnWhenItDoes) {
+  const fs::path fake = work_dir() / "usr1-first.sh";
+  write_executable(fake,
+                   "#!/bin/sh\n# Signals the batch shell before ringtrain starts, then runs it.\n"
+                   "scancel --signal=USR1 --batch \"$SLURM_JOB_ID\" || exit 1\nsleep 2\nexec " +
+                       shell_quote(RINGTRAIN_EXE) + " \"$@\"\n");
+  const Job job = submit("usr1-first", "", "train.sbatch", tiny_training(kMlp, (work_dir() / "usr1-first").string()),
+                         "RINGTRAIN_EXE=" + shell_quote(fake));
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: SIGUSR1: asking ringtrain to checkpoint and stop"), std::string::npos)
+      << job.all();
+  EXPECT_NE(job.output.find("stopped: SIGUSR1 received"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: error: ringtrain stopped on a signal after writing a checkpoint (exit 75)"),
+            std::string::npos)
+      << job.all();
 }
 
 }  // namespace
