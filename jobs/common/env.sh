@@ -198,6 +198,53 @@ rt_require_done() {
   rt_say "finished: $RT_SUMMARY"
 }
 
+# A word as a shell reads it back: as it is when it holds only safe characters, else in single
+# quotes.
+rt_quote() {
+  local q="'\\''"
+  if [[ "$1" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/$q}"; fi
+}
+
+# After a stop with a checkpoint (exit 75): the sbatch command, quoted for a shell, that
+# continues the same run: this script on as many nodes and tasks, the config and the overrides
+# (except run.dir and train.resume), then the stopped run's run.dir (a new job's default would
+# be runs/<config>-<its own id>, empty) and train.resume=auto. The run.dir comes from a line
+# ringtrain prints at the start, "config: FILE (resolved below; also in DIR/config.toml)": its
+# last lines can be cut off when Slurm ends the step (scancel). Fails when that line is missing.
+rt_continue_command() {
+  local dir i words=()
+  dir="$(sed -n 's/^config: .* (resolved below; also in \(.*\)\/config\.toml)$/\1/p' "$RT_LOG" | tail -n 1)"
+  [ -n "$dir" ] || return 1
+  [[ "$dir" == /* ]] || dir="$(pwd)/$dir"
+  words=(sbatch -N "${SLURM_JOB_NUM_NODES:-1}")
+  if [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
+    words+=("--ntasks-per-node=$SLURM_NTASKS_PER_NODE")
+  else
+    words+=(-n "${SLURM_NTASKS:-1}")
+  fi
+  [ -n "${SLURM_CPUS_PER_TASK:-}" ] && words+=("--cpus-per-task=$SLURM_CPUS_PER_TASK")
+  [ -n "${SLURM_GPUS_PER_TASK:-}" ] && words+=("--gpus-per-task=$SLURM_GPUS_PER_TASK")
+  words+=("$RINGTRAIN_ROOT/jobs/$RT_JOB" "$RT_CONFIG")
+  for ((i = 0; i < ${#RT_OVERRIDES[@]}; i++)); do
+    [ "${RT_OVERRIDES[i]}" = --set ] && i=$((i + 1))
+    [[ "${RT_OVERRIDES[i]}" == run.dir=* || "${RT_OVERRIDES[i]}" == train.resume=* ]] || words+=("${RT_OVERRIDES[i]}")
+  done
+  words+=("run.dir=$dir" train.resume=auto)
+  for i in "${!words[@]}"; do
+    [ "$i" -gt 0 ] && printf ' '
+    rt_quote "${words[i]}"
+  done
+}
+
+# Ends a training job that ringtrain stopped with a checkpoint (exit 75): "MESSAGE; continue
+# with: COMMAND". Call as: rt_die_stopped MESSAGE.
+rt_die_stopped() {
+  local command
+  command="$(rt_continue_command)" ||
+    rt_die "$1, but its output has no 'config: ... also in DIR/config.toml' line: continue with run.dir=DIR train.resume=auto"
+  rt_die "$1; continue with: $command"
+}
+
 # A top-level number from summary.json (written by ringtrain with one key per line, indented
 # by two spaces at the top level; nested objects such as "resources" repeat some key names).
 rt_summary_value() {

@@ -3,10 +3,11 @@
 // Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
 // failing and a silently "successful" launch, the scaling and allreduce scripts, every
 // script outside Slurm, preemption (USR1, checkpoint, requeue, resume), overrides from
-// RINGTRAIN_SET, the scripts' temporary files and a USR1 that comes before ringtrain can take
-// it. Slurm that cannot start FAILS these tests (CI installs it with tools/install-deps); the
-// cluster is stopped in TearDownTestSuite, at exit and on fatal signals, and a stale one left
-// by a killed run is stopped before the next run starts.
+// RINGTRAIN_SET, the scripts' temporary files, a USR1 that comes before ringtrain can take it,
+// and the printed advice that continues a stopped run. Slurm that cannot start FAILS these
+// tests (CI installs it with tools/install-deps); the cluster is stopped in
+// TearDownTestSuite, at exit and on fatal signals, and a stale one left by a killed run is
+// stopped before the next run starts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -439,9 +440,52 @@ TEST_F(SlurmJobs, UsrOneBeforeRingtrainRunsIsPassedOnWhenItDoes) {
   EXPECT_NE(job.output.find("train.sbatch: SIGUSR1: asking ringtrain to checkpoint and stop"), std::string::npos)
       << job.all();
   EXPECT_NE(job.output.find("stopped: SIGUSR1 received"), std::string::npos) << job.all();
-  EXPECT_NE(job.output.find("train.sbatch: error: ringtrain stopped on a signal after writing a checkpoint (exit 75)"),
+  EXPECT_NE(job.output.find("train.sbatch: error: ringtrain stopped early after writing a checkpoint (exit 75)"),
             std::string::npos)
       << job.all();
+}
+
+// A run stopped with a checkpoint (train.exit_at_step) under the default run.dir, which is
+// named after the job: the command the job prints to continue it, pasted into a shell as it
+// is, resumes that run in that directory (not a new one named after the new job) from the
+// checkpoint's step and finishes it. An override with a space must survive the pasting.
+TEST_F(SlurmJobs, PrintedAdviceContinuesTheSameRun) {
+  const fs::path config_path = work_dir() / "mlp-continue.toml";
+  std::ofstream(config_path) << read_text(kMlp);
+  const fs::path checkpoints = work_dir() / "continue checkpoints";
+  fs::remove_all(checkpoints);
+  auto args = tiny_training(config_path, "");
+  args.push_back("train.exit_at_step=10");
+  args.push_back("checkpoint.dir=" + checkpoints.string());
+  const Job first = submit("continue-first", "-N 2 --ntasks-per-node=1", "train.sbatch", args);
+  EXPECT_NE(first.exit_code, 0) << first.all();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      first.output, m, std::regex("train\\.sbatch: error: [^\n]*\\(exit 75\\); continue with: (sbatch [^\n]*)")))
+      << first.all();
+  const std::string advice = m[1];
+  const fs::path run_dir = work_dir() / "runs" / ("mlp-continue-" + first.id);
+  EXPECT_NE(advice.find("run.dir=" + run_dir.string()), std::string::npos) << advice;
+  EXPECT_NE(advice.find(" train.resume=auto"), std::string::npos) << advice;
+
+  // As a user would paste it, with sbatch made to wait and to write its output here.
+  const fs::path out = work_dir() / "continue-second.out";
+  fs::remove(out);
+  const auto r =
+      run_command("cd " + shell_quote(work_dir()) + " && timeout -k 5 120 bash -c " +
+                  shell_quote("sbatch() { command sbatch --wait -o " + shell_quote(out) + " \"$@\"; }\n" + advice));
+  const std::string second = read_text(out);
+  ASSERT_EQ(r.exit_code, 0) << advice << "\n" << r.output << second;
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(second, resumed, std::regex("resume: (\\S+[^\n]*) at step ([0-9]+)"))) << second;
+  EXPECT_EQ(resumed[2], "10") << second;
+  EXPECT_EQ(fs::path(std::string(resumed[1])).parent_path(), checkpoints) << second;
+  EXPECT_NE(second.find("2 ranks on 2 nodes"), std::string::npos) << second;
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << "no summary.json in " << run_dir << "\n" << second;
+  EXPECT_EQ(summary["finished"], true);
+  EXPECT_EQ(summary["final_step"], 20);
+  EXPECT_NE(second.find("train.sbatch: finished: " + run_dir.string() + "/summary.json"), std::string::npos) << second;
 }
 
 }  // namespace
