@@ -61,11 +61,26 @@ rt_require_exe() {
   export RINGTRAIN_EXE
 }
 
+# RINGTRAIN_SET: key=value words separated by blanks, quoted as in a shell where a value has
+# blanks or quotes (RINGTRAIN_SET="run.dir='/scratch/my run' train.epochs=3"); xargs splits
+# them, so nothing is expanded or globbed (a '*' or '$' stays as written). Appends a --set per
+# word to RT_OVERRIDES.
+rt_set_overrides() {
+  local words kv
+  if ! words="$(printf '%s' "${RINGTRAIN_SET:-}" | xargs -r printf '%s\n' 2>&1)"; then
+    words="${words#xargs: }"
+    rt_die "RINGTRAIN_SET cannot be split into words (${words%%;*}): quote a value with blanks as key='a b'"
+  fi
+  while IFS= read -r kv; do
+    if [ -n "$kv" ]; then RT_OVERRIDES+=(--set "$kv"); fi
+  done <<<"$words"
+}
+
 # RT_CONFIG (absolute) from the first argument or RINGTRAIN_CONFIG; RT_OVERRIDES from
-# RINGTRAIN_SET ("key=value key=value") and then the remaining arguments ("--set key=value"
-# or just "key=value"), so arguments win. Call as: rt_parse_train_args "$@".
+# RINGTRAIN_SET (see rt_set_overrides) and then the remaining arguments ("--set key=value" or
+# just "key=value"), so arguments win. Call as: rt_parse_train_args "$@".
 rt_parse_train_args() {
-  local config="${RINGTRAIN_CONFIG:-}" kv
+  local config="${RINGTRAIN_CONFIG:-}"
   if [ $# -gt 0 ] && [[ "$1" != -* ]] && [[ "$1" != *=* ]]; then
     config="$1"
     shift
@@ -74,7 +89,7 @@ rt_parse_train_args() {
   [ -f "$config" ] || rt_die "config file not found: $config (relative paths start at $(pwd))"
   RT_CONFIG="$(cd "$(dirname "$config")" && pwd)/$(basename "$config")"
   RT_OVERRIDES=()
-  for kv in ${RINGTRAIN_SET:-}; do RT_OVERRIDES+=(--set "$kv"); done
+  rt_set_overrides
   while [ $# -gt 0 ]; do
     case "$1" in
       --set)
@@ -101,15 +116,22 @@ rt_print_job() {
 
 # Signals that reach the batch shell: USR1 (sbatch --signal=B:USR1@N, or scancel
 # --signal=USR1 --batch) is passed to the launcher, which passes it to every rank (ringtrain
-# checkpoints and exits 75). TERM is only noted: Slurm sends it to the ranks itself, and a
-# job being cancelled must not requeue itself.
+# checkpoints and exits 75). srun drops a signal that comes before its tasks exist and a rank
+# dies of one that comes before ringtrain handles it, so a USR1 is held until ringtrain's first
+# line ("ringtrain VERSION | N ranks on ...", printed once every rank handles the signal) is in
+# its output: one that comes before the launch, or before the launcher's PID is known, is not
+# lost. TERM is only noted: Slurm sends it to the ranks itself, and a job being cancelled must
+# not requeue itself.
 RT_LAUNCH_PID=""
-RT_GOT_USR1=0
+RT_GOT_USR1=0  # a USR1 came (at any time)
+RT_HELD_USR1=0 # ... and is not passed on yet
+RT_READY=0     # ringtrain's first line is in $RT_LOG
 RT_GOT_TERM=0
 rt_on_usr1() {
   RT_GOT_USR1=1
+  RT_HELD_USR1=1
   rt_say "SIGUSR1: asking ringtrain to checkpoint and stop"
-  if [ -n "$RT_LAUNCH_PID" ]; then kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true; fi
+  rt_pass_usr1
 }
 rt_on_term() {
   RT_GOT_TERM=1
@@ -118,26 +140,47 @@ rt_on_term() {
 trap rt_on_usr1 USR1
 trap rt_on_term TERM
 
+# Passes a held USR1 to the launcher once ringtrain is ready for it.
+rt_pass_usr1() {
+  if [ "$RT_READY" -eq 0 ] && [ -n "${RT_LOG:-}" ] && grep -q -m 1 '^ringtrain [^ ]* | [0-9]* ranks\{0,1\} on ' "$RT_LOG"; then
+    RT_READY=1
+  fi
+  if [ "$RT_HELD_USR1" -eq 1 ] && [ "$RT_READY" -eq 1 ] && [ -n "$RT_LAUNCH_PID" ]; then
+    RT_HELD_USR1=0
+    kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true
+  fi
+}
+
 # Runs a launcher command (srun/mpirun ...); its output goes to the job's output and to
-# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself.
+# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself. The
+# log and the pipe to tee live in a private directory (mktemp -d), removed when the script
+# exits, also on an error or a signal.
 rt_launch() {
   rt_say "launch: $*"
-  RT_LOG="$(mktemp "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")"
-  local fifo="$RT_LOG.fifo" tee_pid
+  if [ -z "${RT_TMP:-}" ]; then
+    RT_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")" ||
+      rt_die "cannot create a temporary directory in ${TMPDIR:-/tmp}"
+    trap 'rm -rf "$RT_TMP"' EXIT
+  fi
+  RT_LOG="$RT_TMP/output.log"
+  local fifo="$RT_TMP/output.fifo" tee_pid
   rm -f "$fifo"
   mkfifo "$fifo"
-  trap 'rm -f "$RT_LOG" "$RT_LOG.fifo"' EXIT
   tee "$RT_LOG" <"$fifo" &
   tee_pid=$!
+  RT_READY=0
   "$@" >"$fifo" 2>&1 &
   RT_LAUNCH_PID=$!
-  # A trapped signal ends `wait` early while the launcher runs on: wait again.
-  while kill -0 "$RT_LAUNCH_PID" 2>/dev/null; do wait "$RT_LAUNCH_PID" || true; done
+  # A trapped signal ends `wait` early while the launcher runs on: wait again. Until ringtrain
+  # is ready, poll instead, so that a USR1 held meanwhile is passed on as soon as it can be.
+  while kill -0 "$RT_LAUNCH_PID" 2>/dev/null; do
+    rt_pass_usr1
+    if [ "$RT_READY" -eq 1 ]; then wait "$RT_LAUNCH_PID" || true; else sleep 0.2; fi
+  done
   RT_STATUS=0
   wait "$RT_LAUNCH_PID" || RT_STATUS=$?
   RT_LAUNCH_PID=""
   wait "$tee_pid" || true
-  rm -f "$fifo"
 }
 
 # After a training launch: exit status 0 alone is not trusted (a failed step can still
@@ -153,6 +196,53 @@ rt_require_done() {
   [ -n "$RT_SUMMARY" ] || rt_die "the launch exited 0 but ringtrain did not finish (no 'done:' line in its output)"
   [ -f "$RT_SUMMARY" ] || rt_die "ringtrain reported $RT_SUMMARY but the file does not exist"
   rt_say "finished: $RT_SUMMARY"
+}
+
+# A word as a shell reads it back: as it is when it holds only safe characters, else in single
+# quotes.
+rt_quote() {
+  local q="'\\''"
+  if [[ "$1" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then printf '%s' "$1"; else printf "'%s'" "${1//\'/$q}"; fi
+}
+
+# After a stop with a checkpoint (exit 75): the sbatch command, quoted for a shell, that
+# continues the same run: this script on as many nodes and tasks, the config and the overrides
+# (except run.dir and train.resume), then the stopped run's run.dir (a new job's default would
+# be runs/<config>-<its own id>, empty) and train.resume=auto. The run.dir comes from a line
+# ringtrain prints at the start, "config: FILE (resolved below; also in DIR/config.toml)": its
+# last lines can be cut off when Slurm ends the step (scancel). Fails when that line is missing.
+rt_continue_command() {
+  local dir i words=()
+  dir="$(sed -n 's/^config: .* (resolved below; also in \(.*\)\/config\.toml)$/\1/p' "$RT_LOG" | tail -n 1)"
+  [ -n "$dir" ] || return 1
+  [[ "$dir" == /* ]] || dir="$(pwd)/$dir"
+  words=(sbatch -N "${SLURM_JOB_NUM_NODES:-1}")
+  if [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
+    words+=("--ntasks-per-node=$SLURM_NTASKS_PER_NODE")
+  else
+    words+=(-n "${SLURM_NTASKS:-1}")
+  fi
+  [ -n "${SLURM_CPUS_PER_TASK:-}" ] && words+=("--cpus-per-task=$SLURM_CPUS_PER_TASK")
+  [ -n "${SLURM_GPUS_PER_TASK:-}" ] && words+=("--gpus-per-task=$SLURM_GPUS_PER_TASK")
+  words+=("$RINGTRAIN_ROOT/jobs/$RT_JOB" "$RT_CONFIG")
+  for ((i = 0; i < ${#RT_OVERRIDES[@]}; i++)); do
+    [ "${RT_OVERRIDES[i]}" = --set ] && i=$((i + 1))
+    [[ "${RT_OVERRIDES[i]}" == run.dir=* || "${RT_OVERRIDES[i]}" == train.resume=* ]] || words+=("${RT_OVERRIDES[i]}")
+  done
+  words+=("run.dir=$dir" train.resume=auto)
+  for i in "${!words[@]}"; do
+    [ "$i" -gt 0 ] && printf ' '
+    rt_quote "${words[i]}"
+  done
+}
+
+# Ends a training job that ringtrain stopped with a checkpoint (exit 75): "MESSAGE; continue
+# with: COMMAND". Call as: rt_die_stopped MESSAGE.
+rt_die_stopped() {
+  local command
+  command="$(rt_continue_command)" ||
+    rt_die "$1, but its output has no 'config: ... also in DIR/config.toml' line: continue with run.dir=DIR train.resume=auto"
+  rt_die "$1; continue with: $command"
 }
 
 # A top-level number from summary.json (written by ringtrain with one key per line, indented

@@ -2,10 +2,12 @@
 // slurmctld and two slurmd "nodes" (node1, node2) on this machine for the whole suite.
 // Training through srun on 1 and 2 nodes and through mpirun, a job with a missing config, a
 // failing and a silently "successful" launch, the scaling and allreduce scripts, every
-// script outside Slurm, and preemption (USR1, checkpoint, requeue, resume). Slurm that
-// cannot start FAILS these tests (CI installs it with tools/install-deps); the cluster is
-// stopped in TearDownTestSuite, at exit and on fatal signals, and a stale one left by a
-// killed run is stopped before the next run starts.
+// script outside Slurm, preemption (USR1, checkpoint, requeue, resume), overrides from
+// RINGTRAIN_SET, the scripts' temporary files, a USR1 that comes before ringtrain can take it,
+// and the printed advice that continues a stopped run. Slurm that cannot start FAILS these
+// tests (CI installs it with tools/install-deps); the cluster is stopped in
+// TearDownTestSuite, at exit and on fatal signals, and a stale one left by a killed run is
+// stopped before the next run starts.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -68,6 +70,11 @@ extern "C" void stop_cluster_on_signal(int sig) {
   stop_cluster();
   ::signal(sig, SIG_DFL);
   ::raise(sig);
+}
+
+void write_executable(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+  fs::permissions(p, fs::perms::owner_all, fs::perm_options::add);
 }
 
 struct Job {
@@ -356,6 +363,129 @@ TEST_F(SlurmJobs, PreemptedJobRequeuesAndResumesToTheSameParameters) {
   const auto summary = summary_at(run_dir);
   ASSERT_FALSE(summary.is_null()) << job.all();
   EXPECT_EQ(summary["param_checksum"], expected["param_checksum"]) << "resumed run differs from the uninterrupted one";
+}
+
+// RINGTRAIN_SET is split like shell words and nothing in it is expanded: a value with a space,
+// '*' and '?', and one whose '*' would match a file in the job's directory, reach ringtrain as
+// written (its resolved config.toml holds them); a quote left open is one error line.
+TEST_F(SlurmJobs, RingtrainSetKeepsSpacesAndGlobCharacters) {
+  const fs::path run_dir = work_dir() / "set dir" / "a*b?";
+  fs::remove_all(work_dir() / "set dir");
+  fs::remove_all(work_dir() / "glob-*");
+  std::ofstream(work_dir() / "checkpoint.dir=glob-decoy");  // what checkpoint.dir=glob-* would glob to
+  const std::string set = "run.dir='" + run_dir.string() + "' checkpoint.dir=glob-*";
+  const Job job =
+      submit("ringtrain-set", "", "train.sbatch", tiny_training(kMlp, ""), "RINGTRAIN_SET=" + shell_quote(set));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  const std::string config = read_text(run_dir / "config.toml");
+  EXPECT_NE(config.find("dir = '" + run_dir.string() + "'"), std::string::npos) << config << job.all();
+  EXPECT_NE(config.find("dir = 'glob-*'"), std::string::npos) << config << job.all();
+  EXPECT_TRUE(fs::exists(work_dir() / "glob-*" / "latest")) << job.all();
+
+  const Job open_quote =
+      submit("ringtrain-set-open", "", "train.sbatch", tiny_training(kMlp, ""), "RINGTRAIN_SET=\"run.dir='x\"");
+  EXPECT_NE(open_quote.exit_code, 0) << open_quote.all();
+  EXPECT_NE(open_quote.output.find("train.sbatch: error: RINGTRAIN_SET cannot be split into words (unmatched single "
+                                   "quote): quote a value with blanks as key='a b'"),
+            std::string::npos)
+      << open_quote.all();
+  EXPECT_EQ(open_quote.output.find("launch:"), std::string::npos) << open_quote.all();
+}
+
+// The launch's log and the pipe to tee are in a private directory of their own (mode 0700,
+// made by mktemp -d), not at names next to each other in the shared TMPDIR; it is gone when
+// the job ends, here with an error (the fake ringtrain lists TMPDIR and prints nothing).
+TEST_F(SlurmJobs, TemporaryFilesArePrivateAndRemovedOnError) {
+  const fs::path tmp = work_dir() / "job-tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const fs::path listing = work_dir() / "job-tmp.txt";
+  fs::remove(listing);
+  const fs::path fake = work_dir() / "list-tmpdir.sh";
+  write_executable(fake,
+                   "#!/bin/sh\n# What the job keeps in TMPDIR while it runs.\nfind \"$TMPDIR\" -mindepth 1 "
+                   "-printf '%P %M\\n' | sort >" +
+                       shell_quote(listing.string()) + "\n");
+  const Job job = submit("tmp-files", "", "train.sbatch", tiny_training(kMlp, ""),
+                         "TMPDIR=" + shell_quote(tmp) + " RINGTRAIN_EXE=" + shell_quote(fake));
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("ringtrain did not finish"), std::string::npos) << job.all();
+  // Sorted by path: the directory, then its files (TMPDIR also holds srun's PMIx directory).
+  std::vector<std::string> lines;
+  for (const auto& line : lines_of(read_text(listing)))
+    if (line.rfind("ringtrain-job-", 0) == 0) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << read_text(listing) << job.all();
+  const std::string dir = lines[0].substr(0, lines[0].find(' '));
+  EXPECT_EQ(dir.rfind("ringtrain-job-" + job.id + ".", 0), 0u) << read_text(listing);
+  EXPECT_EQ(lines[0], dir + " drwx------") << read_text(listing);
+  EXPECT_EQ(lines[1].rfind(dir + "/output.fifo p", 0), 0u) << read_text(listing);
+  EXPECT_EQ(lines[2].rfind(dir + "/output.log -", 0), 0u) << read_text(listing);
+  for (const auto& entry : fs::directory_iterator(tmp))
+    EXPECT_NE(entry.path().filename().string().rfind("ringtrain-job-", 0), 0u) << entry.path() << " left after the job";
+}
+
+// A USR1 that reaches the job before ringtrain can take it (here: sent while the launched
+// task has not started ringtrain yet; srun would kill the task with it, or drop it before
+// the task exists) is held and passed on once ringtrain runs: it stops after its first step
+// with a checkpoint.
+TEST_F(SlurmJobs, UsrOneBeforeRingtrainRunsIsPassedOnWhenItDoes) {
+  const fs::path fake = work_dir() / "usr1-first.sh";
+  write_executable(fake,
+                   "#!/bin/sh\n# Signals the batch shell before ringtrain starts, then runs it.\n"
+                   "scancel --signal=USR1 --batch \"$SLURM_JOB_ID\" || exit 1\nsleep 2\nexec " +
+                       shell_quote(RINGTRAIN_EXE) + " \"$@\"\n");
+  const Job job = submit("usr1-first", "", "train.sbatch", tiny_training(kMlp, (work_dir() / "usr1-first").string()),
+                         "RINGTRAIN_EXE=" + shell_quote(fake));
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: SIGUSR1: asking ringtrain to checkpoint and stop"), std::string::npos)
+      << job.all();
+  EXPECT_NE(job.output.find("stopped: SIGUSR1 received"), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: error: ringtrain stopped early after writing a checkpoint (exit 75)"),
+            std::string::npos)
+      << job.all();
+}
+
+// A run stopped with a checkpoint (train.exit_at_step) under the default run.dir, which is
+// named after the job: the command the job prints to continue it, pasted into a shell as it
+// is, resumes that run in that directory (not a new one named after the new job) from the
+// checkpoint's step and finishes it. An override with a space must survive the pasting.
+TEST_F(SlurmJobs, PrintedAdviceContinuesTheSameRun) {
+  const fs::path config_path = work_dir() / "mlp-continue.toml";
+  std::ofstream(config_path) << read_text(kMlp);
+  const fs::path checkpoints = work_dir() / "continue checkpoints";
+  fs::remove_all(checkpoints);
+  auto args = tiny_training(config_path, "");
+  args.push_back("train.exit_at_step=10");
+  args.push_back("checkpoint.dir=" + checkpoints.string());
+  const Job first = submit("continue-first", "-N 2 --ntasks-per-node=1", "train.sbatch", args);
+  EXPECT_NE(first.exit_code, 0) << first.all();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      first.output, m, std::regex("train\\.sbatch: error: [^\n]*\\(exit 75\\); continue with: (sbatch [^\n]*)")))
+      << first.all();
+  const std::string advice = m[1];
+  const fs::path run_dir = work_dir() / "runs" / ("mlp-continue-" + first.id);
+  EXPECT_NE(advice.find("run.dir=" + run_dir.string()), std::string::npos) << advice;
+  EXPECT_NE(advice.find(" train.resume=auto"), std::string::npos) << advice;
+
+  // As a user would paste it, with sbatch made to wait and to write its output here.
+  const fs::path out = work_dir() / "continue-second.out";
+  fs::remove(out);
+  const auto r =
+      run_command("cd " + shell_quote(work_dir()) + " && timeout -k 5 120 bash -c " +
+                  shell_quote("sbatch() { command sbatch --wait -o " + shell_quote(out) + " \"$@\"; }\n" + advice));
+  const std::string second = read_text(out);
+  ASSERT_EQ(r.exit_code, 0) << advice << "\n" << r.output << second;
+  std::smatch resumed;
+  ASSERT_TRUE(std::regex_search(second, resumed, std::regex("resume: (\\S+[^\n]*) at step ([0-9]+)"))) << second;
+  EXPECT_EQ(resumed[2], "10") << second;
+  EXPECT_EQ(fs::path(std::string(resumed[1])).parent_path(), checkpoints) << second;
+  EXPECT_NE(second.find("2 ranks on 2 nodes"), std::string::npos) << second;
+  const auto summary = summary_at(run_dir);
+  ASSERT_FALSE(summary.is_null()) << "no summary.json in " << run_dir << "\n" << second;
+  EXPECT_EQ(summary["finished"], true);
+  EXPECT_EQ(summary["final_step"], 20);
+  EXPECT_NE(second.find("train.sbatch: finished: " + run_dir.string() + "/summary.json"), std::string::npos) << second;
 }
 
 }  // namespace
