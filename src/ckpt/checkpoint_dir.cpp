@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <utility>
 
@@ -24,9 +25,8 @@
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "check/mpi_check.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 #include "ckpt/dir_lock.hpp"
-#include "runtime/mpi_context.hpp"
 
 namespace ringtrain {
 namespace {
@@ -45,14 +45,11 @@ std::int64_t step_of(const std::string& name) {
   return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
 
-// Strings from rank 0 to every rank (one MPI broadcast of the joined text).
+// Strings from rank 0 to every rank (one broadcast of the joined text).
 std::vector<std::string> broadcast_lines(const Context& ctx, const std::vector<std::string>& lines) {
   std::string joined;
   for (const auto& l : lines) joined += l + '\n';
-  std::uint64_t size = joined.size();
-  RT_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, world_comm(ctx)));
-  joined.resize(size);
-  RT_MPI_CHECK(MPI_Bcast(joined.data(), static_cast<int>(size), MPI_CHAR, 0, world_comm(ctx)));
+  joined = broadcast_text(ctx, joined);
   std::vector<std::string> out;
   for (std::size_t at = 0; at < joined.size();) {
     const std::size_t end = joined.find('\n', at);
@@ -71,9 +68,14 @@ void remove_quietly(const std::string& path) {
 // the write probe (write_file_atomic's name.tmp.XXXXXX).
 bool is_leftover(const std::string& name) {
   if (name.ends_with(".h5.tmp")) return step_of(name.substr(0, name.size() - 4)) >= 0;
-  for (const char* prefix : {"latest.tmp.", ".write-probe.tmp."})
-    if (name.starts_with(prefix) && name.size() == std::strlen(prefix) + 6) return true;
-  return false;
+  if (name.starts_with("latest.tmp.") && name.size() == std::strlen("latest.tmp.") + 6) return true;
+  return name.starts_with(".write-probe-");  // of a run that ended during its start
+}
+
+// 64 random bits, for a name no other run uses.
+std::uint64_t random_token() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
 // The test hook behind the crash-point tests (docs/RELIABILITY.md): with
@@ -115,19 +117,36 @@ std::int64_t expected_file_bytes(const std::vector<CheckpointBuffer>& buffers, i
 CheckpointDir::CheckpointDir(const Context& ctx, std::string dir, std::int64_t keep)
     : ctx_(ctx), dir_(std::move(dir)), keep_(keep) {
   RT_REQUIRE(keep_ >= 1, ConfigError, "checkpoint.keep: must be >= 1, got {}", keep_);
+  // The probe file proves the directory writable and, read back by every rank, shared: a
+  // node-local directory (/tmp, a local scratch disk) would give each node its own checkpoints.
+  std::string probe;
   run_collectively(ctx_, [&] {
     if (ctx_.world_rank() != 0) return;
     std::error_code ec;
     fs::create_directories(dir_, ec);
     RT_REQUIRE(!ec, IoError, "checkpoint.dir: {}: cannot create: {}", dir_, ec.message());
     lock_ = std::make_unique<DirLock>(dir_, "checkpoint.dir");  // before anything here is touched
+    probe = fmt::format(".write-probe-{:016x}", random_token());
     try {
-      const std::string probe = dir_ + "/.write-probe";
-      write_file_atomic(probe, "ringtrain checks that checkpoints can be written here\n");
-      fs::remove(probe);
+      write_file_atomic(dir_ + "/" + probe, probe + "\n");
     } catch (const IoError& e) {
       throw IoError(fmt::format("checkpoint.dir: {}: not writable: {}", dir_, e.what()));
     }
+  });
+  probe = broadcast_text(ctx_, probe);
+  run_collectively(ctx_, [&] {
+    std::ifstream in(dir_ + "/" + probe);
+    std::string seen;
+    std::getline(in, seen);
+    RT_REQUIRE(seen == probe, IoError,
+               "checkpoint.dir: {} on rank {} (host {}) does not hold the file rank 0 just wrote there: checkpoints "
+               "need a directory every rank shares, not a node-local one",
+               dir_, ctx_.world_rank(), node_name());
+  });
+  run_collectively(ctx_, [&] {
+    if (ctx_.world_rank() != 0) return;
+    remove_quietly(dir_ + "/" + probe);
+    std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir_, ec)) {
       if (!is_leftover(entry.path().filename().string())) continue;
       log::warn("checkpoint: removing {} left by an interrupted save", entry.path().string());

@@ -13,21 +13,20 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 
 namespace ringtrain {
 namespace {
 
 // "host node1, pid 1234, Slurm job 99, since 2026-12-02 03:04:05 UTC"
 std::string holder_description() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
   const char* job = std::getenv("SLURM_JOB_ID");
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm utc{};
   ::gmtime_r(&now, &utc);
   char since[32] = {};
   std::strftime(since, sizeof(since), "%Y-%m-%d %H:%M:%S UTC", &utc);
-  return fmt::format("host {}, pid {}{}, since {}", host, ::getpid(),
+  return fmt::format("host {}, pid {}{}, since {}", node_name(), ::getpid(),
                      job != nullptr ? fmt::format(", Slurm job {}", job) : std::string(), since);
 }
 

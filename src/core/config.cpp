@@ -262,13 +262,22 @@ Config Config::parse(std::string_view text, const std::string& source, const Con
 }
 
 Config Config::load_file(const std::string& path, const ConfigOverrides& overrides) {
+  return parse(read_text(path), path, overrides);
+}
+
+std::string Config::read_text(const std::string& path) {
+  constexpr std::uintmax_t kMaxBytes = std::uintmax_t{16} << 20;
   std::error_code ec;
   RT_REQUIRE(std::filesystem::is_regular_file(path, ec), ConfigError, "config: {}: no such file", path);
+  const std::uintmax_t bytes = std::filesystem::file_size(path, ec);
+  RT_REQUIRE(!ec && bytes <= kMaxBytes, ConfigError, "config: {}: {} bytes, more than the {} MiB a config may have",
+             path, ec ? 0 : bytes, kMaxBytes >> 20);
   std::ifstream in(path);
   RT_REQUIRE(in.good(), ConfigError, "config: {}: cannot open for reading", path);
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse(buffer.str(), path, overrides);
+  RT_REQUIRE(!in.bad(), ConfigError, "config: {}: read failed", path);
+  return buffer.str();
 }
 
 std::string Config::path_of(std::string_view key) const { return prefix_ + std::string(key); }

@@ -215,6 +215,8 @@ class DatasetOpener {
     ds_->size_ = catalog.total;
     ds_->sample_shape_ = Shape(catalog.schema.sample_dims);
     ds_->sample_type_ = catalog.schema.type;
+    data::require_same_files(world_, ds_->files_,
+                             fmt::format("{} {}", ds_->sample_shape_.str(), sample_type_name(ds_->sample_type_)));
 
     order_ = data::node_order(world_, node_);
     shard_ = even_shard(ds_->size_, world_size_, order_.position);

@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,6 +56,23 @@ inline Rows rows_in(std::int64_t first, std::int64_t rows, Shard range) {
 
 inline std::int64_t row_count(const DatasetFile& f) { return f.samples; }
 inline std::int64_t row_count(const TokenFile& f) { return f.tokens; }
+
+// Every rank must see the same files (DatasetFile or TokenFile): same paths, byte sizes and rows,
+// and the same `schema` (sample shape and type, vocabulary, ...). A rank that sees
+// another file under the same path (a node-local copy, a file being rewritten) would
+// otherwise read other data or size a collective differently; a DataError names the ranks.
+template <typename File>
+void require_same_files(MPI_Comm world, const std::vector<File>& files, const std::string& schema) {
+  std::string text = schema + "\n";
+  for (const File& f : files) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(f.path, ec);
+    text += fmt::format("{} {} {}\n", f.path, ec ? -1 : static_cast<std::int64_t>(bytes), row_count(f));
+  }
+  agreed(world, [&] {
+    require_same_on_all_ranks(world, "the dataset's files (paths, byte sizes, rows, sample shape and type)", text);
+  });
+}
 
 // fn(f, rows, file) for each file f (DatasetFile or TokenFile) with rows in `shard`, in order:
 // `file` is f opened for independent reads (POSIX driver), under an ErrorContext naming it.

@@ -16,6 +16,7 @@
 #include "check/mpi_check.hpp"
 #include "data/dataset_open.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 
 namespace ringtrain::data {
 
@@ -66,12 +67,10 @@ std::string shm_room_for(std::size_t bytes) {
   if (::statvfs(kShmDir, &fs) != 0) return {};
   const std::uint64_t free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
   if (free_bytes >= bytes + (std::uint64_t{1} << 20)) return {};
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
   return fmt::format(
       "the dataset needs {} MiB of node-shared memory but {} on {} has {} MiB free (data.strategy = \"stream\" "
       "reads while training instead)",
-      (bytes + (1u << 20) - 1) >> 20, kShmDir, host, free_bytes >> 20);
+      (bytes + (1u << 20) - 1) >> 20, kShmDir, node_name(), free_bytes >> 20);
 }
 
 }  // namespace

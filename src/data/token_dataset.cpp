@@ -173,6 +173,9 @@ class TokenDatasetOpener {
     ds_->vocab_size_ = catalog.schema.vocab_size;
     ds_->tokenizer_ = catalog.schema.tokenizer;
     ds_->token_type_ = catalog.schema.type;
+    data::require_same_files(world_, ds_->files_,
+                             fmt::format("{} vocabulary {} tokenizer {}", sample_type_name(ds_->token_type_),
+                                         ds_->vocab_size_, ds_->tokenizer_));
     if (ds_->spec_.strategy == ReadStrategy::memory) read_memory();
     return std::shared_ptr<const TokenDataset>(ds_.release());
   }

@@ -2,7 +2,6 @@
 // cross-rank check, and the mask applied after every optimizer step where the data lives
 // (host loop, or the device mask kernel through prune/device_mask.hpp).
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <utility>
 
@@ -12,21 +11,12 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/prune/pruner.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "prune/device_mask.hpp"
 
 namespace ringtrain {
 namespace {
-
-std::uint64_t hash_floats(const float* data, std::int64_t n) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::uint32_t word = 0;
-    std::memcpy(&word, data + i, sizeof(word));
-    h = (h ^ word) * 0x100000001b3ull;
-  }
-  return h;
-}
 
 // Zeroes the n elements at x where the n at mask are 0; x and mask are on `device`.
 void zero_masked(float* x, const float* mask, std::int64_t n, Device device) {
@@ -120,7 +110,7 @@ void Pruner::update_mask(std::int64_t step) {
     mask_smallest_magnitudes(p, m, all, target);
   }
   // Parameters are replicated, so masks must be too; a difference is a bug, never ignored.
-  const std::uint64_t mine = hash_floats(m, mask_.numel());
+  const std::uint64_t mine = fnv1a(m, static_cast<std::size_t>(mask_.numel()) * sizeof(float));
   std::uint64_t root = mine;
   comm_.broadcast(&root, sizeof(root), 0);
   std::int32_t differs = mine != root ? 1 : 0;

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <functional>
+#include <string>
 
 #include "ringtrain/runtime/context.hpp"
 
@@ -19,5 +20,7 @@ inline MPI_Comm world_comm(const Context& ctx) { return ctx.impl().world; }
 
 // run_collectively (collective.hpp) over the ranks of `comm` instead of the whole world.
 void run_collectively(MPI_Comm comm, const std::function<void()>& step);
+// require_same_on_all_ranks (collective.hpp) over the ranks of `comm`.
+void require_same_on_all_ranks(MPI_Comm comm, const std::string& what, const std::string& value);
 
 }  // namespace ringtrain

@@ -25,7 +25,13 @@ void check_labels(const Dataset& d, std::int64_t classes, const std::string& key
 }
 
 void open_config_and_comms(Context& ctx, Session& s, const ConfigOverrides& overrides) {
-  s.config = std::make_unique<Config>(Config::load_file(s.config_path, overrides));
+  // Rank 0 reads the file and every rank parses its text: one read of the shared file system,
+  // and the same text everywhere even if a rank would see another file under that path.
+  std::string text;
+  run_collectively(ctx, [&] {
+    if (ctx.world_rank() == 0) text = Config::read_text(s.config_path);
+  });
+  s.config = std::make_unique<Config>(Config::parse(broadcast_text(ctx, text), s.config_path, overrides));
   s.tc = read_train_config(*s.config, std::filesystem::path(s.config_path).stem().string());
   ctx.bind(s.tc.backend, static_cast<int>(s.tc.threads));  // cuda without a GPU: the CPU, with a warning
   s.comms = make_run_comms(ctx, s.tc);
@@ -152,6 +158,16 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
   s.resolved_config = s.config->to_toml();
 }
 
+// Relative directories resolve against each rank's working directory: they must name the
+// same place on every rank (absolute paths compared; whether the file system is shared is
+// CheckpointDir's probe).
+void require_same_directories(const Context& ctx, const TrainConfig& tc) {
+  std::error_code ec;
+  const std::string dirs = std::filesystem::absolute(tc.run_dir, ec).string() + "\n" +
+                           std::filesystem::absolute(tc.checkpoint.dir, ec).string();
+  require_same_on_all_ranks(ctx, "run.dir and checkpoint.dir as absolute paths (each rank's working directory)", dirs);
+}
+
 }  // namespace
 
 std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_path, const ConfigOverrides& overrides,
@@ -159,8 +175,13 @@ std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_pa
   auto s = std::make_unique<Session>();
   s->config_path = config_path;
   run_collectively(ctx, [&] { open_config_and_comms(ctx, *s, overrides); });
+  require_same_directories(ctx, s->tc);
   run_collectively(ctx, [&] { open_datasets(ctx, *s, options.data); });
   run_collectively(ctx, [&] { build_model_and_optimizer(ctx, *s, options); });
+  // Overrides are each rank's own command line, defaults may come from its environment (the
+  // Slurm job in run.dir): the training all ranks run must be one.
+  require_same_on_all_ranks(ctx, "the resolved config (config file, --set/--unset, defaults from the environment)",
+                            s->resolved_config);
   return s;
 }
 

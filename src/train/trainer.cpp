@@ -17,6 +17,7 @@
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/hash.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/dataset.hpp"
 #include "ringtrain/data/loader.hpp"
@@ -176,18 +177,11 @@ StepResult run_step(DataParallelStep& step, const SourceBatch& batch, const Step
   return step.run(batch.x, batch.labels, info, lr);
 }
 
-// FNV-1a over bytes, continuing from hash h (pieces hash as their concatenation).
-std::uint64_t fnv1a(const void* data, std::size_t bytes, std::uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
 // Every rank must hold bitwise identical parameters at the end; a difference is a bug in
 // the data-parallel machinery and fails the run on all ranks. Sharded parameters (ZeRO stage 3)
 // are hashed group by group as they are gathered: the same value as the whole arena's.
 std::string verify_param_checksums(Session& s, const Context& ctx, ZeroParameters* shards) {
-  std::uint64_t mine = 0xcbf29ce484222325ull;
+  std::uint64_t mine = kFnv1aStart;
   if (shards != nullptr) {
     shards->for_each_gathered([&](const float* data, std::int64_t count) {
       mine = fnv1a(data, static_cast<std::size_t>(count) * sizeof(float), mine);

@@ -76,6 +76,9 @@ std::vector<Case> cases() {
   const auto good = write_h5("good.h5", {64, 1, 4, 4}, 64, kCycle);
   std::vector<Case> c;
   c.push_back({"missing config", {"train", (work_dir() / "nope.toml").string()}, {"nope.toml", "no such file"}});
+  c.push_back({"oversized config",
+               {"train", write_text("big.toml", std::string(std::size_t{17} << 20, '#'))},
+               {"big.toml: 17825792 bytes, more than the 16 MiB a config may have"}});
   c.push_back({"syntax error", {"train", write_text("syntax.toml", "[train]\nepochs = = 2\n")}, {"syntax.toml:2:"}});
   c.push_back({"unknown key",
                {"train", write_text("unknown.toml", config_for(good, "epoch = 2"))},

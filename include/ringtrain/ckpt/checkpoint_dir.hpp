@@ -33,7 +33,8 @@ struct ResumedCheckpoint {
 class CheckpointDir {
  public:
   // Collective: rank 0 creates `dir`, locks it for as long as this object lives (a second
-  // run on it gets a CollectiveError naming the holder), proves it writable with a probe file
+  // run on it gets a CollectiveError naming the holder), proves it writable and shared by every
+  // rank with a probe file that every rank reads back (a node-local directory is an error),
   // and removes leftovers of interrupted saves (*.h5.tmp, latest.tmp.*). CollectiveError
   // naming the directory otherwise, so an unwritable directory fails the run at start rather
   // than at its first save.

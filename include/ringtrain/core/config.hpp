@@ -25,6 +25,8 @@ class Config {
  public:
   // Throws ConfigError naming the file (and line:column for syntax errors) or the override.
   static Config load_file(const std::string& path, const ConfigOverrides& overrides = {});
+  // A config file's text (at most 16 MiB: a config, not a stray large file). ConfigError naming it.
+  static std::string read_text(const std::string& path);
   static Config parse(std::string_view text, const std::string& source, const ConfigOverrides& overrides = {});
 
   // The key's value; its default (inserted into the config) when absent. ConfigError naming the

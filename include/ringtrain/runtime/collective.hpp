@@ -3,6 +3,7 @@
 // set-up (config, data) so that bad input ends all ranks cleanly instead of hanging peers.
 #pragma once
 #include <functional>
+#include <string>
 
 #include "ringtrain/core/error.hpp"
 
@@ -24,5 +25,14 @@ class CollectiveError : public Error {
 };
 
 void run_collectively(const Context& ctx, const std::function<void()>& step);
+
+// Rank 0's `text` on every rank (collective; the other ranks' argument is ignored).
+std::string broadcast_text(const Context& ctx, const std::string& text);
+
+// Collective: every rank's `value` must equal rank 0's (compared by a 64-bit hash). Otherwise
+// every rank throws the same CollectiveError naming `what` and the ranks (and hosts) that
+// differ: "the resolved config is not the same on every rank: rank 1 (host node2) differs from
+// rank 0 (host node1)". For what must be identical everywhere: the config, the dataset catalogue, ...
+void require_same_on_all_ranks(const Context& ctx, const std::string& what, const std::string& value);
 
 }  // namespace ringtrain
