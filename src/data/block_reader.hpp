@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "data/epoch_plan.hpp"
 #include "data/open_file_cache.hpp"
@@ -18,7 +19,8 @@ class BlockReader {
 
  private:
   std::shared_ptr<const Dataset> data_;
-  OpenFileCache files_;  // images datasets
+  OpenFileCache files_;                            // images datasets
+  std::vector<OpenFileCache::Expected> expected_;  // per file, as the dataset was opened
 };
 
 }  // namespace ringtrain::data

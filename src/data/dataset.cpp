@@ -109,6 +109,7 @@ Catalog read_catalog(const DatasetSpec& spec) {
   for (const auto& path : data::expand_sources(spec.sources)) {
     const std::string problem = h5::local_file_problem(path);
     RT_REQUIRE(problem.empty(), DataError, "{}", problem);
+    const FileStamp stamp = data::stamp_of(path);
     const data::FileSchema s = data::read_file_schema(path, spec.images_key, spec.labels_key);
     if (!c.files.empty()) {
       const data::FileSchema& f = c.schema;
@@ -121,7 +122,7 @@ Catalog read_catalog(const DatasetSpec& spec) {
     } else {
       c.schema = s;
     }
-    c.files.push_back(DatasetFile{path, c.total, s.samples, s.chunk_rows});
+    c.files.push_back(DatasetFile{path, c.total, s.samples, s.chunk_rows, stamp});
     RT_REQUIRE(!__builtin_add_overflow(c.total, s.samples, &c.total), DataError,
                "{}: dataset '{}': {} samples more than the files before it make over {} in all", path, spec.images_key,
                s.samples, INT64_MAX);

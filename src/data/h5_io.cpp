@@ -4,8 +4,11 @@
 #include "data/h5_io.hpp"
 
 #include <fmt/ranges.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "ringtrain/core/bytes.hpp"
@@ -75,13 +78,6 @@ std::optional<SampleType> classify(hid_t type) {
   }
 }
 
-namespace {
-
-struct DatasetShape {
-  std::vector<hsize_t> dims;
-  h5::Datatype type;
-};
-
 DatasetShape shape_of(hid_t dset) {
   DatasetShape info;
   h5::Dataspace space(RT_H5_CHECK(H5Dget_space(dset)));
@@ -91,6 +87,8 @@ DatasetShape shape_of(hid_t dset) {
   info.type = h5::Datatype(RT_H5_CHECK(H5Dget_type(dset)));
   return info;
 }
+
+namespace {
 
 std::int64_t chunk_rows_of(hid_t dset) {
   h5::PropList dcpl(RT_H5_CHECK(H5Dget_create_plist(dset)));
@@ -136,6 +134,29 @@ h5::File open_read_only(const std::string& path) {
   h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
   RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
   return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+}
+
+namespace {
+FileStamp stamp_from(const struct stat& st) {
+  return FileStamp{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino),
+                   static_cast<std::int64_t>(st.st_size),
+                   static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+}  // namespace
+
+FileStamp stamp_of(const std::string& path) {
+  struct stat st {};
+  RT_REQUIRE(::stat(path.c_str(), &st) == 0, DataError, "{}: cannot stat: {}", path, std::strerror(errno));
+  return stamp_from(st);
+}
+
+FileStamp stamp_of(hid_t file, const std::string& path) {
+  void* handle = nullptr;
+  RT_H5_CHECK(H5Fget_vfd_handle(file, H5P_DEFAULT, &handle));
+  struct stat st {};
+  RT_REQUIRE(handle != nullptr && ::fstat(*static_cast<int*>(handle), &st) == 0, DataError, "{}: cannot stat: {}", path,
+             std::strerror(errno));
+  return stamp_from(st);
 }
 
 FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key) {

@@ -29,6 +29,13 @@ struct FileSchema {
 };
 FileSchema read_file_schema(const std::string& path, const std::string& images_key, const std::string& labels_key);
 
+// A dataset's dimensions and file type.
+struct DatasetShape {
+  std::vector<hsize_t> dims;
+  h5::Datatype type;
+};
+DatasetShape shape_of(hid_t dset);
+
 // A file type's name as users know it: "uint8", "int16", "float32", "string", ...
 std::string dtype_name(hid_t type);
 
@@ -37,6 +44,11 @@ std::optional<SampleType> classify(hid_t type);
 
 // Opens a file read-only with the POSIX driver: independent reads, no MPI.
 h5::File open_read_only(const std::string& path);
+
+// The file at `path` as it is now (stat), or the one `file` (opened by open_read_only) is
+// (fstat of its descriptor). DataError naming the path when it cannot be asked.
+FileStamp stamp_of(const std::string& path);
+FileStamp stamp_of(hid_t file, const std::string& path);
 
 // Opens a dataset by key, without a chunk cache; DataError listing the root's contents when
 // it is absent.

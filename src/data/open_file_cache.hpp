@@ -1,6 +1,9 @@
 // Private: the few HDF5 files a stream reader keeps open on its loader thread, each with the one
 // dataset it reads (POSIX driver, no MPI); a new file replaces the least recently used one.
-// Callers hold h5::lock(), and so does the destructor while it closes them.
+// Every use checks that the file is still the one the run opened (its FileStamp) and that the
+// dataset still has the shape and type the reads are sized by: a file rewritten during a run
+// is a DataError, never mixed data or an overflowing read. Callers hold h5::lock(), and so does
+// the destructor while it closes them.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -8,6 +11,7 @@
 #include <vector>
 
 #include "hdf5/h5_handle.hpp"
+#include "ringtrain/data/dataset.hpp"
 
 namespace ringtrain::data {
 
@@ -27,10 +31,20 @@ class OpenFileCache {
   OpenFileCache(const OpenFileCache&) = delete;
   OpenFileCache& operator=(const OpenFileCache&) = delete;
 
+  // What the dataset of a file must be: `dims` (rows first) of `type`, in a file with `stamp`.
+  struct Expected {
+    FileStamp stamp;
+    std::vector<std::int64_t> dims;
+    SampleType type;
+  };
+
   // File `index` of the reader's list (at `path`), opened on first use.
-  OpenFile& open(std::size_t index, const std::string& path);
+  OpenFile& open(std::size_t index, const std::string& path, const Expected& expected);
 
  private:
+  // DataError naming `path` unless the open `file` still has the stamp `expected`.
+  static void check_unchanged(hid_t file, const std::string& path, const FileStamp& expected);
+
   std::string key_;
   std::vector<OpenFile> open_;
   std::int64_t uses_ = 0;

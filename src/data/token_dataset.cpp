@@ -129,6 +129,7 @@ TokenCatalog read_token_catalog(const TokenDatasetSpec& spec) {
   for (const auto& path : data::expand_sources(spec.sources)) {
     const std::string problem = h5::local_file_problem(path);
     RT_REQUIRE(problem.empty(), DataError, "{}", problem);
+    const FileStamp stamp = data::stamp_of(path);
     const TokenSchema s = read_token_schema(path, spec.tokens_key);
     if (!c.files.empty()) {
       const TokenSchema& f = c.schema;
@@ -143,7 +144,7 @@ TokenCatalog read_token_catalog(const TokenDatasetSpec& spec) {
       c.schema = s;
     }
     RT_REQUIRE(c.total <= INT64_MAX / 8 - s.tokens, DataError, "{}: the files hold too many tokens", path);
-    c.files.push_back(TokenFile{path, c.total, s.tokens});
+    c.files.push_back(TokenFile{path, c.total, s.tokens, stamp});
     c.total += s.tokens;
   }
   const std::string& first = c.files.front().path;

@@ -11,7 +11,9 @@
 namespace ringtrain::data {
 
 TokenReader::TokenReader(std::shared_ptr<const TokenDataset> data)
-    : data_(std::move(data)), files_(data_->spec().tokens_key) {}
+    : data_(std::move(data)), files_(data_->spec().tokens_key) {
+  for (const TokenFile& f : data_->files()) expected_.push_back({f.stamp, {f.tokens}, data_->token_type()});
+}
 
 void TokenReader::read(std::int64_t begin, std::int64_t count, std::int32_t* out) {
   RT_REQUIRE(begin >= 0 && count >= 0 && begin <= data_->size() - count, DataError,
@@ -32,7 +34,8 @@ void TokenReader::read(std::int64_t begin, std::int64_t count, std::int32_t* out
     const std::int64_t n = std::min(count, f->tokens - row);
     h5::ErrorContext where(
         fmt::format("{}: dataset '{}', tokens {}-{}", f->path, data_->spec().tokens_key, row, row + n - 1));
-    OpenFileCache::OpenFile& file = files_.open(static_cast<std::size_t>(f - files.begin()), f->path);
+    const auto index = static_cast<std::size_t>(f - files.begin());
+    OpenFileCache::OpenFile& file = files_.open(index, f->path, expected_[index]);
     scratch_.resize(static_cast<std::size_t>(n * tb));
     read_rows(file.dataset, file.mem_type, row, n, n, H5P_DEFAULT, 1, scratch_.data());
     check_tokens(type, scratch_.data(), n, data_->vocab_size(), f->path, data_->spec().tokens_key, row);

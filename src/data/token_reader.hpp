@@ -21,8 +21,9 @@ class TokenReader {
 
  private:
   std::shared_ptr<const TokenDataset> data_;
-  OpenFileCache files_;             // stream: tokens datasets
-  std::vector<std::byte> scratch_;  // stream: tokens as stored, before widening
+  OpenFileCache files_;                            // stream: tokens datasets
+  std::vector<OpenFileCache::Expected> expected_;  // stream: per file, as the dataset was opened
+  std::vector<std::byte> scratch_;                 // stream: tokens as stored, before widening
 };
 
 }  // namespace ringtrain::data

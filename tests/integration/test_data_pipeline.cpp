@@ -5,7 +5,10 @@
 // parameters; data_wait is recorded.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <future>
+#include <thread>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -130,6 +133,42 @@ TEST_P(BadData, OneLineNamingFileAndProblemOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BadData, ::testing::Values(1, 2));
+
+// A data file written to while a stream run reads it (here: bytes of its sample chunks
+// overwritten in place, or bytes appended) ends the run with one line at the next read,
+// instead of training on a mix of old and new data or reading by a shape that changed.
+TEST(FileChangedDuringARun, EndsTheRunAtTheNextRead) {
+  for (const bool grow : {false, true}) {
+    SCOPED_TRACE(grow ? "grown" : "overwritten");
+    const std::string name = grow ? "grown" : "overwritten";
+    const std::string file = at(name + ".h5");
+    write_u8_file(file, 0, 480, 1, 8, 8, 32);
+    const std::string config = write_config(name, quoted(file));
+    auto job = std::async(std::launch::async, [&] {
+      return run_ringtrain(2,
+                           {"train", config, "--set", "data.strategy=stream", "--set", "train.epochs=100000", "--set",
+                            "train.max_steps=0", "--set", "train.log_every=1", "--set", "checkpoint.enabled=false"},
+                           120);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    while (lines_in(at("run-" + name) + "/metrics.jsonl") < 3 &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (grow) {
+      std::ofstream(file, std::ios::app | std::ios::binary) << std::string(4096, 'x');
+    } else {
+      overwrite_bytes(file, chunk_address(file, "images", 64), 64, '\x5a');
+    }
+    const CommandResult r = job.get();
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    const auto lines = error_lines(r.output);
+    ASSERT_EQ(lines.size(), 1u) << r.output;
+    EXPECT_NE(lines[0].find("data.train: " + file + ": the file changed since the run opened it (" +
+                            (grow ? std::string("its size went from ") : std::string("it was modified"))),
+              std::string::npos)
+        << lines[0];
+  }
+}
 
 TEST(LoaderThreadError, EndsTheRunNamingFileAndSamples) {
   // A deflated chunk overwritten with garbage: found only while streaming (after set-up).

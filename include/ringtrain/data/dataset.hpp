@@ -45,11 +45,23 @@ struct DatasetSpec {
   std::int64_t read_block_bytes = std::int64_t{64} << 20;
 };
 
+// A data file as the run found it when it opened the dataset (stat): a stream reader checks at
+// every read that the file it reads is still that one, unchanged, so a file rewritten during a
+// run is an error, never mixed data or a read sized by a new shape.
+struct FileStamp {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::int64_t bytes = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
 struct DatasetFile {
   std::string path;
   std::int64_t first = 0;  // global index of its first sample
   std::int64_t samples = 0;
   std::int64_t chunk_rows = 0;  // samples per HDF5 chunk of the sample dataset; 0: not chunked
+  FileStamp stamp;
 };
 
 // What Dataset::open cost this rank: seconds per phase, and bytes read from the files.

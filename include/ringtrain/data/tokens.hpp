@@ -52,6 +52,7 @@ struct TokenFile {
   std::string path;
   std::int64_t first = 0;  // global index of its first token
   std::int64_t tokens = 0;
+  FileStamp stamp;
 };
 
 class TokenDataset {
