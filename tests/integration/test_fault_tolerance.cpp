@@ -1,5 +1,6 @@
 // A rank that stalls (SIGSTOP) or dies (SIGKILL) in the middle of training must end the
-// whole job with a clear message within comm.timeout_s + 30 s, never hang; at 2 and 4 ranks.
+// whole job with a clear message within comm.timeout_s + 5 s (a stall reported after waiting
+// at most 1.5x the timeout), never hang; at 2 and 4 ranks.
 // A node whose /dev/shm is too small for the ring's segment or the dataset's node copy gets
 // the MPI fallback or one agreed error line, never SIGBUS or a hang.
 #include <gtest/gtest.h>
@@ -54,9 +55,16 @@ TEST_P(FaultTolerance, JobEndsWithAClearMessage) {
   const double seconds = std::chrono::duration<double>(Clock::now() - hit).count();
   for (const auto& [rank, pid] : rank_pids(run_dir.string())) ::kill(pid, SIGKILL);  // never leave strays
   EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_LT(seconds, kTimeoutS + 30.0) << r.output;
+  // The job ends within the timeout and a few seconds (the watchdog checks four times per
+  // timeout; MPI_Abort and the launcher take the rest).
+  EXPECT_LT(seconds, kTimeoutS + 5.0) << r.output;
   if (fault.signal == SIGSTOP) {
-    EXPECT_NE(r.output.find("did not finish within comm.timeout_s"), std::string::npos) << r.output;
+    const std::string within = "did not finish within comm.timeout_s = 5 s (waited ";
+    const auto at = r.output.find(within);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const double waited = std::stod(r.output.substr(at + within.size()));
+    EXPECT_GE(waited, kTimeoutS) << r.output;
+    EXPECT_LE(waited, 1.5 * kTimeoutS) << r.output;
   } else {  // the launcher reports the dead rank, or a survivor's watchdog does
     const bool launcher =
         r.output.find("signal 9") != std::string::npos || r.output.find("Killed") != std::string::npos;
