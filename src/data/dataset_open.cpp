@@ -49,3 +49,21 @@ void complete_node_copy(MPI_Comm world, const NodeOrder& order, const NodeShared
 }
 
 }  // namespace ringtrain::data
+
+namespace ringtrain {
+
+std::int64_t dataset_file_bytes(const std::vector<std::string>& sources) {
+  std::int64_t bytes = 0;
+  try {
+    for (const std::string& path : data::expand_sources(sources)) {
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(path, ec);
+      if (!ec) bytes += static_cast<std::int64_t>(size);
+    }
+  } catch (const DataError&) {
+    return 0;  // no files to list: opening the dataset reports it
+  }
+  return bytes;
+}
+
+}  // namespace ringtrain

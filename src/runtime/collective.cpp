@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <new>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {
+
+namespace {
+int rank_in(MPI_Comm comm) {
+  int rank = 0;
+  RT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  return rank;
+}
+}  // namespace
 
 void run_collectively(MPI_Comm comm, const std::function<void()>& step) {
   std::string message;
@@ -29,12 +38,17 @@ void run_collectively(MPI_Comm comm, const std::function<void()>& step) {
     failed = true;
     corrupt = 1;
     message = e.what();
-  } catch (const std::exception& e) {
+  } catch (const std::bad_alloc&) {
+    failed = true;
+    message = fmt::format("out of memory on rank {} (host {})", rank_in(comm), node_name());
+  } catch (const Error& e) {
     failed = true;
     message = e.what();
+  } catch (const std::exception& e) {  // from the system (no thread, no file handle): say where
+    failed = true;
+    message = fmt::format("{} (rank {}, host {})", e.what(), rank_in(comm), node_name());
   }
-  int rank = 0;
-  RT_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  const int rank = rank_in(comm);
   const int mine = failed ? rank : INT_MAX;
   int first = INT_MAX;
   RT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));

@@ -3,8 +3,11 @@
 #include "ringtrain/train/session.hpp"
 
 #include <algorithm>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 
+#include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/token_loader.hpp"
@@ -158,6 +161,14 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
   s.resolved_config = s.config->to_toml();
 }
 
+// The test hook behind the set-up stall test (docs/RELIABILITY.md): with
+// RINGTRAIN_TEST_STALL=<point>@<rank>, that rank stops itself (SIGSTOP) at that point, as a
+// rank stuck on a file system would.
+void stall_point(const Context& ctx, const char* point) {
+  static const char* spec = std::getenv("RINGTRAIN_TEST_STALL");
+  if (spec != nullptr && std::string(spec) == fmt::format("{}@{}", point, ctx.world_rank())) std::raise(SIGSTOP);
+}
+
 // Relative directories resolve against each rank's working directory: they must name the
 // same place on every rank (absolute paths compared; whether the file system is shared is
 // CheckpointDir's probe).
@@ -176,8 +187,23 @@ std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_pa
   s->config_path = config_path;
   run_collectively(ctx, [&] { open_config_and_comms(ctx, *s, overrides); });
   require_same_directories(ctx, s->tc);
-  run_collectively(ctx, [&] { open_datasets(ctx, *s, options.data); });
-  run_collectively(ctx, [&] { build_model_and_optimizer(ctx, *s, options); });
+  // From here the watchdog covers set-up too: a rank that stalls (a file system that stopped
+  // answering, a stopped process) ends the job with a message instead of holding the others
+  // in the phase's agreement forever. Reading the data may take one second per 20 MB more.
+  Watchdog& watchdog = *s->comms.watchdog;
+  {
+    const TrainConfig& tc = s->tc;
+    const double data_bytes = static_cast<double>(dataset_file_bytes(tc.data.train) +
+                                                  (tc.data.test.empty() ? 0 : dataset_file_bytes(tc.data.test)));
+    const WatchedScope watch(watchdog, "set-up: opening data.train and data.test",
+                             {tc.timeout_s + data_bytes / 20e6, "comm.timeout_s + 1 s per 20 MB of data files"});
+    stall_point(ctx, "open-datasets");
+    run_collectively(ctx, [&] { open_datasets(ctx, *s, options.data); });
+  }
+  {
+    const WatchedScope watch(watchdog, "set-up: building the model and optimizer");
+    run_collectively(ctx, [&] { build_model_and_optimizer(ctx, *s, options); });
+  }
   // Overrides are each rank's own command line, defaults may come from its environment (the
   // Slurm job in run.dir): the training all ranks run must be one.
   require_same_on_all_ranks(ctx, "the resolved config (config file, --set/--unset, defaults from the environment)",

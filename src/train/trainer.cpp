@@ -297,7 +297,11 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
         "mask update of the schedule (start_step {}, end_step {}, every {} steps)",
         start.step, pc.start_step, pc.end_step, pc.every_steps);
   }
-  RunReport report(ctx, s.tc, s.comms.main->name(), start.step);
+  // The rest of the set-up allocates (the metrics file, the step's buffers, the evaluation
+  // batch): each piece agreed, so a rank that runs out of memory fails every rank alike.
+  const std::unique_ptr<RunReport> report_made =
+      make_collectively<RunReport>(ctx, ctx, s.tc, s.comms.main->name(), start.step);
+  RunReport& report = *report_made;
   report.header(s, b * world, seconds_since(setup_start));
 
   // Parameters start identical everywhere: rank 0's initialisation (random, or model.init_from)
@@ -322,8 +326,9 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     log::info("input:  uint8 training batches uploaded and normalized on the GPU");
   if (tc.overlap && !options.overlap)
     log::warn("comm.overlap: MPI does not provide MPI_THREAD_MULTIPLE; gradients are reduced after backward");
-  DataParallelStep dp_step(model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, options, &tracer,
-                           &s.scaler);
+  const std::unique_ptr<DataParallelStep> dp_step_made = make_collectively<DataParallelStep>(
+      ctx, model, *s.optimizer, *s.comms.main, *s.comms.gradient, tc.batch_size, options, &tracer, &s.scaler);
+  DataParallelStep& dp_step = *dp_step_made;
   report.comm_plan(dp_step.num_buckets(), dp_step.overlapped());
   if (tc.peak_gflops > 0) {
     report.peak(tc.peak_gflops, "monitor.peak_gflops");
@@ -336,7 +341,8 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
   BoundaryPolicy policy(tc, *s.comms.main, ctx);
-  Evaluator evaluator(model, tc.eval_batch_size);
+  const std::unique_ptr<Evaluator> evaluator_made = make_collectively<Evaluator>(ctx, model, tc.eval_batch_size);
+  Evaluator& evaluator = *evaluator_made;
   const std::int64_t labels_per_step = b * world * label_positions(model);
   TrainPosition at = start;
   double final_loss = 0.0;

@@ -161,8 +161,9 @@ TEST(FileChangedDuringARun, EndsTheRunAtTheNextRead) {
     }
     const CommandResult r = job.get();
     EXPECT_EQ(r.exit_code, 1) << r.output;
+    // Each rank finds it on its own loader thread (one line per rank that got there first).
     const auto lines = error_lines(r.output);
-    ASSERT_EQ(lines.size(), 1u) << r.output;
+    ASSERT_FALSE(lines.empty()) << r.output;
     EXPECT_NE(lines[0].find("data.train: " + file + ": the file changed since the run opened it (" +
                             (grow ? std::string("its size went from ") : std::string("it was modified"))),
               std::string::npos)

@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -71,6 +72,34 @@ TEST_P(FaultTolerance, JobEndsWithAClearMessage) {
     const bool watchdog = r.output.find("did not finish within comm.timeout_s") != std::string::npos;
     EXPECT_TRUE(launcher || watchdog) << r.output;
   }
+}
+
+// A rank that stops during set-up (RINGTRAIN_TEST_STALL=open-datasets@1: rank 1 stops itself
+// with SIGSTOP as the datasets are opened, as a rank stuck on a file system would) ends the job
+// through the watchdog within its budget (comm.timeout_s + 1 s per 20 MB of data files) and a
+// few seconds. Before: set-up was not watched and rank 0 waited in the phase's agreement forever.
+TEST(SetUpStall, ARankStoppedWhileOpeningTheDataEndsTheJob) {
+  const fs::path data = RINGTRAIN_DATA_DIR;
+  const fs::path run_dir = fs::temp_directory_path() / "ringtrain-setup-stall";
+  fs::remove_all(run_dir);
+  ::setenv("RINGTRAIN_TEST_STALL", "open-datasets@1", 1);
+  const auto start = Clock::now();
+  const CommandResult r =
+      run_ringtrain(2,
+                    {"train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml", "--set",
+                     "data.train=" + (data / "train.h5").string(), "--set", "data.test=", "--set",
+                     "comm.timeout_s=" + std::to_string(kTimeoutS), "--set", "run.dir=" + run_dir.string()},
+                    120);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  ::unsetenv("RINGTRAIN_TEST_STALL");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(r.exit_code, 124) << "timed out:\n" << r.output;
+  const double budget = kTimeoutS + static_cast<double>(fs::file_size(data / "train.h5")) / 20e6;
+  EXPECT_LT(seconds, budget + 8.0) << r.output;  // + start-up and the abort
+  EXPECT_NE(r.output.find("set-up: opening data.train and data.test did not finish within comm.timeout_s + 1 s per 20 "
+                          "MB of data files = "),
+            std::string::npos)
+      << r.output;
 }
 
 // The job runs in its own mount namespace with a 1 MiB tmpfs on /dev/shm (needs root with

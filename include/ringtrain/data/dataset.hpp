@@ -20,6 +20,10 @@ class Context;
 enum class SampleType : std::uint8_t { u8, i8, u16, i16, u32, i32, u64, i64, f16, f32, f64 };
 std::size_t sample_type_size(SampleType t);
 std::string_view sample_type_name(SampleType t);  // "uint8", "float16", ...
+
+// Bytes of the files `sources` (files or globs, as data.train) name; 0 when they cannot be
+// listed (opening them says why). What reading a dataset may take is sized by it.
+std::int64_t dataset_file_bytes(const std::vector<std::string>& sources);
 constexpr bool is_float(SampleType t) { return t == SampleType::f16 || t == SampleType::f32 || t == SampleType::f64; }
 
 // memory: the whole dataset is read once (collectively, in large contiguous hyperslabs) into

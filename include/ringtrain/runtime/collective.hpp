@@ -1,9 +1,12 @@
 // Collective error agreement: run a step on every rank and, if it failed on any rank, make
-// every rank throw the same CollectiveError (the lowest failing rank's message). Used for
-// set-up (config, data) so that bad input ends all ranks cleanly instead of hanging peers.
+// every rank throw the same CollectiveError (the lowest failing rank's message; running out
+// of memory names the rank and host). Used for set-up (config, data, the step's buffers) so
+// that bad input or a short node ends all ranks cleanly instead of hanging peers.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "ringtrain/core/error.hpp"
 
@@ -25,6 +28,16 @@ class CollectiveError : public Error {
 };
 
 void run_collectively(const Context& ctx, const std::function<void()>& step);
+
+// A T constructed on every rank under run_collectively: a failure on any rank (out of memory
+// for its buffers, ...) is the same CollectiveError on all of them, never a rank missing from
+// the next collective.
+template <typename T, typename... Args>
+std::unique_ptr<T> make_collectively(const Context& ctx, Args&&... args) {
+  std::unique_ptr<T> made;
+  run_collectively(ctx, [&] { made = std::make_unique<T>(std::forward<Args>(args)...); });
+  return made;
+}
 
 // Rank 0's `text` on every rank (collective; the other ranks' argument is ignored).
 std::string broadcast_text(const Context& ctx, const std::string& text);
