@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <vector>
 #include <xxhash.h>
+#if RINGTRAIN_XXHASH_DISPATCH  // XXH3_64bits becomes the library's run-time choice of SSE2/AVX2/AVX-512
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "ckpt/checksum.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
