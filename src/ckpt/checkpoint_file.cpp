@@ -1,11 +1,14 @@
 // Checkpoint files (see header and docs/CHECKPOINT.md). Every collective HDF5 step runs inside
 // run_collectively: a step that fails on one rank (a full disk seen by one aggregator) then
 // fails on all of them together, and no rank is left waiting in the next collective call.
+// Files of format version 1 are read with that version's checksums (ckpt::checksum_scheme).
 #include <mpi.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <fmt/ranges.h>
+#include <string_view>
 
 #include "ckpt/checksum.hpp"
 #include "ckpt/shard_exchange.hpp"
@@ -25,6 +28,10 @@ constexpr std::int64_t kFloatBytes = sizeof(float);
 constexpr std::int64_t kBlockFloats = ckpt::kChecksumBlockBytes / kFloatBytes;
 // One H5Dread/H5Dwrite moves at most this much per rank (MPI-IO counts are 32-bit ints).
 constexpr std::int64_t kMaxTransferFloats = (std::int64_t{256} << 20) / kFloatBytes;
+constexpr ckpt::ChecksumScheme kWrittenScheme = ckpt::ChecksumScheme::kXxh3;
+constexpr const char* kRngDescription =
+    "counter-based: every draw is keyed by (seed, epoch or step, global sample index); no rank holds RNG state "
+    "beyond seed and step";
 
 // This rank's part of a replicated buffer: whole checksum blocks, split evenly by blocks.
 struct Slice {
@@ -83,9 +90,10 @@ void transfer(hid_t dset, const std::vector<hsize_t>& file_dims, std::vector<hsi
 }
 
 // The block hashes of every rank's slice, gathered in order on every rank, combined.
-std::uint64_t gathered_checksum(MPI_Comm comm, int world, std::int64_t numel, const Slice& mine, const float* slice) {
+std::uint64_t gathered_checksum(MPI_Comm comm, int world, std::int64_t numel, const Slice& mine, const float* slice,
+                                ckpt::ChecksumScheme scheme) {
   std::vector<std::uint64_t> local(static_cast<std::size_t>(mine.blocks));
-  ckpt::hash_blocks(slice, (mine.end - mine.begin) * kFloatBytes, local.data());
+  ckpt::hash_blocks(scheme, slice, (mine.end - mine.begin) * kFloatBytes, local.data());
   std::vector<int> counts(static_cast<std::size_t>(world)), displs(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) {
     const Slice s = slice_of(numel, r, world);
@@ -95,7 +103,7 @@ std::uint64_t gathered_checksum(MPI_Comm comm, int world, std::int64_t numel, co
   std::vector<std::uint64_t> all(static_cast<std::size_t>((numel + kBlockFloats - 1) / kBlockFloats));
   RT_MPI_CHECK(MPI_Allgatherv(local.data(), static_cast<int>(local.size()), MPI_UINT64_T, all.data(), counts.data(),
                               displs.data(), MPI_UINT64_T, comm));
-  return ckpt::combine_block_hashes(all.data(), static_cast<std::int64_t>(all.size()));
+  return ckpt::combine_block_hashes(scheme, all.data(), static_cast<std::int64_t>(all.size()));
 }
 
 // Fills the rest of `data` (numel elements) from the ranks that hold the other slices.
@@ -132,6 +140,59 @@ h5::PropList collective_transfer() {
   return dxpl;
 }
 
+// The bytes the metadata checksum covers: every root attribute but meta_checksum, in the order
+// written below, each as its name, a NUL byte and its value (integers and float64 as 8 bytes
+// little-endian; strings as their byte length, 8 bytes little-endian, then their UTF-8 bytes).
+// The same on every machine; spelled out in docs/CHECKPOINT.md.
+class MetaBytes {
+ public:
+  MetaBytes& add(std::string_view name, std::uint64_t value) {
+    bytes_.append(name).push_back('\0');
+    word(value);
+    return *this;
+  }
+  MetaBytes& add(std::string_view name, std::int64_t value) { return add(name, static_cast<std::uint64_t>(value)); }
+  MetaBytes& add(std::string_view name, double value) { return add(name, std::bit_cast<std::uint64_t>(value)); }
+  MetaBytes& add(std::string_view name, std::string_view value) {
+    bytes_.append(name).push_back('\0');
+    word(value.size());
+    bytes_.append(value);
+    return *this;
+  }
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  void word(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) bytes_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+  }
+  std::string bytes_;
+};
+
+std::uint64_t meta_checksum(const CheckpointMeta& m) {
+  MetaBytes b;
+  b.add("format", std::string_view(kCheckpointFormat))
+      .add("format_version", m.format_version)
+      .add("ringtrain_version", m.ringtrain_version)
+      .add("step", m.step)
+      .add("epoch", m.epoch)
+      .add("step_in_epoch", m.step_in_epoch)
+      .add("global_batch", m.global_batch)
+      .add("seed", m.seed)
+      .add("world_size", m.world_size)
+      .add("optimizer_steps", m.optimizer_steps)
+      .add("optimizer", m.optimizer)
+      .add("data_strategy", m.data_strategy)
+      .add("rng", m.rng)
+      .add("checksum_algorithm", m.checksum_algorithm)
+      .add("config", m.config)
+      .add("precision", m.precision)
+      .add("loss_scale", m.loss_scale)
+      .add("loss_scale_good_steps", m.loss_scale_good_steps)
+      .add("skipped_steps", m.skipped_steps)
+      .add("wall_time", m.wall_time);
+  return ckpt::xxh3_64(b.bytes().data(), b.bytes().size());
+}
+
 void write_meta(hid_t file, const CheckpointMeta& m) {
   h5::write_string_attr(file, "format", {kCheckpointFormat}, true);
   h5::write_attr<std::int64_t>(file, "format_version", m.format_version);
@@ -145,17 +206,15 @@ void write_meta(hid_t file, const CheckpointMeta& m) {
   h5::write_attr<std::int64_t>(file, "optimizer_steps", m.optimizer_steps);
   h5::write_string_attr(file, "optimizer", {m.optimizer}, true);
   h5::write_string_attr(file, "data_strategy", {m.data_strategy}, true);
-  h5::write_string_attr(file, "rng",
-                        {"counter-based: every draw is keyed by (seed, epoch or step, global sample "
-                         "index); no rank holds RNG state beyond seed and step"},
-                        true);
-  h5::write_string_attr(file, "checksum_algorithm", {ckpt::kChecksumAlgorithm}, true);
+  h5::write_string_attr(file, "rng", {m.rng}, true);
+  h5::write_string_attr(file, "checksum_algorithm", {m.checksum_algorithm}, true);
   h5::write_string_attr(file, "config", {m.config}, true);
   h5::write_string_attr(file, "precision", {m.precision}, true);
   h5::write_attr<double>(file, "loss_scale", m.loss_scale);
   h5::write_attr<std::int64_t>(file, "loss_scale_good_steps", m.loss_scale_good_steps);
   h5::write_attr<std::int64_t>(file, "skipped_steps", m.skipped_steps);
   h5::write_attr<double>(file, "wall_time", m.wall_time);
+  h5::write_attr<std::uint64_t>(file, "meta_checksum", m.meta_checksum);
 }
 
 // Values a damaged or crafted file can hold but no writer writes; resuming from them would
@@ -178,9 +237,10 @@ void check_meta_ranges(const CheckpointMeta& m) {
              "attribute 'loss_scale' is {}, expected a finite value > 0", m.loss_scale);
 }
 
-// The root attributes. A file that is not a checkpoint, or whose metadata is malformed or out
-// of range, is a CorruptFileError naming the path and the attribute; a newer format is a
-// CheckpointMismatch.
+// The root attributes. A file that is not a checkpoint, or whose metadata is malformed, out of
+// range or (format >= 2) does not match its meta_checksum, is a CorruptFileError naming the
+// path and the attribute; a newer format is a CheckpointMismatch. Ranges are checked before the
+// checksum, so a damaged value is named when it is out of range.
 CheckpointMeta read_meta(hid_t file, const std::string& path) {
   CheckpointMeta m;
   try {
@@ -196,6 +256,7 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
           fmt::format("{}: checkpoint format version {} is not readable by ringtrain {} (reads "
                       "version {}); resume with the ringtrain that wrote it",
                       path, m.format_version, version(), kCheckpointFormatVersion));
+    const ckpt::ChecksumScheme scheme = ckpt::checksum_scheme(m.format_version);
     m.ringtrain_version = h5::read_string_attr(file, "ringtrain_version");
     m.step = h5::read_attr<std::int64_t>(file, "step");
     m.epoch = h5::read_attr<std::int64_t>(file, "epoch");
@@ -206,15 +267,27 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
     m.optimizer_steps = h5::read_attr<std::int64_t>(file, "optimizer_steps");
     m.optimizer = h5::read_string_attr(file, "optimizer");
     m.data_strategy = h5::read_string_attr(file, "data_strategy");
+    m.rng = h5::read_string_attr(file, "rng");
+    m.checksum_algorithm = h5::read_string_attr(file, "checksum_algorithm");
     m.config = h5::read_string_attr(file, "config");
     m.wall_time = h5::read_attr<double>(file, "wall_time");
-    if (RT_H5_CHECK(H5Aexists(file, "precision")) > 0) {  // older writers had no mixed precision
+    // Format 1 writers before mixed precision lacked these four; every format 2 file has them.
+    if (m.format_version >= 2 || RT_H5_CHECK(H5Aexists(file, "precision")) > 0) {
       m.precision = h5::read_string_attr(file, "precision");
       m.loss_scale = h5::read_attr<double>(file, "loss_scale");
       m.loss_scale_good_steps = h5::read_attr<std::int64_t>(file, "loss_scale_good_steps");
       m.skipped_steps = h5::read_attr<std::int64_t>(file, "skipped_steps");
     }
+    RT_REQUIRE(m.checksum_algorithm == ckpt::checksum_algorithm(scheme), DataError,
+               "attribute 'checksum_algorithm' is '{}', but format version {} uses '{}'", m.checksum_algorithm,
+               m.format_version, ckpt::checksum_algorithm(scheme));
     check_meta_ranges(m);
+    if (m.format_version >= 2) {
+      m.meta_checksum = h5::read_attr<std::uint64_t>(file, "meta_checksum");
+      RT_REQUIRE(m.meta_checksum == meta_checksum(m), DataError,
+                 "attribute 'meta_checksum' does not match the other root attributes (one was changed after the "
+                 "write)");
+    }
   } catch (const DataError& e) {
     throw CorruptFileError(fmt::format("{}: damaged checkpoint metadata: {}", path, e.what()));
   }
@@ -330,8 +403,11 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
   meta.world_size = world;
   meta.ringtrain_version = version();
   meta.format_version = kCheckpointFormatVersion;
+  meta.checksum_algorithm = ckpt::checksum_algorithm(kWrittenScheme);
+  meta.rng = kRngDescription;
   meta.wall_time = unix_time_now();
   RT_MPI_CHECK(MPI_Bcast(&meta.wall_time, 1, MPI_DOUBLE, 0, comm));  // attributes must match on every rank
+  meta.meta_checksum = meta_checksum(meta);
 
   h5::File file;
   run_collectively(ctx, [&] {
@@ -355,7 +431,8 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
       rows.resize(static_cast<std::size_t>(world * b.numel));
       RT_MPI_CHECK(MPI_Allgather(b.data, static_cast<int>(b.numel), MPI_FLOAT, rows.data(), static_cast<int>(b.numel),
                                  MPI_FLOAT, comm));
-      checksum = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
+      checksum =
+          ckpt::buffer_checksum(kWrittenScheme, rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
     } else {
       dims = {static_cast<hsize_t>(b.numel)};
       const Slice s = slice_of(b.numel, rank, world);
@@ -365,7 +442,7 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
         ckpt::exchange_ranges(comm, b.owned, b.data, {{s.begin, s.end - s.begin}}, owned.data());
         slice = owned.data();
       }
-      checksum = gathered_checksum(comm, world, b.numel, s, slice);
+      checksum = gathered_checksum(comm, world, b.numel, s, slice, kWrittenScheme);
     }
     run_collectively(ctx, [&] {
       h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
@@ -407,7 +484,8 @@ CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std
       } catch (const DataError& e) {
         throw CorruptFileError(e.what());
       }
-      d.actual_checksum = checkpoint_checksum(data.data(), numel * kFloatBytes);
+      d.actual_checksum =
+          ckpt::buffer_checksum(ckpt::checksum_scheme(meta.format_version), data.data(), numel * kFloatBytes);
       d.verified = true;
       if (d.actual_checksum != d.stored_checksum)
         throw CorruptFileError(
@@ -448,6 +526,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
       found = dataset_names(file);
     });
   });
+  const ckpt::ChecksumScheme scheme = ckpt::checksum_scheme(meta.format_version);
   h5::PropList dxpl = collective_transfer();
   for (const CheckpointBuffer& b : buffers) {
     if (b.optional && std::find(found.begin(), found.end(), b.name) == found.end()) {
@@ -464,12 +543,12 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
         stored = stored_checksum(dset, path, b.name);
         if (b.numel == 0) {
-          actual = checkpoint_checksum(nullptr, 0);
+          actual = ckpt::buffer_checksum(scheme, nullptr, 0);
         } else if (b.per_rank) {
           const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
           std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
           RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
-          actual = checkpoint_checksum(rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
+          actual = ckpt::buffer_checksum(scheme, rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
           if (dims[0] == world) {
             std::copy_n(rows.data() + rank * b.numel, b.numel, b.data);
           } else {  // another world size: every rank starts from the mean of the writers' rows
@@ -487,7 +566,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
       });
     });
     if (!b.per_rank && b.numel > 0) {
-      actual = gathered_checksum(comm, world, b.numel, s, slice);
+      actual = gathered_checksum(comm, world, b.numel, s, slice, scheme);
       if (b.owned.empty())
         allgather_slices(comm, world, b.numel, b.data);
       else

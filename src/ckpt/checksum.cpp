@@ -1,48 +1,55 @@
-// checkpoint_checksum: each 1 MiB block is hashed by four independent multiply-rotate lanes
-// over 64-bit words (fast enough to verify at memory speed), and the dataset's checksum is a
-// hash of its block hashes, so ranks can hash their own block-aligned slices in parallel.
-#include <bit>
-#include <cstring>
+// Checkpoint checksums (see checksum.hpp). Format 2 is XXH3-64 throughout, so a user can check
+// a dataset with h5dump, split and xxhsum (docs/CHECKPOINT.md): the block digests are combined
+// as the bytes `xxhsum -H3` prints for them (XXH64_canonical_t, big-endian), not as the
+// in-memory words, which would make the result depend on the machine's byte order.
+#include <algorithm>
+#include <vector>
+#include <xxhash.h>
+#if RINGTRAIN_XXHASH_DISPATCH  // XXH3_64bits becomes the library's run-time choice of SSE2/AVX2/AVX-512
+#include <xxh_x86dispatch.h>
+#endif
 
 #include "ckpt/checksum.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
-#include "ringtrain/core/random.hpp"
 
 namespace ringtrain::ckpt {
-namespace {
 
-constexpr std::uint64_t kOdd1 = 0x9fb21c651e98df25ull;
-constexpr std::uint64_t kOdd2 = 0xd6e8feb86659fd93ull;
-
-std::uint64_t lane_step(std::uint64_t acc, std::uint64_t word) { return std::rotl(acc ^ (word * kOdd1), 29) * kOdd2; }
-
-}  // namespace
-
-std::uint64_t block_hash(const void* data, std::int64_t bytes) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t lane[4] = {kOdd1, kOdd2, kOdd1 ^ kOdd2, ~kOdd1};
-  std::int64_t at = 0;
-  for (; at + 32 <= bytes; at += 32) {
-    std::uint64_t w[4];
-    std::memcpy(w, p + at, 32);
-    for (int i = 0; i < 4; ++i) lane[i] = lane_step(lane[i], w[i]);
-  }
-  std::uint64_t tail[4] = {0, 0, 0, 0};
-  if (bytes > at) std::memcpy(tail, p + at, static_cast<std::size_t>(bytes - at));
-  for (int i = 0; i < 4; ++i) lane[i] = lane_step(lane[i], tail[i]);
-  std::uint64_t h = static_cast<std::uint64_t>(bytes);
-  for (const std::uint64_t l : lane) h = splitmix64(h ^ l);
-  return h;
+ChecksumScheme checksum_scheme(std::int64_t format_version) {
+  return format_version == 1 ? ChecksumScheme::kBlockHash64 : ChecksumScheme::kXxh3;
 }
 
-std::uint64_t combine_block_hashes(const std::uint64_t* hashes, std::int64_t count) {
-  return block_hash(hashes, count * static_cast<std::int64_t>(sizeof(std::uint64_t)));
+const char* checksum_algorithm(ChecksumScheme scheme) {
+  return scheme == ChecksumScheme::kBlockHash64
+             ? "ringtrain-blockhash64 (1 MiB blocks)"
+             : "xxh3-64 (1 MiB blocks; dataset: xxh3-64 of the blocks' big-endian digests)";
 }
 
-void hash_blocks(const void* data, std::int64_t bytes, std::uint64_t* out) {
+std::uint64_t xxh3_64(const void* data, std::size_t bytes) { return XXH3_64bits(data, bytes); }
+
+std::uint64_t block_hash(ChecksumScheme scheme, const void* data, std::int64_t bytes) {
+  return scheme == ChecksumScheme::kBlockHash64 ? v1::block_hash(data, bytes)
+                                                : xxh3_64(data, static_cast<std::size_t>(bytes));
+}
+
+void hash_blocks(ChecksumScheme scheme, const void* data, std::int64_t bytes, std::uint64_t* out) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::int64_t at = 0, k = 0; at < bytes; at += kChecksumBlockBytes, ++k)
-    out[k] = block_hash(p + at, std::min(kChecksumBlockBytes, bytes - at));
+    out[k] = block_hash(scheme, p + at, std::min(kChecksumBlockBytes, bytes - at));
+}
+
+std::uint64_t combine_block_hashes(ChecksumScheme scheme, const std::uint64_t* hashes, std::int64_t count) {
+  if (scheme == ChecksumScheme::kBlockHash64)
+    return v1::block_hash(hashes, count * static_cast<std::int64_t>(sizeof(std::uint64_t)));
+  std::vector<XXH64_canonical_t> digests(static_cast<std::size_t>(count));
+  for (std::int64_t k = 0; k < count; ++k) XXH64_canonicalFromHash(&digests[static_cast<std::size_t>(k)], hashes[k]);
+  static_assert(sizeof(XXH64_canonical_t) == sizeof(std::uint64_t));
+  return xxh3_64(digests.data(), digests.size() * sizeof(XXH64_canonical_t));
+}
+
+std::uint64_t buffer_checksum(ChecksumScheme scheme, const void* data, std::int64_t bytes) {
+  std::vector<std::uint64_t> blocks(static_cast<std::size_t>(block_count(bytes)));
+  hash_blocks(scheme, data, bytes, blocks.data());
+  return combine_block_hashes(scheme, blocks.data(), static_cast<std::int64_t>(blocks.size()));
 }
 
 }  // namespace ringtrain::ckpt
@@ -50,9 +57,7 @@ void hash_blocks(const void* data, std::int64_t bytes, std::uint64_t* out) {
 namespace ringtrain {
 
 std::uint64_t checkpoint_checksum(const void* data, std::int64_t bytes) {
-  std::vector<std::uint64_t> blocks(static_cast<std::size_t>(ckpt::block_count(bytes)));
-  ckpt::hash_blocks(data, bytes, blocks.data());
-  return ckpt::combine_block_hashes(blocks.data(), static_cast<std::int64_t>(blocks.size()));
+  return ckpt::buffer_checksum(ckpt::checksum_scheme(kCheckpointFormatVersion), data, bytes);
 }
 
 }  // namespace ringtrain

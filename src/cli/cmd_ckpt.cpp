@@ -1,5 +1,6 @@
 // `ringtrain ckpt inspect FILE`: a checkpoint's metadata and datasets, with every checksum
-// verified (exit status 1 and one error line naming the file for a damaged one).
+// verified and the algorithm named (exit status 1 and one error line naming the file for a
+// damaged one).
 // `ringtrain ckpt export FILE --format safetensors -o OUT`: a GPT checkpoint's parameters under
 // HuggingFace GPT-2's names (the model rebuilt on the CPU from the config the checkpoint holds).
 #include <CLI/CLI.hpp>
@@ -64,6 +65,10 @@ void inspect(const InspectOptions& o) {
                                    {"loss_scale_good_steps", m.loss_scale_good_steps},
                                    {"skipped_steps", m.skipped_steps},
                                    {"wall_time", m.wall_time},
+                                   {"checksum_algorithm", m.checksum_algorithm},
+                                   {"meta_checksum", m.format_version >= 2
+                                                         ? nlohmann::json(fmt::format("{:016x}", m.meta_checksum))
+                                                         : nlohmann::json(nullptr)},
                                    {"datasets", d}}
                         .dump());
     return;
@@ -80,6 +85,9 @@ void inspect(const InspectOptions& o) {
                 ? fmt::format(", loss scale {:g} ({} clean steps since it last changed), {} steps skipped",
                               m.loss_scale, m.loss_scale_good_steps, m.skipped_steps)
                 : std::string());
+  log::info("checksums:  {}; metadata {}", m.checksum_algorithm,
+            m.format_version >= 2 ? fmt::format("checksum {:016x}  ok", m.meta_checksum)
+                                  : std::string("not checksummed (format version 1)"));
   for (const auto& d : datasets)
     log::info("  /{:<24} [{}]  checksum {:016x}{}", d.name, fmt::join(d.dims, ", "), d.stored_checksum,
               d.verified ? "  ok" : "");

@@ -3,7 +3,9 @@
 // resumed run ends bitwise identical to a straight one (h5diff), a 4-rank checkpoint continues
 // on 2 and 1 ranks, SIGTERM to one rank stops all at the same step with exit code 75, damaged
 // checkpoints are skipped, SIGKILL during saves never leaves a broken `latest`, bad checkpoints
-// or directories give one clear line, and so does crafted metadata (arrays, out-of-range values).
+// or directories give one clear line, and so does crafted metadata (arrays, out-of-range values,
+// values changed under the metadata checksum); the checksums inspect prints are what h5dump,
+// split and xxhsum give.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <signal.h>
@@ -16,6 +18,8 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -580,6 +584,9 @@ std::vector<HostileMeta> hostile_metas() {
          replace_scalar<double>(p, "loss_scale", H5T_IEEE_F64LE, std::numeric_limits<double>::quiet_NaN());
        },
        "attribute 'loss_scale' is nan, expected a finite value > 0"},
+      // A value every range check accepts: only the metadata checksum tells it from the one written.
+      {[](const std::string& p) { replace_scalar<std::int64_t>(p, "step", H5T_STD_I64LE, 21); },
+       "attribute 'meta_checksum' does not match the other root attributes (one was changed after the write)"},
   };
 }
 
@@ -635,7 +642,7 @@ TEST(CheckpointErrors, HostileMetadataGivesOneLineAndResumeSkipsIt) {
     EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
   }
   // `auto` passes over a newest checkpoint with such metadata to the one before it.
-  for (const HostileMeta* h : {&hostile[0], &hostile.back()}) {
+  for (const HostileMeta* h : {&hostile[0], &hostile[hostile.size() - 2], &hostile.back()}) {
     SCOPED_TRACE(h->expected);
     fs::copy_file(intact, newest, fs::copy_options::overwrite_existing);
     h->damage(newest);
@@ -648,6 +655,51 @@ TEST(CheckpointErrors, HostileMetadataGivesOneLineAndResumeSkipsIt) {
               std::string::npos)
         << resumed.output;
     EXPECT_NE(resumed.output.find("resume: " + ckpt(run, 10) + " at step 10"), std::string::npos) << resumed.output;
+  }
+}
+
+// A user checks a checkpoint with common tools only, exactly as docs/CHECKPOINT.md ("Checking a
+// checkpoint with h5dump and xxhsum") says: h5dump's raw bytes of a dataset, split into 1 MiB
+// blocks, `xxhsum -H3` of each, the digests concatenated as bytes, `xxhsum -H3` of those. That
+// is the checksum `ckpt inspect` prints, for every dataset of a checkpoint written by 2 ranks.
+TEST(CheckpointChecksums, XxhsumOfH5dumpsBlocksIsWhatInspectPrints) {
+  for (const char* tool : {"h5dump", "xxhsum", "split", "basenc"})
+    ASSERT_EQ(run_command(std::string("command -v ") + tool).exit_code, 0)
+        << tool << " not found (tools/install-deps installs it)";
+  const fs::path dir = fresh_dir("xxhsum");
+  const fs::path run = dir / "run";
+  const CommandResult made = train(2, run, {"--set", "train.max_steps=10", "--set", "checkpoint.every_steps=10"});
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const std::string file = ckpt(run, 10);
+  const CommandResult shown = inspect(file);
+  ASSERT_EQ(shown.exit_code, 0) << shown.output;
+  EXPECT_NE(shown.output.find("checksums:  xxh3-64 (1 MiB blocks"), std::string::npos) << shown.output;
+  // "  /params                   [535818]  checksum 0123456789abcdef  ok"
+  const std::regex dataset_line(R"(^  /(\S+) +\[[0-9, ]+\]  checksum ([0-9a-f]{16})  ok$)");
+  std::map<std::string, std::string> printed;
+  for (const std::string& line : lines_of(shown.output)) {
+    std::smatch m;
+    if (std::regex_match(line, m, dataset_line)) printed[m[1]] = m[2];
+  }
+  ASSERT_TRUE(printed.count("params")) << shown.output;
+  ASSERT_TRUE(printed.count("optimizer/velocity")) << shown.output;
+  for (const auto& [name, checksum] : printed) {
+    SCOPED_TRACE(name);
+    const fs::path work = dir / ("check-" + std::to_string(std::hash<std::string>{}(name)));
+    fs::create_directories(work);
+    const std::string procedure = "set -euo pipefail; cd " + shell_quote(work.string()) + "; f=" + shell_quote(file) +
+                                  " d=" + shell_quote(name) +
+                                  R"(
+h5dump -d "/$d" -b LE -o data.bin "$f" > /dev/null
+split -b 1048576 -a 6 -d data.bin block.
+xxhsum -q -H3 block.* | sed 's/.* = //' | tr -d '\n' | tr a-f A-F | basenc --base16 -d > digests.bin
+xxhsum -q -H3 digests.bin | sed 's/.* = //')";
+    const CommandResult r = run_command("bash -c " + shell_quote(procedure));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, checksum + "\n");
+    const auto blocks = (fs::file_size(work / "data.bin") + (1 << 20) - 1) >> 20;
+    EXPECT_EQ(fs::file_size(work / "digests.bin"), 8 * blocks);
+    if (name == "params") EXPECT_GE(blocks, 2u) << "the parameters span several blocks (and both ranks)";
   }
 }
 

@@ -21,16 +21,21 @@ class CheckpointMismatch : public ConfigError {
 class Context;
 
 inline constexpr const char* kCheckpointFormat = "ringtrain-checkpoint";
-inline constexpr std::int64_t kCheckpointFormatVersion = 1;
+// Version 2: XXH3-64 checksums and a metadata checksum. Version 1 files (ringtrain's own block
+// hash, no metadata checksum) are still read.
+inline constexpr std::int64_t kCheckpointFormatVersion = 2;
 
 // Where training stands and what wrote the file (root attributes).
 struct CheckpointMeta {
   std::int64_t format_version = kCheckpointFormatVersion;
   std::string ringtrain_version;
-  std::int64_t step = 0;           // optimizer steps completed
-  std::int64_t epoch = 0;          // epoch of the next batch
-  std::int64_t step_in_epoch = 0;  // that batch's step within its epoch
-  std::int64_t global_batch = 0;   // samples per optimizer step over all ranks
+  std::string checksum_algorithm;   // how the datasets' checksums are computed (set by the writer)
+  std::string rng;                  // how randomness is keyed, in words (set by the writer)
+  std::uint64_t meta_checksum = 0;  // format >= 2: XXH3-64 of the other root attributes (0 in format 1)
+  std::int64_t step = 0;            // optimizer steps completed
+  std::int64_t epoch = 0;           // epoch of the next batch
+  std::int64_t step_in_epoch = 0;   // that batch's step within its epoch
+  std::int64_t global_batch = 0;    // samples per optimizer step over all ranks
   std::uint64_t seed = 0;
   std::int64_t world_size = 0;  // ranks that wrote the file
   std::int64_t optimizer_steps = 0;
@@ -77,10 +82,10 @@ struct CheckpointDataset {
 void write_checkpoint_file(const Context& ctx, const std::string& path, CheckpointMeta meta,
                            const std::vector<CheckpointBuffer>& buffers);
 
-// Reads the metadata and dataset list on this process alone (POSIX driver, no MPI) and, with
-// `verify`, every dataset's checksum. Throws CorruptFileError for a file that is not HDF5,
-// truncated, lacks the format attributes or has a wrong checksum, and CheckpointMismatch
-// for a format version newer than this build reads.
+// Reads the metadata (its checksum verified) and dataset list on this process alone (POSIX
+// driver, no MPI) and, with `verify`, every dataset's checksum. Throws CorruptFileError for a
+// file that is not HDF5, truncated, lacks the format attributes or has a wrong checksum, and
+// CheckpointMismatch for a format version newer than this build reads.
 CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std::vector<CheckpointDataset>* datasets);
 
 // Checks that `path` holds exactly the buffers expected (names and sizes; per-rank buffers
@@ -99,8 +104,8 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
                                     const std::vector<CheckpointBuffer>& buffers,
                                     std::vector<std::string>* absent = nullptr);
 
-// The checksum of a byte range as stored in the file: a 64-bit hash of the hashes of its
-// 1 MiB blocks (so ranks can hash their own aligned slices in parallel).
+// The checksum of a byte range as this build stores it: XXH3-64 of the big-endian XXH3-64
+// digests of its 1 MiB blocks (so ranks can hash their own aligned slices in parallel).
 std::uint64_t checkpoint_checksum(const void* data, std::int64_t bytes);
 
 }  // namespace ringtrain

@@ -1,9 +1,10 @@
 // Checkpoint files and CheckpointDir under mpirun -np 1, 2 and 4: bitwise round trips of
 // replicated buffers of every slicing (one element, exactly one block, one block + 1, ...) and
 // per-rank rows, the mean rule on another world size, damaged and foreign files (every rank
-// gets the same CollectiveError, nobody hangs), layout mismatches, and the directory policy
-// (keep N, `latest`, stale temporaries, resume auto past a damaged file). Rank 0 alone edits
-// files on disk; on_root shares its outcome so a failure there fails every rank.
+// gets the same CollectiveError, nobody hangs), edited metadata, format 1 files (a committed
+// one, tests/data/ckpt-v1), layout mismatches, and the directory policy (keep N, `latest`,
+// stale temporaries, resume auto past a damaged file). Rank 0 alone edits files on disk;
+// on_root shares its outcome so a failure there fails every rank.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -261,6 +262,8 @@ TEST(CheckpointFile, RoundTripIsBitwiseOnEveryRank) {
 
   const CheckpointMeta want = sample_meta(1234);
   EXPECT_EQ(got.format_version, kCheckpointFormatVersion);
+  EXPECT_EQ(got.checksum_algorithm, ckpt::checksum_algorithm(ckpt::ChecksumScheme::kXxh3));
+  EXPECT_NE(got.meta_checksum, 0u);
   EXPECT_EQ(got.step, want.step);
   EXPECT_EQ(got.epoch, want.epoch);
   EXPECT_EQ(got.step_in_epoch, want.step_in_epoch);
@@ -576,6 +579,125 @@ TEST(CheckpointFile, LayoutMismatchNamesTheDatasetAndBothShapes) {
   in.add("params", 1000).add("optimizer/velocity", 1000).add("state", 8, true);
   const Outcome v = outcome_of([&] { resume_checkpoint(ctx(), newer, nullptr, in.list); });
   EXPECT_TRUE(collective_error(v, false, {fmt::format("version {}", kCheckpointFormatVersion + 1)}));
+}
+
+// Replaces root attribute `name` of `path` by a scalar of type T (rank 0 alone).
+template <typename T>
+void replace_root_attr(const std::string& path, const char* name, T value) {
+  h5::File file(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+  RT_H5_CHECK(H5Adelete(file, name));
+  h5::write_attr<T>(file, name, value);
+}
+
+TEST(CheckpointFile, EditedMetadataFailsItsChecksumOnEveryRank) {
+  const fs::path dir = test::temp_dir("ckpt_meta");
+  const std::string path = (dir / "clean.h5").string();
+  Buffers out;
+  out.add("params", kBlockFloats + 3).add("state", 8, true);
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(5), out.list);
+
+  struct Case {
+    std::string name;
+    std::function<void(const std::string&)> edit;
+    std::string expected;
+  };
+  // Values the range checks accept: only the checksum can tell them from the written ones.
+  const std::vector<Case> cases = {
+      {"epoch", [](const std::string& p) { replace_root_attr<std::int64_t>(p, "epoch", 4); }, "'meta_checksum'"},
+      {"seed", [](const std::string& p) { replace_root_attr<std::uint64_t>(p, "seed", 1); }, "'meta_checksum'"},
+      {"wall_time", [](const std::string& p) { replace_root_attr<double>(p, "wall_time", 0.5); }, "'meta_checksum'"},
+      {"config",
+       [](const std::string& p) {
+         h5::File file(RT_H5_CHECK(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+         RT_H5_CHECK(H5Adelete(file, "config"));
+         h5::write_string_attr(file, "config", {"[train]\nseed = 8\n"}, true);
+       },
+       "'meta_checksum'"},
+      {"meta_checksum deleted",
+       [](const std::string& p) {
+         h5::File file(RT_H5_CHECK(H5Fopen(p.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+         RT_H5_CHECK(H5Adelete(file, "meta_checksum"));
+       },
+       "attribute 'meta_checksum' is missing"},
+      // Relabelled as format 1 to skip the metadata checksum: the algorithm gives it away.
+      {"format_version 1", [](const std::string& p) { replace_root_attr<std::int64_t>(p, "format_version", 1); },
+       "attribute 'checksum_algorithm'"},
+  };
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    SCOPED_TRACE(cases[c].name);
+    const std::string bad = (dir / fmt::format("bad{}.h5", c)).string();
+    ASSERT_TRUE(on_root([&] {
+      fs::copy_file(path, bad, fs::copy_options::overwrite_existing);
+      cases[c].edit(bad);
+    }));
+    Buffers in;
+    in.add("params", kBlockFloats + 3).add("state", 8, true);
+    const Outcome read = outcome_of([&] { read_checkpoint_file(ctx(), bad, in.list); });
+    EXPECT_TRUE(collective_error(read, true, {bad, "damaged checkpoint metadata", cases[c].expected}));
+    EXPECT_TRUE(on_root([&] {
+      try {
+        inspect_checkpoint_file(bad, false, nullptr);
+        ADD_FAILURE() << "inspect accepted " << bad;
+      } catch (const CorruptFileError& e) {
+        EXPECT_NE(std::string(e.what()).find(cases[c].expected), std::string::npos) << e.what();
+      }
+    }));
+  }
+  // The clean file still reads; its checksum covers the attributes as written.
+  Buffers in;
+  in.add("params", kBlockFloats + 3).add("state", 8, true);
+  EXPECT_EQ(read_checkpoint_file(ctx(), path, in.list).step, 5);
+  EXPECT_EQ(difference(in, 0), "");
+}
+
+// tests/data/ckpt-v1/ckpt-v1.h5 was written by the format 1 writer (its README says how): it
+// loads on any rank count with format 1's checksums, which still catch a damaged byte.
+TEST(CheckpointFile, AFormatOneFileStillLoads) {
+  const std::string fixture = std::string(RINGTRAIN_TEST_DATA_DIR) + "/ckpt-v1/ckpt-v1.h5";
+  auto layout = [] {
+    Buffers b;
+    b.add("params", 1000).add("optimizer/velocity", 1000).add("state", 8, true);
+    return b;
+  };
+  constexpr std::int64_t kStep = 7;
+  Buffers in = layout();
+  in.poison();
+  const CheckpointMeta got = read_checkpoint_file(ctx(), fixture, in.list);
+  // Written on one rank: its row is also the mean every rank of another world size starts from.
+  for (std::size_t k = 0; k < in.list.size(); ++k)
+    for (std::int64_t i = 0; i < in.list[k].numel; ++i) {
+      const float want = value_of(k, i, in.list[k].per_rank ? 0 : -1, kStep);
+      ASSERT_EQ(std::memcmp(&want, &in.data[k][static_cast<std::size_t>(i)], sizeof want), 0)
+          << "'" << in.list[k].name << "'[" << i << "] on rank " << rank();
+    }
+  const CheckpointMeta want = sample_meta(kStep);
+  EXPECT_EQ(got.format_version, 1);
+  EXPECT_EQ(got.checksum_algorithm, "ringtrain-blockhash64 (1 MiB blocks)");
+  EXPECT_EQ(got.meta_checksum, 0u);
+  EXPECT_EQ(got.step, kStep);
+  EXPECT_EQ(got.epoch, want.epoch);
+  EXPECT_EQ(got.step_in_epoch, want.step_in_epoch);
+  EXPECT_EQ(got.global_batch, want.global_batch);
+  EXPECT_EQ(got.seed, want.seed);
+  EXPECT_EQ(got.optimizer, want.optimizer);
+  EXPECT_EQ(got.config, want.config);
+  EXPECT_EQ(got.world_size, 1);
+
+  const fs::path dir = test::temp_dir("ckpt_v1");
+  const std::string bad = (dir / "flipped.h5").string();
+  ASSERT_TRUE(on_root([&] {
+    std::vector<CheckpointDataset> found;
+    EXPECT_EQ(inspect_checkpoint_file(fixture, true, &found).format_version, 1);
+    ASSERT_EQ(found.size(), 3u);
+    for (const auto& d : found) EXPECT_TRUE(d.verified && d.actual_checksum == d.stored_checksum) << d.name;
+    check_checkpoint_layout(fixture, layout().list);
+    fs::copy_file(fixture, bad, fs::copy_options::overwrite_existing);
+    flip_element(bad, "optimizer/velocity", 500);
+  }));
+  Buffers again = layout();
+  const Outcome read = outcome_of([&] { read_checkpoint_file(ctx(), bad, again.list); });
+  EXPECT_TRUE(collective_error(read, true, {"'optimizer/velocity'", "checksum mismatch"}));
 }
 
 // ---- CheckpointDir and resume_checkpoint ----

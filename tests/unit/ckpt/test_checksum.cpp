@@ -1,10 +1,11 @@
-// checkpoint_checksum: deterministic, sensitive to every single bit (also at block boundaries
-// and in a short tail), and equal to the combination of block hashes computed piecewise on
-// block-aligned slices, which is what the parallel write and read rely on. Plus file naming.
+// Checkpoint checksums of both schemes (format 1's block hash, read only, and format 2's XXH3):
+// deterministic, sensitive to every single bit (also at block boundaries and in a short tail),
+// and equal to the combination of block hashes computed piecewise on block-aligned slices,
+// which is what the parallel write and read rely on; format 2's values are those xxhsum gives
+// (docs/CHECKPOINT.md), format 1's are pinned. Plus file naming.
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <set>
 #include <vector>
 
@@ -15,10 +16,17 @@
 namespace ringtrain {
 namespace {
 
+using ckpt::ChecksumScheme;
 constexpr std::int64_t kBlock = ckpt::kChecksumBlockBytes;
-// Pinned checksums (see ValuesAreStableAcrossBuilds): of 0 bytes, and of pattern(kBlock + 1).
-constexpr std::uint64_t kEmptyChecksum = 0xa1e09b0ffe382d5bull;
-constexpr std::uint64_t kPatternChecksum = 0x09d2f1b5eb5a7c75ull;
+// Format 1's checksums of 0 bytes and of pattern(kBlock + 1), pinned when it was written.
+constexpr std::uint64_t kV1EmptyChecksum = 0xa1e09b0ffe382d5bull;
+constexpr std::uint64_t kV1PatternChecksum = 0x09d2f1b5eb5a7c75ull;
+// Format 2's, from Debian 12's xxhsum 0.8.1 with the procedure of docs/CHECKPOINT.md applied to
+// pattern(kBlock + 1) written to a file: `xxhsum -H3` of its two blocks, then of their digests.
+constexpr std::uint64_t kXxh3Block0 = 0x635d6fff94f571f7ull;
+constexpr std::uint64_t kXxh3Block1 = 0xe47e4c5a224123f1ull;
+constexpr std::uint64_t kXxh3PatternChecksum = 0x4e8ddca5a1eb1d12ull;
+constexpr std::uint64_t kXxh3Empty = 0x2d06800538d394c2ull;  // `xxhsum -H3 < /dev/null`: no blocks
 
 // Bytes that are neither zero nor periodic, from a fixed xorshift sequence.
 std::vector<unsigned char> pattern(std::int64_t bytes, std::uint64_t seed = 0x1234567u) {
@@ -33,9 +41,18 @@ std::vector<unsigned char> pattern(std::int64_t bytes, std::uint64_t seed = 0x12
   return out;
 }
 
-std::uint64_t sum_of(const std::vector<unsigned char>& v) {
-  return checkpoint_checksum(v.data(), static_cast<std::int64_t>(v.size()));
-}
+// The properties every scheme must have; the scheme under test is the parameter.
+class EveryScheme : public ::testing::TestWithParam<ChecksumScheme> {
+ protected:
+  std::uint64_t sum_of(const std::vector<unsigned char>& v) const { return sum_of(v.data(), v.size()); }
+  std::uint64_t sum_of(const unsigned char* data, std::size_t bytes) const {
+    return ckpt::buffer_checksum(GetParam(), data, static_cast<std::int64_t>(bytes));
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(CheckpointChecksum, EveryScheme,
+                         ::testing::Values(ChecksumScheme::kBlockHash64, ChecksumScheme::kXxh3),
+                         [](const auto& info) { return info.param == ChecksumScheme::kXxh3 ? "xxh3" : "v1"; });
 
 TEST(CheckpointChecksum, BlockSizeIsOneMiB) {
   EXPECT_EQ(kBlock, 1 << 20);
@@ -46,19 +63,19 @@ TEST(CheckpointChecksum, BlockSizeIsOneMiB) {
   EXPECT_EQ(ckpt::block_count(3 * kBlock), 3);
 }
 
-TEST(CheckpointChecksum, IsDeterministicAndIndependentOfTheBuffersAddress) {
+TEST_P(EveryScheme, IsDeterministicAndIndependentOfTheBuffersAddress) {
   const auto a = pattern(3 * kBlock + 77);
   const std::uint64_t first = sum_of(a);
   EXPECT_EQ(sum_of(a), first);
   // The same bytes at another (unaligned) address.
-  std::vector<unsigned char> shifted(a.size() + 3);
-  std::memcpy(shifted.data() + 3, a.data(), a.size());
-  EXPECT_EQ(checkpoint_checksum(shifted.data() + 3, static_cast<std::int64_t>(a.size())), first);
+  std::vector<unsigned char> shifted(3);
+  shifted.insert(shifted.end(), a.begin(), a.end());
+  EXPECT_EQ(sum_of(shifted.data() + 3, a.size()), first);
   // Other content gives another checksum.
   EXPECT_NE(sum_of(pattern(3 * kBlock + 77, 99)), first);
 }
 
-TEST(CheckpointChecksum, EverySingleBitFlipChangesIt) {
+TEST_P(EveryScheme, EverySingleBitFlipChangesIt) {
   const std::int64_t n = 2 * kBlock + 123;
   auto buf = pattern(n);
   const std::uint64_t clean = sum_of(buf);
@@ -92,7 +109,7 @@ TEST(CheckpointChecksum, EverySingleBitFlipChangesIt) {
   EXPECT_EQ(seen.size(), 1 + positions.size() * 3);
 }
 
-TEST(CheckpointChecksum, SwappingTwoBlocksChangesIt) {
+TEST_P(EveryScheme, SwappingTwoBlocksChangesIt) {
   // Block order matters: the combination is not a plain XOR or sum of block hashes.
   auto buf = pattern(2 * kBlock);
   const std::uint64_t clean = sum_of(buf);
@@ -101,7 +118,7 @@ TEST(CheckpointChecksum, SwappingTwoBlocksChangesIt) {
   EXPECT_NE(sum_of(swapped), clean);
 }
 
-TEST(CheckpointChecksum, EdgeSizesAreAllDistinctAndBitSensitive) {
+TEST_P(EveryScheme, EdgeSizesAreAllDistinctAndBitSensitive) {
   const std::vector<std::int64_t> sizes = {0, 1, 31, 32, 33, kBlock, kBlock + 1};
   std::set<std::uint64_t> of_pattern, of_zeros;
   const auto big = pattern(kBlock + 1);
@@ -124,26 +141,27 @@ TEST(CheckpointChecksum, EdgeSizesAreAllDistinctAndBitSensitive) {
   EXPECT_EQ(of_pattern.size(), sizes.size());
   EXPECT_EQ(of_zeros.size(), sizes.size());
   // An empty range never touches its pointer.
-  EXPECT_EQ(checkpoint_checksum(nullptr, 0), sum_of({}));
+  EXPECT_EQ(sum_of(nullptr, 0), sum_of({}));
 }
 
-TEST(CheckpointChecksum, EqualsTheCombinationOfItsBlockHashes) {
+TEST_P(EveryScheme, EqualsTheCombinationOfItsBlockHashes) {
   for (const std::int64_t n :
        {std::int64_t{0}, std::int64_t{1}, std::int64_t{33}, kBlock, kBlock + 1, 3 * kBlock + 77}) {
     const auto buf = pattern(n);
     std::vector<std::uint64_t> blocks(static_cast<std::size_t>(ckpt::block_count(n)));
-    ckpt::hash_blocks(buf.data(), n, blocks.data());
+    ckpt::hash_blocks(GetParam(), buf.data(), n, blocks.data());
     for (std::int64_t k = 0; k < ckpt::block_count(n); ++k) {
       const std::int64_t len = std::min(kBlock, n - k * kBlock);
-      EXPECT_EQ(blocks[static_cast<std::size_t>(k)], ckpt::block_hash(buf.data() + k * kBlock, len))
+      EXPECT_EQ(blocks[static_cast<std::size_t>(k)], ckpt::block_hash(GetParam(), buf.data() + k * kBlock, len))
           << n << " bytes, block " << k;
     }
-    EXPECT_EQ(ckpt::combine_block_hashes(blocks.data(), static_cast<std::int64_t>(blocks.size())), sum_of(buf))
+    EXPECT_EQ(ckpt::combine_block_hashes(GetParam(), blocks.data(), static_cast<std::int64_t>(blocks.size())),
+              sum_of(buf))
         << n << " bytes";
   }
 }
 
-TEST(CheckpointChecksum, SlicesSplitAtBlockBoundariesCombineToTheWholeChecksum) {
+TEST_P(EveryScheme, SlicesSplitAtBlockBoundariesCombineToTheWholeChecksum) {
   // What the parallel write does: each rank hashes its own block-aligned slice, the block
   // hashes are gathered in order and combined. Every split point (also the empty slices at
   // either end) must give the checksum of the whole buffer.
@@ -154,27 +172,57 @@ TEST(CheckpointChecksum, SlicesSplitAtBlockBoundariesCombineToTheWholeChecksum) 
   for (std::int64_t split = 0; split <= total; ++split) {
     const std::int64_t head_bytes = std::min(n, split * kBlock);
     std::vector<std::uint64_t> hashes(static_cast<std::size_t>(total));
-    ckpt::hash_blocks(buf.data(), head_bytes, hashes.data());
-    ckpt::hash_blocks(buf.data() + head_bytes, n - head_bytes, hashes.data() + split);
-    EXPECT_EQ(ckpt::combine_block_hashes(hashes.data(), total), whole) << "split at block " << split;
+    ckpt::hash_blocks(GetParam(), buf.data(), head_bytes, hashes.data());
+    ckpt::hash_blocks(GetParam(), buf.data() + head_bytes, n - head_bytes, hashes.data() + split);
+    EXPECT_EQ(ckpt::combine_block_hashes(GetParam(), hashes.data(), total), whole) << "split at block " << split;
   }
   // Four slices of uneven block counts, as four ranks would hold them.
   std::vector<std::uint64_t> hashes(static_cast<std::size_t>(total));
   const std::int64_t cuts[] = {0, 1, 1, 3, total};
   for (int r = 0; r < 4; ++r) {
     const std::int64_t begin = std::min(n, cuts[r] * kBlock), end = std::min(n, cuts[r + 1] * kBlock);
-    ckpt::hash_blocks(buf.data() + begin, end - begin, hashes.data() + cuts[r]);
+    ckpt::hash_blocks(GetParam(), buf.data() + begin, end - begin, hashes.data() + cuts[r]);
   }
-  EXPECT_EQ(ckpt::combine_block_hashes(hashes.data(), total), whole);
+  EXPECT_EQ(ckpt::combine_block_hashes(GetParam(), hashes.data(), total), whole);
 }
 
-TEST(CheckpointChecksum, ValuesAreStableAcrossBuilds) {
-  // Checksums are stored in files: a build that computed them differently would call every
-  // older checkpoint damaged. Pinned values of this build's algorithm; a deliberate change
-  // must come with a new checkpoint format version.
-  EXPECT_EQ(sum_of({}), kEmptyChecksum);
+TEST(CheckpointChecksum, FormatVersionsChooseTheirScheme) {
+  EXPECT_EQ(ckpt::checksum_scheme(1), ChecksumScheme::kBlockHash64);
+  EXPECT_EQ(ckpt::checksum_scheme(2), ChecksumScheme::kXxh3);
+  EXPECT_EQ(ckpt::checksum_scheme(kCheckpointFormatVersion), ChecksumScheme::kXxh3);
+  EXPECT_STREQ(ckpt::checksum_algorithm(ChecksumScheme::kBlockHash64), "ringtrain-blockhash64 (1 MiB blocks)");
+  EXPECT_STRNE(ckpt::checksum_algorithm(ChecksumScheme::kXxh3), ckpt::checksum_algorithm(ChecksumScheme::kBlockHash64));
+  // What this build writes.
+  const auto buf = pattern(3 * kBlock + 5);
+  EXPECT_EQ(checkpoint_checksum(buf.data(), static_cast<std::int64_t>(buf.size())),
+            ckpt::buffer_checksum(ChecksumScheme::kXxh3, buf.data(), static_cast<std::int64_t>(buf.size())));
+}
+
+TEST(CheckpointChecksum, FormatOneValuesAreStableAcrossBuilds) {
+  // Format 1 checksums are stored in files: a build that computed them differently would call
+  // every format 1 checkpoint damaged.
   const auto buf = pattern(kBlock + 1);
-  EXPECT_EQ(sum_of(buf), kPatternChecksum);
+  EXPECT_EQ(ckpt::buffer_checksum(ChecksumScheme::kBlockHash64, nullptr, 0), kV1EmptyChecksum);
+  EXPECT_EQ(ckpt::buffer_checksum(ChecksumScheme::kBlockHash64, buf.data(), kBlock + 1), kV1PatternChecksum);
+}
+
+TEST(CheckpointChecksum, FormatTwoIsWhatXxhsumPrints) {
+  // XXH3-64 itself: the reference values of `printf '' | xxhsum -H3` and `printf abc | xxhsum -H3`.
+  EXPECT_EQ(ckpt::xxh3_64(nullptr, 0), kXxh3Empty);
+  EXPECT_EQ(ckpt::xxh3_64("abc", 3), 0x78af5f94892f3950ull);
+  // Each block's hash is the block's XXH3-64; the dataset's is XXH3-64 of the digests as
+  // xxhsum prints them (big-endian bytes), concatenated.
+  const auto buf = pattern(kBlock + 1);
+  EXPECT_EQ(ckpt::block_hash(ChecksumScheme::kXxh3, buf.data(), kBlock), kXxh3Block0);
+  EXPECT_EQ(ckpt::block_hash(ChecksumScheme::kXxh3, buf.data() + kBlock, 1), kXxh3Block1);
+  unsigned char digests[16];
+  for (int i = 0; i < 8; ++i) {
+    digests[i] = static_cast<unsigned char>(kXxh3Block0 >> (56 - 8 * i));
+    digests[8 + i] = static_cast<unsigned char>(kXxh3Block1 >> (56 - 8 * i));
+  }
+  EXPECT_EQ(ckpt::xxh3_64(digests, sizeof digests), kXxh3PatternChecksum);
+  EXPECT_EQ(checkpoint_checksum(buf.data(), kBlock + 1), kXxh3PatternChecksum);
+  EXPECT_EQ(checkpoint_checksum(nullptr, 0), kXxh3Empty);  // no blocks: XXH3-64 of nothing
 }
 
 TEST(CheckpointDirNames, FileNameHasNineDigitStep) {
