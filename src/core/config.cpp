@@ -14,6 +14,7 @@
 #include <toml++/toml.h>
 #include <type_traits>
 
+#include "core/toml_screen.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain {
@@ -249,6 +250,9 @@ Config::Config(std::shared_ptr<State> state, void* table, std::string prefix)
 Config Config::parse(std::string_view text, const std::string& source, const ConfigOverrides& overrides) {
   auto state = std::make_shared<State>();
   state->source = source;
+  if (const toml_screen::Position p = toml_screen::first_unsafe_non_ascii(text); p.line != 0)
+    throw ConfigError(
+        fmt::format("config: {}:{}:{}: a non-ASCII character outside a string or comment", source, p.line, p.column));
   try {
     state->root = toml::parse(text, source);
   } catch (const toml::parse_error& e) {

@@ -143,3 +143,32 @@ TEST(ConfigKeys, TableListsEveryDeclaredKeyOnce) {
 
 }  // namespace
 }  // namespace ringtrain
+
+namespace ringtrain {
+namespace {
+
+// Non-ASCII characters where toml++ 3.3.0 would test them for whitespace (and could reach its
+// __builtin_unreachable: tests/fuzz/README.md) are a config error naming line and column;
+// inside strings and comments they are fine.
+TEST(ConfigScreen, NonAsciiOutsideStringsAndCommentsIsAnErrorBeforeTomlSeesIt) {
+  const auto error_of = [](const std::string& text) {
+    try {
+      Config::parse(text, "c.toml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("\xc3\xa9 = 1\n"), "config: c.toml:1:1: a non-ASCII character outside a string or comment");
+  EXPECT_EQ(error_of("a = 1\nb = 2 \xc2\xa7\n"),
+            "config: c.toml:2:7: a non-ASCII character outside a string or comment");
+  // After a line-ending backslash toml++ trims blanks: the first character after them counts.
+  EXPECT_EQ(error_of("s = \"\"\"\\\n  \xc2\xa7\"\"\"\n"),
+            "config: c.toml:2:3: a non-ASCII character outside a string or comment");
+  for (const char* fine : {"# caf\xc3\xa9\na = 1\n", "name = \"caf\xc3\xa9\"\n", "name = 'caf\xc3\xa9'\n",
+                           "s = \"\"\"\ncaf\xc3\xa9\n\"\"\"\n", "s = '''\\\n\xc2\xa7'''\n", "s = \"\\\"\xc2\xa7\"\n"})
+    EXPECT_EQ(error_of(fine), "") << fine;
+}
+
+}  // namespace
+}  // namespace ringtrain
