@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
-#include <cstdlib>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -23,6 +22,7 @@
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/files.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/core/test_hook.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
@@ -78,13 +78,9 @@ std::uint64_t random_token() {
   return (static_cast<std::uint64_t>(device()) << 32) ^ device();
 }
 
-// The test hook behind the crash-point tests (docs/RELIABILITY.md): with
-// RINGTRAIN_TEST_CRASH=<point>@<step>, rank 0 kills itself at that point of that step's save,
-// as a node failure would, so every window of the save is tested deterministically.
-void crash_point(const char* point, std::int64_t step) {
-  static const char* spec = std::getenv("RINGTRAIN_TEST_CRASH");
-  if (spec != nullptr && std::string(spec) == fmt::format("{}@{}", point, step)) std::raise(SIGKILL);
-}
+// The crash-point tests' hook: RINGTRAIN_TEST_CRASH=<point>@<step> kills rank 0 (SIGKILL, as a
+// node failure would) at that point of that step's save.
+void crash_point(const char* point, std::int64_t step) { test_hook("RINGTRAIN_TEST_CRASH", point, step, SIGKILL); }
 
 // Proves that `bytes` fit on the file system (and in the user's quota) by allocating them
 // in `path`, so a full disk is reported before any rank starts writing: a collective HDF5

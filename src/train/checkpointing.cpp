@@ -148,11 +148,12 @@ void TrainCheckpoints::refuse_or_discard(const std::vector<std::string>& others,
 
 Watchdog::Budget TrainCheckpoints::io_budget(const std::vector<CheckpointBuffer>& buffers) const {
   if (tc_.checkpoint.timeout_s > 0.0) return {tc_.checkpoint.timeout_s, "checkpoint.timeout_s"};
-  constexpr double kSlowestBytesPerSecond = 20e6;  // a file system slower than this is taken for stalled
   double bytes = 0.0;
   for (const CheckpointBuffer& b : buffers)
     bytes += static_cast<double>(b.numel) * sizeof(float) * (b.per_rank ? ctx_.world_size() : 1);
-  return {tc_.timeout_s + bytes / kSlowestBytesPerSecond, "checkpoint.timeout_s (0: comm.timeout_s + 1 s per 20 MB)"};
+  Watchdog::Budget budget = Watchdog::scaled_by_bytes(tc_.timeout_s, bytes, "written or read");
+  budget.key = "checkpoint.timeout_s (0: " + budget.key + ")";
+  return budget;
 }
 
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {

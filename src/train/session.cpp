@@ -4,11 +4,11 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/test_hook.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/token_loader.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -161,12 +161,10 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
   s.resolved_config = s.config->to_toml();
 }
 
-// The test hook behind the set-up stall test (docs/RELIABILITY.md): with
-// RINGTRAIN_TEST_STALL=<point>@<rank>, that rank stops itself (SIGSTOP) at that point, as a
-// rank stuck on a file system would.
+// The set-up stall test's hook: RINGTRAIN_TEST_STALL=<point>@<rank> stops that rank (SIGSTOP,
+// as a rank stuck on a file system would) at that point.
 void stall_point(const Context& ctx, const char* point) {
-  static const char* spec = std::getenv("RINGTRAIN_TEST_STALL");
-  if (spec != nullptr && std::string(spec) == fmt::format("{}@{}", point, ctx.world_rank())) std::raise(SIGSTOP);
+  test_hook("RINGTRAIN_TEST_STALL", point, ctx.world_rank(), SIGSTOP);
 }
 
 // Relative directories resolve against each rank's working directory: they must name the
@@ -196,7 +194,7 @@ std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_pa
     const double data_bytes = static_cast<double>(dataset_file_bytes(tc.data.train) +
                                                   (tc.data.test.empty() ? 0 : dataset_file_bytes(tc.data.test)));
     const WatchedScope watch(watchdog, "set-up: opening data.train and data.test",
-                             {tc.timeout_s + data_bytes / 20e6, "comm.timeout_s + 1 s per 20 MB of data files"});
+                             Watchdog::scaled_by_bytes(tc.timeout_s, data_bytes, "of data files"));
     stall_point(ctx, "open-datasets");
     run_collectively(ctx, [&] { open_datasets(ctx, *s, options.data); });
   }

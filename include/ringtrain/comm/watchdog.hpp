@@ -32,6 +32,14 @@ class Watchdog {
     std::string key;
   };
 
+  // The budget of an operation that moves `bytes` through a file system: `timeout_s` plus one
+  // second per kSlowestBytesPerSecond (a file system slower than 20 MB/s is taken for stalled).
+  // The key reads "comm.timeout_s + 1 s per 20 MB <what>".
+  static constexpr double kSlowestBytesPerSecond = 20e6;
+  static Budget scaled_by_bytes(double timeout_s, double bytes, const std::string& what) {
+    return {timeout_s + bytes / kSlowestBytesPerSecond, "comm.timeout_s + 1 s per 20 MB " + what};
+  }
+
   // Registers an operation as in flight until the returned id is passed to done(); it may
   // take the watchdog's timeout (comm.timeout_s), or `budget` when given.
   std::uint64_t begin(std::string description);
