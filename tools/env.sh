@@ -2,6 +2,8 @@
 # Sourced by tools/* scripts: build folder, parallelism, and what mpirun needs as root.
 RINGTRAIN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 RINGTRAIN_BUILD="${RINGTRAIN_BUILD:-$RINGTRAIN_ROOT/build}"
+# The sanitizer build (clang, ASan + UBSan, libFuzzer coverage): tests and fuzz targets.
+RINGTRAIN_SANITIZE_BUILD="${RINGTRAIN_SANITIZE_BUILD:-$RINGTRAIN_ROOT/build-sanitize}"
 RINGTRAIN_JOBS="${RINGTRAIN_JOBS:-$(nproc)}"
 if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -18,4 +20,11 @@ ringtrain_configure() {
 ringtrain_configure_and_build() {
   ringtrain_configure "$@"
   cmake --build "$RINGTRAIN_BUILD" -j "$RINGTRAIN_JOBS"
+}
+
+# Configure the sanitizer build folder (clang, Release with ASan + UBSan, no CUDA: the sanitizers
+# check host code); extra arguments go to cmake.
+ringtrain_configure_sanitize() {
+  CC=clang CXX=clang++ cmake -S "$RINGTRAIN_ROOT" -B "$RINGTRAIN_SANITIZE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_WITH_CUDA=OFF "$@"
 }

@@ -335,6 +335,24 @@ std::vector<std::int64_t> dims_of(hid_t dset, const std::string& path, const std
 
 std::string shape_str(const std::vector<std::int64_t>& d) { return fmt::format("[{}]", fmt::join(d, ", ")); }
 
+// The shape of buffer b's dataset, which must be what b needs: floats as written (a 32-bit
+// IEEE type; HDF5 would otherwise convert whatever the file holds), [numel] or, per rank,
+// [ranks >= 1, numel]. CorruptFileError for another type, CheckpointMismatch for another shape.
+std::vector<std::int64_t> checked_dims(hid_t dset, const std::string& path, const CheckpointBuffer& b) {
+  h5::Datatype type(RT_H5_CHECK(H5Dget_type(dset)));
+  RT_REQUIRE(RT_H5_CHECK(H5Tget_class(type)) == H5T_FLOAT && H5Tget_size(type) == sizeof(float), CorruptFileError,
+             "{}: dataset '{}' does not hold 32-bit floats, as every checkpoint writer writes them", path, b.name);
+  std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
+  const bool fits =
+      b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel) : (dims.size() == 1 && dims[0] == b.numel);
+  if (!fits)
+    throw CheckpointMismatch(fmt::format(
+        "{}: dataset '{}' has shape {} but this run needs {}: written by another "
+        "model?",
+        path, b.name, shape_str(dims), b.per_rank ? fmt::format("[ranks, {}]", b.numel) : shape_str({b.numel})));
+  return dims;
+}
+
 // A POSIX-driver handle on a checkpoint: CorruptFileError when HDF5 cannot open it (not HDF5,
 // truncated, unreadable).
 h5::File open_local(const std::string& path) {
@@ -374,14 +392,7 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
                       "optimizer?",
                       path, b.name, fmt::join(found, ", ")));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
-    const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
-    const bool fits = b.per_rank ? (dims.size() == 2 && dims[0] >= 1 && dims[1] == b.numel)
-                                 : (dims.size() == 1 && dims[0] == b.numel);
-    if (!fits)
-      throw CheckpointMismatch(fmt::format(
-          "{}: dataset '{}' has shape {} but this run needs {}: written by another "
-          "model?",
-          path, b.name, shape_str(dims), b.per_rank ? fmt::format("[ranks, {}]", b.numel) : shape_str({b.numel})));
+    checked_dims(dset, path, b);
   }
   for (const std::string& name : found) {
     const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
@@ -542,10 +553,12 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
       as_corrupt([&] {
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
         stored = stored_checksum(dset, path, b.name);
+        // Checked again here: the file may have changed since the layout check, or the caller
+        // made none.
+        const std::vector<std::int64_t> dims = checked_dims(dset, path, b);
         if (b.numel == 0) {
           actual = ckpt::buffer_checksum(scheme, nullptr, 0);
         } else if (b.per_rank) {
-          const std::vector<std::int64_t> dims = dims_of(dset, path, b.name);
           std::vector<float> rows(static_cast<std::size_t>(dims[0] * dims[1]));
           RT_H5_CHECK(H5Dread(dset, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()));
           actual = ckpt::buffer_checksum(scheme, rows.data(), static_cast<std::int64_t>(rows.size()) * kFloatBytes);
@@ -559,9 +572,9 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
             }
           }
         } else {
-          const std::vector<hsize_t> dims = {static_cast<hsize_t>(b.numel)};
-          transfer(dset, dims, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world), dxpl,
-                   slice, false);
+          const std::vector<hsize_t> extent = {static_cast<hsize_t>(b.numel)};
+          transfer(dset, extent, {static_cast<hsize_t>(s.begin)}, s.end - s.begin, transfer_rounds(b.numel, world),
+                   dxpl, slice, false);
         }
       });
     });

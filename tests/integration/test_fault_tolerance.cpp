@@ -28,7 +28,8 @@ struct Fault {
 class FaultTolerance : public ::testing::TestWithParam<std::tuple<int, Fault>> {};
 
 TEST_P(FaultTolerance, JobEndsWithAClearMessage) {
-  const auto [ranks, fault] = GetParam();
+  const int ranks = std::get<0>(GetParam());    // plain variables: clang 14 cannot capture
+  const Fault fault = std::get<1>(GetParam());  // structured bindings
   const fs::path data = RINGTRAIN_DATA_DIR;
   ASSERT_TRUE(fs::exists(data / "train.h5")) << "fixture prepare_fashion_mnist did not run";
   const fs::path run_dir =

@@ -11,8 +11,16 @@ function(ringtrain_add_module name)
   target_compile_features(ringtrain_${name} PUBLIC cxx_std_20)
   target_compile_options(ringtrain_${name} PRIVATE -Wall -Wextra -Wpedantic)
   target_link_libraries(ringtrain_${name} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+  if(RINGTRAIN_FUZZ AND name IN_LIST RINGTRAIN_FUZZED_MODULES)
+    target_compile_options(ringtrain_${name} PRIVATE -fsanitize=fuzzer-no-link)
+  endif()
   ringtrain_record_module(ringtrain_${name} ${name})
 endfunction()
+
+# The modules the fuzz targets (tests/fuzz) feed: in a clang sanitizer build they are
+# instrumented for libFuzzer's coverage feedback. The others (compute, communication) are not,
+# which keeps the sanitizer test run's training steps fast.
+set(RINGTRAIN_FUZZED_MODULES core ckpt data)
 
 # A library target that is part of the installed package, exported as ringtrain::<export_name>.
 function(ringtrain_record_module target export_name)

@@ -7,6 +7,20 @@
 set(RINGTRAIN_TEST_TMPDIR ${CMAKE_BINARY_DIR}/test-tmp)
 file(MAKE_DIRECTORY ${RINGTRAIN_TEST_TMPDIR})
 set(RINGTRAIN_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;TMPDIR=${RINGTRAIN_TEST_TMPDIR}")
+if(RINGTRAIN_SANITIZE)
+  # Every test process (and the ranks and CLI runs it starts) runs with LeakSanitizer on, minus
+  # what the linked libraries keep until exit (tools/sanitize/lsan.supp; whole stacks, so a
+  # suppression can see which library allocated); Open MPI's SIGSEGV/SIGABRT handler stays
+  # out of the sanitizers' way.
+  add_library(ringtrain_keep_plugins SHARED ${PROJECT_SOURCE_DIR}/tools/sanitize/keep_plugins.c)
+  target_compile_options(ringtrain_keep_plugins PRIVATE -fno-sanitize=all)
+  target_link_options(ringtrain_keep_plugins PRIVATE -fno-sanitize=all)
+  set(RINGTRAIN_SANITIZER_ENV "LD_PRELOAD=$<TARGET_FILE:ringtrain_keep_plugins>"
+      "ASAN_OPTIONS=detect_leaks=1"
+      "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tools/sanitize/lsan.supp:print_suppressions=0"
+      "UBSAN_OPTIONS=print_stacktrace=1" "OMPI_MCA_opal_signal=")
+  list(APPEND RINGTRAIN_TEST_ENV ${RINGTRAIN_SANITIZER_ENV})
+endif()
 set(RINGTRAIN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
     --mca btl self,vader --mca btl_vader_single_copy_mechanism none
     CACHE STRING "Flags mpirun gets in tests")

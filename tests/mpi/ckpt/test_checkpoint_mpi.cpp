@@ -581,6 +581,42 @@ TEST(CheckpointFile, LayoutMismatchNamesTheDatasetAndBothShapes) {
   EXPECT_TRUE(collective_error(v, false, {fmt::format("version {}", kCheckpointFormatVersion + 1)}));
 }
 
+// The collective read checks each dataset itself, without the layout check a resume runs
+// first (the file may change in between): a per-rank dataset that lost its rank dimension was
+// indexed as [ranks, numel] (a heap overread, found by tests/fuzz/fuzz_checkpoint), and a
+// float64 dataset was converted silently.
+TEST(CheckpointFile, TheReadChecksEachDatasetsShapeAndType) {
+  const fs::path dir = test::temp_dir("ckpt_read_checks");
+  const std::string path = (dir / "ok.h5").string();
+  Buffers out;
+  out.add("params", 1000).add("state", 8, true);
+  fill(out, 0);
+  write_checkpoint_file(ctx(), path, sample_meta(1), out.list);
+  // A copy of the file with dataset `name` rewritten as `type` of shape `dims` (rank 0 alone).
+  auto rewritten = [&](const char* name, hid_t type, const std::vector<hsize_t>& dims) {
+    const std::string copy = (dir / fmt::format("{}-{}.h5", name, dims.size())).string();
+    EXPECT_TRUE(on_root([&] {
+      fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+      h5::File file(RT_H5_CHECK(H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)));
+      RT_H5_CHECK(H5Ldelete(file, name, H5P_DEFAULT));
+      h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+      h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+      std::vector<double> zeros(1000);
+      RT_H5_CHECK(H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, zeros.data()));
+      h5::write_attr<std::uint64_t>(d, "checksum", 0);
+    }));
+    return copy;
+  };
+  Buffers in;
+  in.add("params", 1000).add("state", 8, true);
+  const std::string one_dim = rewritten("state", H5T_IEEE_F32LE, {8});
+  EXPECT_TRUE(collective_error(outcome_of([&] { read_checkpoint_file(ctx(), one_dim, in.list); }), false,
+                               {"'state'", "[8]", "[ranks, 8]", one_dim}));
+  const std::string doubles = rewritten("params", H5T_IEEE_F64LE, {1000});
+  EXPECT_TRUE(collective_error(outcome_of([&] { read_checkpoint_file(ctx(), doubles, in.list); }), true,
+                               {"'params'", "32-bit floats", doubles}));
+}
+
 // Replaces root attribute `name` of `path` by a scalar of type T (rank 0 alone).
 template <typename T>
 void replace_root_attr(const std::string& path, const char* name, T value) {

@@ -122,7 +122,8 @@ double relative_difference(const std::vector<float>& a, const std::vector<float>
 class DataParallel : public ::testing::TestWithParam<std::tuple<const char*, AllreduceAlgo>> {};
 
 TEST_P(DataParallel, WorldSizeDoesNotChangeTheResult) {
-  const auto [model_text, algo] = GetParam();
+  const char* const model_text = std::get<0>(GetParam());  // a plain variable: clang 14 cannot
+  const AllreduceAlgo algo = std::get<1>(GetParam());      // capture structured bindings
   const auto distributed = train(model_text, world(algo));
   const auto reference = train(model_text, self(algo));  // batch 128 in one process
   const auto initial = [&] {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "check/h5_check.hpp"
@@ -20,13 +21,20 @@ inline double sample_value(std::int64_t i, std::int64_t j) {
   return static_cast<double>((i * 37 + j * 11 + j / 7) % 256);
 }
 
-// n samples of `numel` elements each, converted to T.
+// n samples of `numel` elements each, converted to T (integers wrap: 200 is -56 as int8; a
+// double converted straight to an integer type that cannot hold it is undefined behaviour).
 template <typename T>
 std::vector<T> sample_values(std::int64_t first, std::int64_t n, std::int64_t numel) {
   std::vector<T> v(static_cast<std::size_t>(n * numel));
   for (std::int64_t i = 0; i < n; ++i)
-    for (std::int64_t j = 0; j < numel; ++j)
-      v[static_cast<std::size_t>(i * numel + j)] = static_cast<T>(sample_value(first + i, j));
+    for (std::int64_t j = 0; j < numel; ++j) {
+      const double value = sample_value(first + i, j);
+      T& out = v[static_cast<std::size_t>(i * numel + j)];
+      if constexpr (std::is_integral_v<T>)
+        out = static_cast<T>(static_cast<std::int64_t>(value));
+      else
+        out = static_cast<T>(value);
+    }
   return v;
 }
 
@@ -80,6 +88,7 @@ class H5FileWriter {
 
   // Closes the file now (a file must be closed before others read or damage it).
   void close() { file_.reset(); }
+  hid_t file() const { return file_; }  // for writes of the caller's own
 
  private:
   h5::ErrorContext where_;
