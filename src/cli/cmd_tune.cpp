@@ -6,6 +6,19 @@
 // the sizes are allocated there, and one that runs out of device memory on any rank ends the search.
 #include <malloc.h>
 
+// RINGTRAIN_ADDRESS_SANITIZER: built with AddressSanitizer (GCC defines __SANITIZE_ADDRESS__,
+// clang answers __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define RINGTRAIN_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RINGTRAIN_ADDRESS_SANITIZER 1
+#endif
+#endif
+#if RINGTRAIN_ADDRESS_SANITIZER
+#include <sanitizer/allocator_interface.h>
+#endif
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -75,8 +88,17 @@ class MemoryMeter {
  private:
   double now() const {
     if (gpu_) return static_cast<double>(cuda_pool().stats().peak_in_use);
+    return heap_bytes_in_use() + static_cast<double>(host_mapped_bytes());
+  }
+  // glibc's count of its heap, or, in a build with AddressSanitizer (whose allocator replaces
+  // glibc's, so mallinfo2 sees nothing), the sanitizer's own.
+  static double heap_bytes_in_use() {
+#if RINGTRAIN_ADDRESS_SANITIZER
+    return static_cast<double>(__sanitizer_get_current_allocated_bytes());
+#else
     const struct mallinfo2 m = mallinfo2();
-    return static_cast<double>(m.uordblks + m.hblkhd) + static_cast<double>(host_mapped_bytes());
+    return static_cast<double>(m.uordblks + m.hblkhd);
+#endif
   }
   bool gpu_;
   double start_ = 0.0;

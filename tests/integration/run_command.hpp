@@ -14,21 +14,6 @@
 
 namespace ringtrain::test {
 
-// True in a build with AddressSanitizer (tools/test's sanitizer build), whose ringtrain
-// executable is built alike: its allocator bypasses glibc's, so what `tune batch` measures with
-// mallinfo2 is not the heap's use there.
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kAddressSanitizer = true;
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-#else
-inline constexpr bool kAddressSanitizer = false;
-#endif
-
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together

@@ -188,7 +188,6 @@ TEST(GptTrain, BenchTrainAndTuneBatchRunIt) {
 // The README's demonstration in small: a memory limit that stage 0's training state does not fit
 // under (tune batch says so before allocating anything) fits stage 3 on the same 2 ranks.
 TEST(GptTrain, TuneBatchSeesWhatStageThreeSaves) {
-  if (kAddressSanitizer) GTEST_SKIP() << "tune batch measures the heap with glibc's mallinfo2, which ASan bypasses";
   auto tune = [](int stage, const std::string& limit) {
     std::vector<std::string> args = {"tune",        "batch",
                                      config_path(), "--min-batch",
