@@ -246,7 +246,7 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
   try {
     RT_REQUIRE(RT_H5_CHECK(H5Aexists(file, "format")) > 0, CorruptFileError,
                "{}: not a ringtrain checkpoint (no 'format' attribute)", path);
-    const std::string format = h5::read_string_attr(file, "format");
+    const std::string format = h5::read_name_attr(file, "format");
     RT_REQUIRE(format == kCheckpointFormat, CorruptFileError, "{}: not a ringtrain checkpoint (format '{}')", path,
                format);
     m.format_version = h5::read_attr<std::int64_t>(file, "format_version");
@@ -257,7 +257,7 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
                       "version {}); resume with the ringtrain that wrote it",
                       path, m.format_version, version(), kCheckpointFormatVersion));
     const ckpt::ChecksumScheme scheme = ckpt::checksum_scheme(m.format_version);
-    m.ringtrain_version = h5::read_string_attr(file, "ringtrain_version");
+    m.ringtrain_version = h5::read_name_attr(file, "ringtrain_version");
     m.step = h5::read_attr<std::int64_t>(file, "step");
     m.epoch = h5::read_attr<std::int64_t>(file, "epoch");
     m.step_in_epoch = h5::read_attr<std::int64_t>(file, "step_in_epoch");
@@ -265,15 +265,15 @@ CheckpointMeta read_meta(hid_t file, const std::string& path) {
     m.seed = h5::read_attr<std::uint64_t>(file, "seed");
     m.world_size = h5::read_attr<std::int64_t>(file, "world_size");
     m.optimizer_steps = h5::read_attr<std::int64_t>(file, "optimizer_steps");
-    m.optimizer = h5::read_string_attr(file, "optimizer");
-    m.data_strategy = h5::read_string_attr(file, "data_strategy");
-    m.rng = h5::read_string_attr(file, "rng");
-    m.checksum_algorithm = h5::read_string_attr(file, "checksum_algorithm");
+    m.optimizer = h5::read_name_attr(file, "optimizer");
+    m.data_strategy = h5::read_name_attr(file, "data_strategy");
+    m.rng = h5::read_name_attr(file, "rng");
+    m.checksum_algorithm = h5::read_name_attr(file, "checksum_algorithm");
     m.config = h5::read_string_attr(file, "config");
     m.wall_time = h5::read_attr<double>(file, "wall_time");
     // Format 1 writers before mixed precision lacked these four; every format 2 file has them.
     if (m.format_version >= 2 || RT_H5_CHECK(H5Aexists(file, "precision")) > 0) {
-      m.precision = h5::read_string_attr(file, "precision");
+      m.precision = h5::read_name_attr(file, "precision");
       m.loss_scale = h5::read_attr<double>(file, "loss_scale");
       m.loss_scale_good_steps = h5::read_attr<std::int64_t>(file, "loss_scale_good_steps");
       m.skipped_steps = h5::read_attr<std::int64_t>(file, "skipped_steps");
@@ -390,7 +390,7 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
       throw CheckpointMismatch(
           fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
                       "optimizer?",
-                      path, b.name, fmt::join(found, ", ")));
+                      path, b.name, h5::printable(fmt::format("{}", fmt::join(found, ", ")))));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
     checked_dims(dset, path, b);
   }
@@ -398,7 +398,8 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
     const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
     if (!used)
       throw CheckpointMismatch(
-          fmt::format("{}: dataset '{}' has no place in this run: written by another model or optimizer?", path, name));
+          fmt::format("{}: dataset '{}' has no place in this run: written by another model or optimizer?", path,
+                      h5::printable(name)));
   }
 }
 

@@ -71,7 +71,7 @@ auto read_named(const std::string& where, F&& read) {
 // passed as token data says so instead of failing on a missing `tokens`).
 void check_format(hid_t file, const std::string& path) {
   if (RT_H5_CHECK(H5Aexists(file, "format")) <= 0) return;
-  const std::string format = read_named(path, [&] { return h5::read_string_attr(file, "format"); });
+  const std::string format = read_named(path, [&] { return h5::read_name_attr(file, "format"); });
   RT_REQUIRE(format == kTokenFormatName, DataError, "{}: holds a '{}' file, not token data (format '{}')", path, format,
              kTokenFormatName);
   if (RT_H5_CHECK(H5Aexists(file, "format_version")) <= 0) return;
@@ -111,7 +111,7 @@ TokenSchema read_token_schema(const std::string& path, const std::string& key) {
   s.vocab_size = read_named(in_dataset, [&] { return h5::read_attr<std::int64_t>(tokens, "vocab_size"); });
   RT_REQUIRE(s.vocab_size >= 1 && s.vocab_size <= kMaxVocabSize, DataError,
              "{}: dataset '{}': vocab_size {} is outside [1, {}]", path, key, s.vocab_size, kMaxVocabSize);
-  s.tokenizer = read_named(in_dataset, [&] { return h5::read_string_attr(tokens, "tokenizer"); });
+  s.tokenizer = read_named(in_dataset, [&] { return h5::read_name_attr(tokens, "tokenizer"); });
   return s;
 }
 

@@ -153,5 +153,19 @@ TEST_F(HostileAttributes, FixedLengthStringsAreCappedBeforeTheyAreAllocated) {
   EXPECT_EQ(error_of([&] { h5::read_string_attr(file_, "absent"); }), "attribute 'absent' is missing");
 }
 
+// A name quoted in an error must stay on one line and cannot drive the terminal (found by
+// tests/fuzz/fuzz_dataset: a token file's `format` holding a newline split the error line).
+TEST_F(HostileAttributes, NamesWithControlCharactersAreRefusedAndQuotedEscaped) {
+  h5::write_string_attr(file_, "format", {"ringtrain-tokens\n\x1b[2Jpwned\x9b"}, true);
+  EXPECT_EQ(error_of([&] { h5::read_name_attr(file_, "format"); }),
+            "attribute 'format' holds bytes outside printable ASCII: 'ringtrain-tokens\\x0a\\x1b[2Jpwned\\x9b'");
+  h5::write_string_attr(file_, "long", {std::string(300, 'n')}, true);
+  EXPECT_EQ(error_of([&] { h5::read_name_attr(file_, "long"); }),
+            "attribute 'long' is a name of 300 bytes, expected at most 256");
+  h5::write_string_attr(file_, "tokenizer", {"gpt2 (tiktoken, r50k)"}, true);
+  EXPECT_EQ(h5::read_name_attr(file_, "tokenizer"), "gpt2 (tiktoken, r50k)");
+  EXPECT_EQ(h5::printable(std::string(250, 'a')), std::string(200, 'a') + "...");
+}
+
 }  // namespace
 }  // namespace ringtrain::test
