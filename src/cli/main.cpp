@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 
 namespace {
 
@@ -87,9 +89,13 @@ int run_ringtrain(int argc, char** argv) {
     if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;
   } catch (const std::exception& e) {
+    // An allocation that failed outside an agreed phase (in a training step): say so, and where.
+    const std::string what = dynamic_cast<const std::bad_alloc*>(&e) != nullptr
+                                 ? fmt::format("out of memory (host {})", ringtrain::node_name())
+                                 : std::string(e.what());
     ringtrain::log::write_line(
         stderr,
-        "ringtrain: error: " + (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") + e.what());
+        "ringtrain: error: " + (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") + what);
     if (ctx->world_size() > 1) ctx->abort(1);
     return 1;
   }

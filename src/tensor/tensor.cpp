@@ -48,6 +48,17 @@ namespace {
 // Host tensors from this size up are mapped rather than allocated (page-aligned, zero, lazy).
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
 std::atomic<std::int64_t> mapped_bytes{0};  // host_mapped_bytes()
+
+// The out-of-memory tests' hook (docs/RELIABILITY.md): RINGTRAIN_TEST_OOM=<n> makes this
+// process's n-th host tensor allocation fail as an exhausted heap would.
+bool injected_out_of_memory() {
+  static const std::int64_t fail_at = [] {
+    const char* n = std::getenv("RINGTRAIN_TEST_OOM");
+    return n == nullptr ? std::int64_t{0} : std::int64_t{std::atoll(n)};
+  }();
+  static std::atomic<std::int64_t> allocations{0};
+  return fail_at > 0 && ++allocations == fail_at;
+}
 }  // namespace
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
@@ -63,6 +74,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     t.data_ = t.storage_.get();
     return t;
   }
+  if (injected_out_of_memory()) throw std::bad_alloc();
   if (bytes >= kMappedBytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();

@@ -87,25 +87,30 @@ void TrainCheckpoints::unpack_params() {
                  });
 }
 
+// Collective: made on every rank under one agreement, as they allocate (the gathered
+// parameter shard under ZeRO-3, host copies of GPU tensors): a rank that runs out of memory
+// fails every rank alike instead of leaving them in the transfer.
 std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   std::vector<CheckpointBuffer> b;
-  if (sharded_params()) {  // allocated for one save or resume only
-    if (param_shard_.raw() == nullptr) param_shard_ = Tensor::empty(Shape{total_count(optimizer_.owned())});
-    b.push_back({"params", param_shard_.f32(), model_.num_params(), false, false, optimizer_.owned()});
-  } else {
-    b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
-  }
-  // Under ZeRO each rank holds its shard of the optimizer state; the file holds it whole.
-  const bool sharded = optimizer_.state_elements() != model_.num_params();
-  for (Optimizer::StateBuffer& s : optimizer_.state())
-    b.push_back({"optimizer/" + s.name, host_data(s.tensor), model_.num_params(), false, false,
-                 sharded ? optimizer_.owned() : std::vector<ArenaRange>{}});
-  // BatchNorm running statistics come from each rank's own batches until evaluation
-  // averages them, so they are saved per rank.
-  std::vector<Tensor> model_buffers = model_.buffers();
-  for (std::size_t i = 0; i < model_buffers.size(); ++i)
-    b.push_back({fmt::format("model_buffers/{}", i), host_data(model_buffers[i]), model_buffers[i].numel(), true});
-  b.insert(b.end(), extra_.begin(), extra_.end());
+  run_collectively(ctx_, [&] {
+    if (sharded_params()) {  // allocated for one save or resume only
+      if (param_shard_.raw() == nullptr) param_shard_ = Tensor::empty(Shape{total_count(optimizer_.owned())});
+      b.push_back({"params", param_shard_.f32(), model_.num_params(), false, false, optimizer_.owned()});
+    } else {
+      b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
+    }
+    // Under ZeRO each rank holds its shard of the optimizer state; the file holds it whole.
+    const bool sharded = optimizer_.state_elements() != model_.num_params();
+    for (Optimizer::StateBuffer& s : optimizer_.state())
+      b.push_back({"optimizer/" + s.name, host_data(s.tensor), model_.num_params(), false, false,
+                   sharded ? optimizer_.owned() : std::vector<ArenaRange>{}});
+    // BatchNorm running statistics come from each rank's own batches until evaluation
+    // averages them, so they are saved per rank.
+    std::vector<Tensor> model_buffers = model_.buffers();
+    for (std::size_t i = 0; i < model_buffers.size(); ++i)
+      b.push_back({fmt::format("model_buffers/{}", i), host_data(model_buffers[i]), model_buffers[i].numel(), true});
+    b.insert(b.end(), extra_.begin(), extra_.end());
+  });
   return b;
 }
 

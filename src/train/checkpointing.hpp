@@ -55,7 +55,7 @@ class TrainCheckpoints {
   void save(const TrainPosition& at, const std::string& why);
 
  private:
-  std::vector<CheckpointBuffer> buffers() const;
+  std::vector<CheckpointBuffer> buffers() const;  // collective
   // The checks of what train.resume and checkpoint.dir hold, then the read (collective).
   std::optional<ResumedCheckpoint> resume_from(const std::vector<CheckpointBuffer>& into);
   // How long a save or resume of `buffers` may take before the watchdog ends the job.

@@ -173,7 +173,7 @@ double RunReport::mfu(double samples_per_second) const {
   return samples_per_second * static_cast<double>(flops_per_sample_) / (peak_gflops_ * 1e9 * ctx_.world_size());
 }
 
-void RunReport::header(const Session& session, std::int64_t global_batch, double setup_seconds) {
+void RunReport::header(const Session& session, std::int64_t global_batch) {
   const std::string& config_path = session.config_path;
   const std::string& resolved_config = session.resolved_config;
   const Model& model = *session.model;
@@ -213,8 +213,11 @@ void RunReport::header(const Session& session, std::int64_t global_batch, double
             count_of(static_cast<std::int64_t>(model.num_layers()), "layer"), with_commas(model.num_params()),
             static_cast<double>(model.train_flops_per_sample()) / 1e6);
   log::info("{}", model.describe().substr(0, model.describe().size() - 1));
-  log::info("setup:  {:.2f} s", setup_seconds);
   log::info("monitor: {}", sampler_->describe());
+}
+
+void RunReport::setup_done(double seconds) const {
+  log::info("setup:  {:.2f} s (config, data, model, checkpoint, step and evaluation buffers)", seconds);
 }
 
 void RunReport::peak(double gflops_per_rank, std::string_view source) {

@@ -43,7 +43,9 @@ class RunReport {
   // start_step > 0 (resumed from a checkpoint): metrics.jsonl is continued, not started afresh.
   RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step);
   // The run's data and model as the session opened them.
-  void header(const Session& session, std::int64_t global_batch, double setup_seconds);
+  void header(const Session& session, std::int64_t global_batch);
+  // Set-up is over (every buffer of the step and the evaluation made): how long it took.
+  void setup_done(double seconds) const;
   void comm_plan(std::size_t buckets, bool overlap);
   // train.cuda_graph: whether the step runs as a CUDA graph, or why not.
   void cuda_graph(bool graphed, const std::string& refused);

@@ -187,7 +187,9 @@ std::unique_ptr<Session> open_session(Context& ctx, const std::string& config_pa
   require_same_directories(ctx, s->tc);
   // From here the watchdog covers set-up too: a rank that stalls (a file system that stopped
   // answering, a stopped process) ends the job with a message instead of holding the others
-  // in the phase's agreement forever. Reading the data may take one second per 20 MB more.
+  // in the phase's agreement forever. Reading the data may take one second per 20 MB more, of
+  // all the files, not of one rank's shard: the ranks read their shards at once and share the
+  // file system's bandwidth, so the budget assumes 20 MB/s in aggregate, however many ranks.
   Watchdog& watchdog = *s->comms.watchdog;
   {
     const TrainConfig& tc = s->tc;

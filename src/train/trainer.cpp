@@ -302,7 +302,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   const std::unique_ptr<RunReport> report_made =
       make_collectively<RunReport>(ctx, ctx, s.tc, s.comms.main->name(), start.step);
   RunReport& report = *report_made;
-  report.header(s, b * world, seconds_since(setup_start));
+  report.header(s, b * world);
 
   // Parameters start identical everywhere: rank 0's initialisation (random, or model.init_from)
   // is broadcast (a resumed run's parameters were read from the same checkpoint by every rank).
@@ -343,6 +343,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   BoundaryPolicy policy(tc, *s.comms.main, ctx);
   const std::unique_ptr<Evaluator> evaluator_made = make_collectively<Evaluator>(ctx, model, tc.eval_batch_size);
   Evaluator& evaluator = *evaluator_made;
+  report.setup_done(seconds_since(setup_start));
   const std::int64_t labels_per_step = b * world * label_positions(model);
   TrainPosition at = start;
   double final_loss = 0.0;

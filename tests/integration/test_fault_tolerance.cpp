@@ -2,13 +2,15 @@
 // whole job with a clear message within comm.timeout_s + 5 s (a stall reported after waiting
 // at most 1.5x the timeout), never hang; at 2 and 4 ranks.
 // A node whose /dev/shm is too small for the ring's segment or the dataset's node copy gets
-// the MPI fallback or one agreed error line, never SIGBUS or a hang.
+// the MPI fallback or one agreed error line, never SIGBUS or a hang. A rank that runs out of
+// memory anywhere in set-up fails every rank with the same line.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include "integration/run_command.hpp"
@@ -138,6 +140,57 @@ TEST(SmallDevShm, TheRingFallsBackAndTheDatasetCopyIsAnAgreedError) {
   EXPECT_NE(stream.output.find("communicator: no shared memory for the ring (posix_fallocate"), std::string::npos)
       << stream.output;
 }
+
+// Every host tensor allocation of set-up fails in turn on rank 1 (RINGTRAIN_TEST_OOM=<n>: its
+// n-th allocation throws std::bad_alloc, as an exhausted heap would), n = 1, 2, ... until set-up
+// completes (rank 0 prints "setup:"). Each must end the job at once with exit 1 and the one
+// agreed line from rank 0, never a rank left in a collective (a hang until the watchdog) or an
+// MPI_Abort; the first allocation after set-up (in the training step, not agreed) still names
+// the rank and says "out of memory" (before: "[rank 1] std::bad_alloc").
+class SetUpOutOfMemory : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SetUpOutOfMemory, EveryAllocationOfSetUpFailsAsOneAgreedError) {
+  const fs::path data = RINGTRAIN_DATA_DIR;
+  const fs::path run_dir = fs::temp_directory_path() / "ringtrain-setup-oom";
+  const std::vector<std::string> args = {
+      "train", std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/mlp.toml",
+      "--set", "data.train=" + (data / "train.h5").string(),
+      "--set", "data.test=" + (data / "test.h5").string(),
+      "--set", "train.max_steps=2",
+      "--set", "comm.timeout_s=60",
+      "--set", "run.dir=" + run_dir.string(),
+      "--set", GetParam()};
+  // mpirun's MPMD form: rank 0 as usual, rank 1 with the hook set.
+  std::string rank1 = " : -np 1 env RINGTRAIN_TEST_OOM=@N@ " + shell_quote(RINGTRAIN_EXE);
+  for (const auto& a : args) rank1 += " " + shell_quote(a);
+  int set_up_allocations = 0;
+  for (int n = 1; n <= 200; ++n) {
+    fs::remove_all(run_dir);
+    std::string command = ringtrain_command(1, args, 90) + rank1;
+    command.replace(command.find("@N@"), 3, std::to_string(n));
+    const auto start = Clock::now();
+    const CommandResult r = run_command(command);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    SCOPED_TRACE("RINGTRAIN_TEST_OOM=" + std::to_string(n) + " on rank 1");
+    EXPECT_LT(seconds, 45.0) << r.output;  // well before comm.timeout_s: nobody waited for the watchdog
+    if (r.output.find("\nsetup: ") == std::string::npos) {
+      EXPECT_EQ(r.exit_code, 1) << r.output;
+      EXPECT_NE(r.output.find("ringtrain: error: out of memory on rank 1 (host "), std::string::npos) << r.output;
+      EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+      if (::testing::Test::HasFailure()) return;
+      set_up_allocations = n;
+      continue;
+    }
+    EXPECT_NE(r.exit_code, 0) << r.output;  // the n-th allocation came after set-up: in the steps
+    EXPECT_NE(r.output.find("ringtrain: error: [rank 1] out of memory (host "), std::string::npos) << r.output;
+    break;
+  }
+  EXPECT_GE(set_up_allocations, 5) << "set-up made fewer host tensors than the model has layers";
+  std::cout << "set-up allocations failed in turn: " << set_up_allocations << "\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Runs, SetUpOutOfMemory, ::testing::Values("train.zero_stage=0", "train.zero_stage=3"),
+                         [](const auto& info) { return "zero_stage_" + std::string(info.param).substr(17); });
 
 INSTANTIATE_TEST_SUITE_P(Ranks, FaultTolerance,
                          ::testing::Combine(::testing::Values(2, 4),
