@@ -24,7 +24,7 @@ import shutil
 import statistics
 import sys
 
-from bench_process import REPO, RunFailed, log, run_cmd
+from bench_process import REPO, RunFailed, human, log, run_cmd, write_runs
 from bench_vs_pytorch import default_venv
 
 WORKER = os.path.join(REPO, "tools", "torch_allreduce_worker.py")
@@ -57,13 +57,6 @@ def run_gloo(args):
     cmd = [args.torch_python, WORKER, "--np", str(args.np), "--timeout", str(args.timeout)] + size_args(args)
     out, _ = run_cmd(cmd, args.timeout + 60, what="gloo allreduce worker")
     return json_lines(out)
-
-
-def human(nbytes):
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
 
 
 def main():
@@ -109,9 +102,7 @@ def main():
     except RunFailed as e:
         log(f"error: {e}")
         return 2
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"config": vars(args), "runs": runs}, f, indent=1)
+    write_runs(args, runs)
 
     med = {b: {n: statistics.median(v) for n, v in sizes.items()} for b, sizes in busbw.items()}
     print(f"allreduce busbw (GB/s), {args.np} ranks, float32, median of {args.repeats} repeats x median of "

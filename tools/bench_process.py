@@ -71,3 +71,18 @@ def last_json_line(text, key):
             if key in obj:
                 return obj
     return None
+
+
+def human(nbytes):
+    """A byte count as people write it: "256 KiB", "64 MiB", "1000 B"."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def write_runs(args, runs):
+    """Every run's results and the options, to args.out when given (--out FILE.json)."""
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"config": vars(args), "runs": runs}, f, indent=1)

@@ -1,6 +1,8 @@
 // `ringtrain bench allreduce`: time, algbw and busbw (nccl-tests definitions) of an in-place
 // allreduce per message size for each communicator backend, plus the number of wrong elements
 // of a checked call per size. Rank 0 prints a table per backend, or JSON lines (--json).
+// --load-threads N runs N computing threads per rank throughout (compute_load.hpp): the
+// backends then share the cores with a compute-bound neighbour, in the same interleaved turns.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "bench/bench_stats.hpp"
+#include "bench/compute_load.hpp"
 #include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/log.hpp"
@@ -159,6 +162,7 @@ void bench_allreduce(Context& ctx, const AllreduceBenchOptions& o) {
   auto buffer = std::make_unique_for_overwrite<std::byte[]>(max_count * esize);
   fill_inputs(buffer.get(), max_count, dtype, rank);
 
+  const ComputeLoad load(o.load_threads);
   const auto iters = static_cast<std::size_t>(o.iters);
   std::vector<std::vector<double>> times(comms.size(), std::vector<double>(iters * static_cast<std::size_t>(ranks)));
   std::vector<std::vector<Row>> tables(comms.size());
@@ -194,6 +198,7 @@ void bench_allreduce(Context& ctx, const AllreduceBenchOptions& o) {
                                        {"dtype", o.dtype},
                                        {"wire_dtype", o.wire_dtype},
                                        {"iters", o.iters},
+                                       {"load_threads", o.load_threads},
                                        {"time_us", r.time_us},
                                        {"algbw_gbs", r.algbw},
                                        {"busbw_gbs", r.busbw},
@@ -203,8 +208,10 @@ void bench_allreduce(Context& ctx, const AllreduceBenchOptions& o) {
   }
   if (o.json) return;
   for (std::size_t b = 0; b < comms.size(); ++b) {
-    log::info("# allreduce, backend {} ({}), {} ranks, dtype {}, wire {}, time: median of {} iterations (slowest rank)",
-              comms[b].first->name, comms[b].second->name(), ranks, o.dtype, o.wire_dtype, o.iters);
+    log::info(
+        "# allreduce, backend {} ({}), {} ranks, dtype {}, wire {}, time: median of {} iterations (slowest rank){}",
+        comms[b].first->name, comms[b].second->name(), ranks, o.dtype, o.wire_dtype, o.iters,
+        o.load_threads > 0 ? fmt::format(", {} computing thread(s) per rank beside it", o.load_threads) : "");
     log::info("#{:>13} {:>12} {:>6} {:>11} {:>12} {:>12} {:>8}", "size(B)", "count", "type", "time(us)", "algbw(GB/s)",
               "busbw(GB/s)", "#wrong");
     for (const Row& r : tables[b])

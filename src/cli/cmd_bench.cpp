@@ -74,6 +74,9 @@ Command add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--dtype", o->dtype, "element type")->check(CLI::IsMember(allreduce_bench_dtypes()));
   cmd->add_option("--wire-dtype", o->wire_dtype, "what f32 data travels as (bf16: ring backends only)")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--load-threads", o->load_threads,
+                  "threads per rank that compute during the measurement (a busy neighbour on the same cores)")
+      ->check(CLI::Range(0, 1024));
   cmd->add_flag("--json", o->json, "one JSON object per line instead of tables");
   return when_chosen(cmd, o, bench_allreduce);
 }

@@ -61,7 +61,8 @@ void check_options(const CommOptions& options) {
 
 // Not thread-safe: one call at a time per communicator (the ring's scratch and shared
 // staging are members), which is how the trainer's single communication thread uses it.
-// The ring's waits yield the core (yield_wait.hpp); MPI_Allreduce, broadcast and barrier wait
+// The ring's waits sleep through shared memory (shared_counter.hpp) and yield the core over
+// MPI messages (yield_wait.hpp); MPI_Allreduce, broadcast and barrier wait
 // inside MPI, which spins.
 class MpiCommunicator final : public Communicator {
  public:

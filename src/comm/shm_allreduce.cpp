@@ -1,7 +1,7 @@
 // The shared-memory collectives. Every rank owns one part of a POSIX shared-memory object:
 // three round counters (each on its own cache lines) and kShmSlots staging slots. Round t of
 // a call goes through slot t % kShmSlots in up to three phases, each published by raising a
-// counter to t+1 (release) and awaited by reading the peers' counters (acquire):
+// counter to t+1 and awaited on the peers' counters (shared_counter.hpp: poll, then sleep):
 //   stage   copy the pieces peers own into my slot                   -> staged
 //   reduce  my piece = all ranks' contributions in rank order (mine
 //           in its place, the peers' from their slots); the result
@@ -27,7 +27,7 @@
 #include <string>
 
 #include "comm/segments.hpp"
-#include "comm/yield_wait.hpp"
+#include "comm/shared_counter.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/log.hpp"
@@ -200,9 +200,10 @@ std::unique_ptr<ShmAllreduce> ShmAllreduce::create(MPI_Comm comm) {
     return nullptr;
   }
   auto shm = std::unique_ptr<ShmAllreduce>(new ShmAllreduce(rank, size, static_cast<std::byte*>(base), total));
-  // First touch by the owner, here rather than in the first call (fresh pages are slow). The
-  // object starts zeroed, so peers reading these counters meanwhile see the same zeros.
-  std::memset(shm->part(rank), 0, kPartBytes);
+  // First touch of the slots by their owner, here rather than in the first call (fresh pages
+  // are slow). Not the counters: the object starts zeroed, and a peer that is already waiting
+  // may have announced itself as a sleeper there (zeroing that would lose its wake-up).
+  std::memset(shm->part(rank) + kHeaderBytes, 0, kPartBytes - kHeaderBytes);
   return shm;
 }
 
@@ -220,21 +221,18 @@ Wire* ShmAllreduce::slot(int rank, std::uint64_t round) const {
   return reinterpret_cast<Wire*>(part(rank) + kHeaderBytes + (round % kShmSlots) * kShmSlotBytes);
 }
 
-std::uint64_t& ShmAllreduce::counter(int rank, Counter c) const {
-  return *reinterpret_cast<std::uint64_t*>(part(rank) + static_cast<std::size_t>(c) * kCounterStride);
+SharedCounter& ShmAllreduce::counter(int rank, Counter c) const {
+  return *reinterpret_cast<SharedCounter*>(part(rank) + static_cast<std::size_t>(c) * kCounterStride);
 }
 
 void ShmAllreduce::publish(Counter c, std::uint64_t value) const {
-  store_fence();  // streaming stores are not ordered by the release store alone
-  std::atomic_ref<std::uint64_t>(counter(rank_, c)).store(value, std::memory_order_release);
+  store_fence();  // streaming stores are not ordered by the counter's store alone
+  raise_counter(counter(rank_, c), value);
 }
 
 void ShmAllreduce::wait_for_peers(Counter c, std::uint64_t value) const {
-  for (int q = 0; q < size_; ++q) {
-    if (q == rank_) continue;
-    std::atomic_ref<std::uint64_t> peer(counter(q, c));
-    wait_until([&] { return peer.load(std::memory_order_acquire) >= value; });
-  }
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_) wait_for_counter(counter(q, c), value);
 }
 
 void ShmAllreduce::allreduce_sum(void* data, std::size_t count, DType dtype, DType wire) {

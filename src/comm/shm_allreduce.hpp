@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/reduce_kernels.hpp"
+#include "comm/shared_counter.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 
 namespace ringtrain::comm {
@@ -59,7 +60,8 @@ class ShmAllreduce {
   ShmAllreduce& operator=(const ShmAllreduce&) = delete;
 
   // The contract of ring_allreduce_sum (collective, same count/dtype/wire on every rank,
-  // bitwise identical results). Safe to call repeatedly with any sizes; waits yield the core.
+  // bitwise identical results). Safe to call repeatedly with any sizes; a wait polls
+  // briefly, then sleeps (shared_counter.hpp).
   void allreduce_sum(void* data, std::size_t count, DType dtype, DType wire);
   // The contracts of ring_reduce_scatter_sum and ring_allgather: this rank's shard
   // (shard_range) bitwise as allreduce_sum leaves it, resp. every shard copied to all ranks.
@@ -86,7 +88,7 @@ class ShmAllreduce {
   std::byte* part(int rank) const;
   template <typename Wire>
   Wire* slot(int rank, std::uint64_t round) const;
-  std::uint64_t& counter(int rank, Counter c) const;
+  SharedCounter& counter(int rank, Counter c) const;
   void publish(Counter c, std::uint64_t value) const;
   void wait_for_peers(Counter c, std::uint64_t value) const;
 

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -181,6 +182,31 @@ std::string unread_reason(toml::table& root, const std::string& path) {
   return fmt::format("unknown key '{}' (did you mean '{}'?)", path, nearest);
 }
 
+// A string as TOML text. toml++ 3.3.0 writes one with a control character (a newline, ...) as a
+// multi-line """...""" string, where a leading newline is dropped when read back (found by
+// fuzz_config), or, without multi-line strings, as a literal '...' string, which TOML forbids:
+// such strings are written as basic "..." strings with escapes; the others as toml++ chooses.
+void emit_string(std::ostream& os, const std::string& s) {
+  const bool control = std::any_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
+  constexpr toml::format_flags kBasicOnly = toml::toml_formatter::default_flags &
+                                            ~toml::format_flags::allow_multi_line_strings &
+                                            ~toml::format_flags::allow_literal_strings;
+  os << toml::toml_formatter{toml::value<std::string>(s), control ? kBasicOnly : toml::toml_formatter::default_flags};
+}
+
+std::string quoted_key(std::string_view k) {
+  const bool bare =
+      !k.empty() &&
+      k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == std::string_view::npos;
+  if (bare) return std::string(k);
+  std::ostringstream os;
+  emit_string(os, std::string(k));
+  return os.str();
+}
+
 // TOML text of one value; floats shortest round-trip (0.05, not 0.050000000000000003).
 void emit_value(std::ostream& os, const toml::node& n) {
   if (n.is_floating_point()) {
@@ -204,20 +230,19 @@ void emit_value(std::ostream& os, const toml::node& n) {
     }
     os << (first ? "]" : " ]");
   } else if (n.is_table()) {
-    os << toml::toml_formatter{*n.as_table()};  // inline tables inside arrays: rare, no floats to fix
+    os << "{";  // an inline table (inside an array)
+    bool first = true;
+    for (const auto& [k, v] : *n.as_table()) {
+      os << (first ? " " : ", ") << quoted_key(k.str()) << " = ";
+      emit_value(os, v);
+      first = false;
+    }
+    os << (first ? "}" : " }");
+  } else if (n.is_string()) {
+    emit_string(os, n.as_string()->get());
   } else {
     n.visit([&](auto&& v) { os << toml::toml_formatter{v}; });
   }
-}
-
-std::string quoted_key(std::string_view k) {
-  const bool bare =
-      !k.empty() &&
-      k.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == std::string_view::npos;
-  if (bare) return std::string(k);
-  std::ostringstream os;
-  os << toml::toml_formatter{toml::value<std::string>(std::string(k))};
-  return os.str();
 }
 
 // Values first, then sub-tables ([a.b]) and arrays of tables ([[a.b]]), as TOML requires.

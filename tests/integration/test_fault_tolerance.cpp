@@ -5,9 +5,9 @@
 // the MPI fallback or one agreed error line, never SIGBUS or a hang. A rank that runs out of
 // memory anywhere in set-up fails every rank with the same line.
 #include <gtest/gtest.h>
-#include <signal.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <future>
 #include <iostream>

@@ -38,6 +38,7 @@ struct AllreduceBenchOptions {
   std::vector<std::string> backends = {"ring", "mpi"};
   std::string dtype = "f32";
   std::string wire_dtype = "f32";
+  int load_threads = 0;  // per rank: threads computing beside the collective (a busy neighbour)
   bool json = false;
 };
 // The names --backends and --dtype accept.

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <random>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -430,7 +431,7 @@ class BusyNeighbour {
 };
 
 // A rank waiting in allreduce for a late peer must leave its core to the busy thread beside
-// it: a waiter that spins takes about half the core, one that yields almost none.
+// it: a waiter that spins takes about half the core, one that yields or sleeps almost none.
 TEST_P(RingPathTest, WaitingYieldsTheCoreToABusyThread) {
   auto comm = make(GetParam());
   constexpr double kLate = 0.3;
@@ -459,6 +460,40 @@ TEST_P(RingPathTest, ExactWithABusyThreadOnEveryCore) {
   BusyNeighbour busy;
   for (std::size_t count : {std::size_t{1}, std::size_t{1009}, kRoundF32 + 7})
     check_exact_sum(*comm, DType::f32, count);
+}
+
+// Through shared memory a rank that waits long for a peer sleeps in the kernel (a futex)
+// after a short spell of polling: with no other thread to hand the core to, a waiter that
+// yields keeps it busy the whole wait (before: about all of 0.3 s).
+TEST(SharedMemoryWait, AWaiterForALatePeerSleeps) {
+  auto comm = make(kShm);
+  if (comm->name() != kShm.comm_name) GTEST_SKIP() << "no shared memory for the ring here: " << comm->name();
+  constexpr double kLate = 0.3;
+  Buffer buf(DType::f32, 1009);
+  for (std::size_t i = 0; i < buf.count(); ++i) buf.set(i, 1.0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (context().world_rank() == 0) std::this_thread::sleep_for(std::chrono::duration<double>(kLate));
+  const double start = thread_cpu_seconds();
+  comm->allreduce_sum(buf.data(), buf.count(), DType::f32);
+  const double cpu = thread_cpu_seconds() - start;
+  if (context().world_rank() != 0) EXPECT_LT(cpu, 0.1 * kLate) << "the waiter took " << cpu << " s of CPU";
+  EXPECT_EQ(buf.get(0), context().world_size());
+}
+
+// Ranks arriving late in turn, by random spells around the polling time, so that waits end in
+// every way (met while polling, woken from the futex, the value
+// raised just as the waiter goes to sleep): every call completes and is exact. A lost wake-up
+// would hang here until ctest's timeout.
+TEST(SharedMemoryWait, RanksArrivingLateInTurnNeverMissAWakeUp) {
+  auto comm = make(kShm);
+  if (comm->name() != kShm.comm_name) GTEST_SKIP() << "no shared memory for the ring here: " << comm->name();
+  std::mt19937 random(static_cast<unsigned>(context().world_rank()) + 1u);
+  std::uniform_int_distribution<int> late_us(0, 200);
+  for (int call = 0; call < 1500; ++call) {
+    if (random() % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(late_us(random)));
+    check_exact_sum(*comm, DType::f32, call % 3 == 0 ? kRoundF32 + 7 : 1009);
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 // StoreChoice (shm_allreduce.hpp) on made-up timings: both kinds timed first, then plain
