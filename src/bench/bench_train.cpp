@@ -3,7 +3,8 @@
 // random inputs of the dataset's sample shape, made once, so no I/O or decoding is timed).
 // Reports samples/s, the step-time breakdown (data wait, forward, backward, exposed
 // communication, optimizer), gradient bytes and the busbw the allreduce reached inside the
-// step. Medians per rank; global figures use the slowest rank's median (ranks step in lockstep).
+// step; with --layers (host models) each layer's forward and backward time and GFLOP/s.
+// Medians per rank; global figures use the slowest rank's median (ranks step in lockstep).
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,39 @@ double median_of(const std::vector<StepParts>& steps, F field) {
   v.reserve(steps.size());
   for (const auto& s : steps) v.push_back(field(s));
   return median(v);
+}
+
+// Rank 0's median per layer of the timed steps' forward and backward times, with the GFLOP/s
+// each reached (backward counted as 2x forward, as train_flops_per_sample does).
+nlohmann::json layer_report(const Model& model, const std::vector<Model::LayerTimes>& steps, std::int64_t batch) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (std::size_t i = 0; i < model.num_layers(); ++i) {
+    std::vector<double> fwd, bwd;
+    for (const Model::LayerTimes& t : steps) {
+      fwd.push_back(t.forward[i]);
+      bwd.push_back(t.backward[i]);
+    }
+    const double f = median(fwd), b = median(bwd);
+    const double flops = static_cast<double>(model.layer_forward_flops(i) * batch);
+    layers.push_back({{"index", i},
+                      {"kind", model.layer_kind(i)},
+                      {"name", model.layer_name(i)},
+                      {"forward_ms", 1e3 * f},
+                      {"backward_ms", 1e3 * b},
+                      {"forward_gflops", f > 0 ? flops / f / 1e9 : 0.0},
+                      {"backward_gflops", b > 0 ? 2.0 * flops / b / 1e9 : 0.0}});
+  }
+  return layers;
+}
+
+void print_layers(const nlohmann::json& layers, double step_ms) {
+  log::info("  per layer (rank 0, medians): forward ms (GFLOP/s) | backward ms (GFLOP/s) | share of the step");
+  for (const nlohmann::json& l : layers) {
+    const double f = l["forward_ms"].get<double>(), b = l["backward_ms"].get<double>();
+    log::info("  [{}] {:<10} {:>8.3f} ({:>6.1f}) | {:>8.3f} ({:>6.1f}) | {:>5.1f}%", l["index"].get<std::size_t>(),
+              l["kind"].get<std::string>(), f, l["forward_gflops"].get<double>(), b, l["backward_gflops"].get<double>(),
+              100.0 * (f + b) / step_ms);
+  }
 }
 
 }  // namespace
@@ -88,6 +122,9 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
     });
   }
 
+  Model::LayerTimes layer_times;
+  std::vector<Model::LayerTimes> timed_layers;
+  if (o.layers) run_collectively(ctx, [&] { model->set_layer_times(&layer_times); });
   std::vector<StepParts> timed;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const auto t0 = Clock::now();
@@ -101,7 +138,12 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
     if (i >= o.warmup)
       timed.push_back({data_s, r.forward_s, r.backward_s, r.exposed_s, r.optimizer_s, r.allreduce_s, r.allgather_s,
                        data_s + r.compute_s + r.exposed_s});
+    if (o.layers) {
+      if (i >= o.warmup) timed_layers.push_back(layer_times);
+      model->set_layer_times(&layer_times);  // zeroed for the next step
+    }
   }
+  if (o.layers) model->set_layer_times(nullptr);
   const double step_s = median_of(timed, [](const StepParts& s) { return s.total; });
   const double slowest_step_s = max_of(gather(stats, ctx, step_s));
   const int world = ctx.world_size();
@@ -150,6 +192,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   j["zero_stage"] = tc.zero_stage;
   j["allgather_ms"] = ms([](const StepParts& s) { return s.allgather; });
   for (const auto& [name, bytes] : memory.fields()) j["memory"][std::string(name)] = bytes;
+  if (o.layers) j["layers"] = layer_report(*model, timed_layers, per_rank);
   if (o.json) {
     log::info("{}", j.dump());
     return;
@@ -179,6 +222,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
     log::info("  ZeRO stage {}: gradients reduce-scattered, parameters allgathered after the update ({:.2f} ms)",
               tc.zero_stage, j["allgather_ms"].get<double>());
   log::info("  memory per rank (largest): {}", memory.describe());
+  if (o.layers) print_layers(j["layers"], 1e3 * step_s);
 }
 
 }  // namespace ringtrain

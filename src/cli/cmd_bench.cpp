@@ -129,6 +129,8 @@ Command add_bench_train_command(CLI::App& bench) {
   cmd->add_option("config", o->config, "run configuration (TOML)")->required();
   add_config_overrides(*cmd, o->overrides);
   cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
+  cmd->add_flag("--layers", o->layers,
+                "each layer's forward and backward time and GFLOP/s (rank 0's medians; cpu backend)");
   cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
   cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
   cmd->add_flag("--json", o->json, "one JSON object instead of text");

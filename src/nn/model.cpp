@@ -4,6 +4,7 @@
 #include "ringtrain/nn/model.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -14,6 +15,12 @@
 #include "ringtrain/tensor/tensor_ops.hpp"
 
 namespace ringtrain {
+namespace {
+using LayerClock = std::chrono::steady_clock;  // set_layer_times
+double seconds_since(LayerClock::time_point begin) {
+  return std::chrono::duration<double>(LayerClock::now() - begin).count();
+}
+}  // namespace
 
 Model::Model(std::vector<ModelNode> nodes, const Shape& input_shape, Device device)
     : nodes_(std::move(nodes)), input_shape_(input_shape), device_(device) {
@@ -336,7 +343,9 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
     in.clear();
     for (const int v : reads_[i]) in.push_back(&value(v));
     acquire_params(i, ParameterResidency::Pass::forward);
+    const auto begin = layer_times_ != nullptr ? LayerClock::now() : LayerClock::time_point{};
     nodes_[i].layer->forward_many(in, acts_[i], info);
+    if (layer_times_ != nullptr) layer_times_->forward[i] += seconds_since(begin);
     release_params(i, ParameterResidency::Pass::forward);
     if (emulated()) round_in_place(acts_[i].f32(), acts_[i].numel(), compute_dtype_);
   }
@@ -391,7 +400,9 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
       }
     }
     acquire_params(i, ParameterResidency::Pass::backward);
+    const auto begin = layer_times_ != nullptr ? LayerClock::now() : LayerClock::time_point{};
     nodes_[i].layer->backward_many(x, acts_[i], dy, dx);
+    if (layer_times_ != nullptr) layer_times_->backward[i] += seconds_since(begin);
     release_params(i, ParameterResidency::Pass::backward);
     for (std::size_t k = 0; k < dx.size(); ++k) {
       if (dx[k] == nullptr) continue;
@@ -410,6 +421,19 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
   }
 }
+
+void Model::set_layer_times(LayerTimes* times) {
+  RT_REQUIRE(times == nullptr || device_ == Device::cpu, Error,
+             "set_layer_times: host models only (a GPU layer's call returns before its kernels finish)");
+  layer_times_ = times;
+  if (times == nullptr) return;
+  times->forward.assign(nodes_.size(), 0.0);
+  times->backward.assign(nodes_.size(), 0.0);
+}
+
+std::string_view Model::layer_kind(std::size_t i) const { return nodes_[i].layer->kind(); }
+
+std::int64_t Model::layer_forward_flops(std::size_t i) const { return nodes_[i].layer->forward_flops_per_sample(); }
 
 void Model::set_parameter_residency(ParameterResidency* residency) {
   RT_REQUIRE(residency == nullptr || device_ == Device::cpu, Error, "set_parameter_residency: host models only");

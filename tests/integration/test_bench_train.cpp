@@ -69,6 +69,35 @@ TEST(BenchTrainText, PartsAreSeparateMediansNotASum) {
   EXPECT_EQ(r.output.find(" = data"), std::string::npos) << r.output;
 }
 
+// --layers: one entry per layer in model order, its kind, and times that fit in the step: the
+// layers' forward times add up to at most the step's forward (the loss and the rest are outside
+// them), and only layers with work take time (the MLP: flatten, linear, relu, ...).
+TEST(BenchTrainLayers, OneEntryPerLayerWithinTheStepsParts) {
+  const CommandResult r =
+      run_ringtrain(1, {"bench", "train", mlp(), "--synthetic", "--json", "--layers", "--steps", "4", "--warmup", "1",
+                        "--set", "data.train=" + train_data(), "--set", "data.test="});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j;
+  for (const std::string& line : lines_of(r.output))
+    if (!line.empty() && line.front() == '{') j = nlohmann::json::parse(line);
+  ASSERT_TRUE(j.contains("layers")) << r.output;
+  const std::vector<std::string> kinds = {"flatten", "linear", "relu", "linear", "relu", "linear"};
+  ASSERT_EQ(j["layers"].size(), kinds.size()) << j.dump();
+  double forward = 0, backward = 0;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const nlohmann::json& l = j["layers"][i];
+    EXPECT_EQ(l["index"], i);
+    EXPECT_EQ(l["kind"], kinds[i]);
+    EXPECT_GE(l["forward_ms"].get<double>(), 0.0);
+    forward += l["forward_ms"].get<double>();
+    backward += l["backward_ms"].get<double>();
+    if (kinds[i] == "linear") EXPECT_GT(l["forward_gflops"].get<double>(), 0.0) << l.dump();
+  }
+  EXPECT_GT(j["layers"][1]["forward_ms"].get<double>(), 0.0);           // the 784x512 GEMM takes time
+  EXPECT_LE(forward, 1.2 * j["forward_ms"].get<double>()) << j.dump();  // medians of sums vs sums of medians
+  EXPECT_LE(backward, 1.2 * j["backward_ms"].get<double>()) << j.dump();
+}
+
 TEST(BenchTrainErrors, AMissingConfigIsOneLine) {
   const CommandResult r = run_ringtrain(2, {"bench", "train", "/nonexistent/run.toml", "--synthetic"});
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -88,6 +88,7 @@ struct TrainBenchOptions {
   bool synthetic = false;
   int warmup = 5;
   int steps = 30;
+  bool layers = false;  // per-layer forward and backward times (host models)
   bool json = false;
 };
 void bench_train(Context& ctx, const TrainBenchOptions& o);

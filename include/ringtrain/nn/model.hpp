@@ -170,6 +170,16 @@ class Model {
   std::size_t gradient_buffers() const { return slot_elems_.size(); }
   // Node i's name ("" when unnamed; the GPT family names its nodes after GPT-2's modules).
   const std::string& layer_name(std::size_t i) const { return nodes_[i].name; }
+  // Node i's layer kind ("conv2d", "linear", ...) and its forward FLOPs per sample.
+  std::string_view layer_kind(std::size_t i) const;
+  std::int64_t layer_forward_flops(std::size_t i) const;
+  // Per-node wall time of forward and backward, in seconds, added to on every pass while set
+  // (null: none, the default; host models only, where a layer's call is its work). For
+  // `bench train --layers`: the caller reads and clears it.
+  struct LayerTimes {
+    std::vector<double> forward, backward;
+  };
+  void set_layer_times(LayerTimes* times);
   // Layer::begin_step of every layer: before each training step's forward, outside a CUDA graph.
   void begin_step(const StepInfo& info);
   // Layer::start_decoding of every layer (inference only): from then on forward reads one
@@ -231,6 +241,7 @@ class Model {
   Tensor params_, grads_;
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   ParameterResidency* residency_ = nullptr;
+  LayerTimes* layer_times_ = nullptr;  // set_layer_times
   Device device_;
   DType compute_dtype_ = DType::f32;
   Tensor compute_params_;                          // not f32: the rounded copy the layers are bound to
