@@ -2,9 +2,12 @@
 // must match central differences of L = sum(y * r) for a fixed random r.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -136,6 +139,44 @@ TEST(Gradients, MaxPool2d) {
   for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
   std::copy(v.begin(), v.end(), h.x.f32());
   h.run();
+}
+
+// The forward values and the arg-max (through backward of ones) of every window against a plain
+// reference, on values with many ties (0, 1, 2 at random, NaN-free) and odd sizes that leave a
+// row and a column uncovered: the first maximum in row-major window order wins, for the 2x2
+// stride-2 fast path and the general loop alike.
+TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
+  for (const auto& [k, stride] : std::vector<std::pair<int, int>>{{2, 2}, {2, 1}, {3, 2}}) {
+    MaxPool2d l(k, stride);
+    const std::int64_t n = 2, c = 3, h = 7, w = 9;
+    const Shape out = l.configure(Shape{c, h, w});
+    Tensor x = Tensor::empty(Shape{n, c, h, w}), y = Tensor::empty(out.with_batch(n));
+    Rng rng(11);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(rng.below(3));
+    l.forward(x, y, StepInfo{true, 1, 0, 0});
+    Tensor ones = Tensor::empty(out.with_batch(n)), dx = Tensor::empty(x.shape());
+    std::fill(ones.f32(), ones.f32() + ones.numel(), 1.0f);
+    l.backward(x, y, ones, &dx);
+    std::vector<float> expected_dx(static_cast<std::size_t>(x.numel()), 0.0f);
+    const std::int64_t oh = out[1], ow = out[2];
+    for (std::int64_t b = 0; b < n; ++b)
+      for (std::int64_t ch = 0; ch < c; ++ch)
+        for (std::int64_t oy = 0; oy < oh; ++oy)
+          for (std::int64_t ox = 0; ox < ow; ++ox) {
+            const std::int64_t plane = (b * c + ch) * h * w;
+            std::int64_t best = plane + oy * stride * w + ox * stride;
+            for (std::int64_t i = 0; i < k; ++i)
+              for (std::int64_t j = 0; j < k; ++j) {
+                const std::int64_t at = plane + (oy * stride + i) * w + ox * stride + j;
+                if (x.f32()[at] > x.f32()[best]) best = at;
+              }
+            EXPECT_EQ(y.f32()[((b * c + ch) * oh + oy) * ow + ox], x.f32()[best]) << "k " << k << " stride " << stride;
+            expected_dx[static_cast<std::size_t>(best)] += 1.0f;
+          }
+    for (std::int64_t i = 0; i < x.numel(); ++i)
+      ASSERT_EQ(dx.f32()[i], expected_dx[static_cast<std::size_t>(i)])
+          << "k " << k << " stride " << stride << " at " << i;
+  }
 }
 
 TEST(Gradients, Flatten) {
