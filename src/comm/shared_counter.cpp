@@ -29,8 +29,8 @@ static_assert(std::endian::native == std::endian::little, "the futex word is the
 // costs its core at most that much. No sched_yield in between: measured beside computing
 // threads (bench allreduce --load-threads 2, docs/BENCHMARKS.md), a waiter that yields hands
 // its core to a neighbour for a whole time slice at every yield and never earns the wake-up
-// preference of a sleeper: the ring fell to 0.03-0.3 GB/s where polling then sleeping kept
-// 0.9-6 GB/s, as MPI_Allreduce does.
+// preference of a sleeper: the ring fell to 0.03-0.3 GB/s where polling then sleeping keeps
+// 0.6-6.5 GB/s, at least MPI_Allreduce's (docs/benchmarks/2026-12-02-ring-neighbour.md).
 constexpr auto kPollFor = std::chrono::microseconds(20);
 
 std::uint32_t* futex_word(SharedCounter& c) { return reinterpret_cast<std::uint32_t*>(&c.value); }
