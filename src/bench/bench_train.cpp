@@ -62,6 +62,7 @@ nlohmann::json layer_report(const Model& model, const std::vector<Model::LayerTi
     layers.push_back({{"index", i},
                       {"kind", model.layer_kind(i)},
                       {"name", model.layer_name(i)},
+                      {"done_by", model.layer_done_by(i)},
                       {"forward_ms", 1e3 * f},
                       {"backward_ms", 1e3 * b},
                       {"forward_gflops", f > 0 ? flops / f / 1e9 : 0.0},
@@ -73,8 +74,13 @@ nlohmann::json layer_report(const Model& model, const std::vector<Model::LayerTi
 void print_layers(const nlohmann::json& layers, double step_ms) {
   log::info("  per layer (rank 0, medians): forward ms (GFLOP/s) | backward ms (GFLOP/s) | share of the step");
   for (const nlohmann::json& l : layers) {
+    const auto index = l["index"].get<std::size_t>(), done_by = l["done_by"].get<std::size_t>();
+    if (done_by != index) {
+      log::info("  [{}] {:<10} done by [{}]", index, l["kind"].get<std::string>(), done_by);
+      continue;
+    }
     const double f = l["forward_ms"].get<double>(), b = l["backward_ms"].get<double>();
-    log::info("  [{}] {:<10} {:>8.3f} ({:>6.1f}) | {:>8.3f} ({:>6.1f}) | {:>5.1f}%", l["index"].get<std::size_t>(),
+    log::info("  [{}] {:<10} {:>8.3f} ({:>6.1f}) | {:>8.3f} ({:>6.1f}) | {:>5.1f}%", index,
               l["kind"].get<std::string>(), f, l["forward_gflops"].get<double>(), b, l["backward_gflops"].get<double>(),
               100.0 * (f + b) / step_ms);
   }

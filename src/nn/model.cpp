@@ -131,6 +131,32 @@ void Model::connect(const Shape& input_shape) {
                "model's)",
                i);
   }
+  absorb_producers();
+}
+
+void Model::absorb_producers() {
+  absorbed_by_.assign(nodes_.size(), -1);
+  std::vector<int> readers(nodes_.size(), 0);
+  for (const auto& r : reads_)
+    for (const int v : r)
+      if (v != kInput) ++readers[static_cast<std::size_t>(v)];
+  std::vector<bool> absorbs(nodes_.size(), false);
+  for (std::size_t j = 0; j < nodes_.size(); ++j) {
+    if (reads_[j].size() != 1 || reads_[j][0] == kInput) continue;
+    const auto p = static_cast<std::size_t>(reads_[j][0]);
+    if (readers[p] != 1 || reads_[p].size() != 1 || absorbs[p] || !nodes_[p].layer->param_specs().empty()) continue;
+    const int from = reads_[p][0];
+    if ((from == kInput ? input_shape_ : shapes_[static_cast<std::size_t>(from)]) != shapes_[p]) continue;
+    if (!nodes_[j].layer->absorb_producer(*nodes_[p].layer)) continue;
+    absorbed_by_[p] = static_cast<int>(j);
+    absorbs[j] = true;
+    reads_[j] = reads_[p];
+    reads_[p].clear();
+  }
+}
+
+std::size_t Model::layer_done_by(std::size_t i) const {
+  return absorbed_by_[i] < 0 ? i : static_cast<std::size_t>(absorbed_by_[i]);
 }
 
 void Model::plan_backward() {
@@ -300,7 +326,9 @@ void Model::ensure_batch(std::int64_t n) {
   if (n > capacity_) {
     act_storage_.clear();
     grad_storage_.clear();
-    for (const auto& s : shapes_) act_storage_.push_back(Tensor::empty(s.with_batch(n), activation_dtype(), device_));
+    for (std::size_t i = 0; i < shapes_.size(); ++i)
+      act_storage_.push_back(
+          absorbed_by_[i] >= 0 ? Tensor() : Tensor::empty(shapes_[i].with_batch(n), activation_dtype(), device_));
     for (const std::int64_t elems : slot_elems_)
       grad_storage_.push_back(Tensor::empty(Shape{elems * n}, activation_dtype(), device_));
     if (emulated() && !reads_tokens_) input_storage_ = Tensor::empty(input_shape_.with_batch(n));
@@ -319,7 +347,7 @@ void Model::ensure_batch(std::int64_t n) {
     acts_.clear();
     dacts_.clear();
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
-      acts_.push_back(act_storage_[i].rows(0, n));
+      acts_.push_back(absorbed_by_[i] >= 0 ? Tensor() : act_storage_[i].rows(0, n));
       const int slot = grad_slot_[i];
       dacts_.push_back(
           slot < 0 ? Tensor() : grad_storage_[static_cast<std::size_t>(slot)].flat_slice(0, shapes_[i].with_batch(n)));
@@ -340,6 +368,7 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
   std::vector<const Tensor*> in;
   if (residency_ != nullptr) residency_->begin_pass(ParameterResidency::Pass::forward, info.training);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (absorbed_by_[i] >= 0) continue;  // its reader does its work
     in.clear();
     for (const int v : reads_[i]) in.push_back(&value(v));
     acquire_params(i, ParameterResidency::Pass::forward);
@@ -533,14 +562,19 @@ std::string Model::describe() const {
   std::string s;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::string label(nodes_[i].layer->kind());
-    const bool sequential = reads_[i].size() == 1 && reads_[i][0] == static_cast<int>(i) - 1;
+    // The reads as declared: an absorbed node's went to its absorber, which reads the absorbed node.
+    std::vector<int> reads = absorbed_by_[i] >= 0 ? reads_[static_cast<std::size_t>(absorbed_by_[i])] : reads_[i];
+    for (std::size_t p = 0; p < nodes_.size(); ++p)
+      if (absorbed_by_[p] == static_cast<int>(i)) reads = {static_cast<int>(p)};
+    const bool sequential = reads.size() == 1 && reads[0] == static_cast<int>(i) - 1;
     if (!sequential) {
       std::string from;
-      for (const int v : reads_[i]) from += (from.empty() ? "" : ", ") + (v == kInput ? "input" : std::to_string(v));
+      for (const int v : reads) from += (from.empty() ? "" : ", ") + (v == kInput ? "input" : std::to_string(v));
       label += fmt::format("({})", from);
     }
     if (!nodes_[i].name.empty()) label += " " + nodes_[i].name;
-    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params\n", i, label, shapes_[i].str(), layer_params_[i]);
+    const std::string fused = absorbed_by_[i] >= 0 ? fmt::format("  (done by [{}])", absorbed_by_[i]) : "";
+    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params{}\n", i, label, shapes_[i].str(), layer_params_[i], fused);
   }
   return s;
 }

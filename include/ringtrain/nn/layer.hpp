@@ -78,6 +78,13 @@ class Layer {
     backward(*x.front(), y, dy, dx.front());
   }
 
+  // Asked once at model build when this layer reads one value, the output of `producer`, a
+  // one-input layer without parameters whose output nothing else reads: true when this layer
+  // takes over producer's work, applying it to its own input in forward and backward, bitwise as
+  // the two layers do apart. The model then skips producer and hands this layer producer's input
+  // (and that input's gradient); saves the passes over producer's output (ReLU into max-pool).
+  virtual bool absorb_producer(const Layer& /*producer*/) { return false; }
+
   // Called before each training step's forward, outside any captured CUDA graph: a layer whose
   // work depends on StepInfo::step (a dropout mask) puts that step's state in device memory
   // here, so a graph replay of its forward uses it.

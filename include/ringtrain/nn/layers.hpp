@@ -85,10 +85,15 @@ class MaxPool2d : public Layer {
   Shape configure(const Shape& input) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // A ReLU before it: pools the values before the ReLU and applies it to the pooled ones (ReLU
+  // is monotone, so the maxima are the same, and a window whose maximum is not positive passes
+  // no gradient either way).
+  bool absorb_producer(const Layer& producer) override;
 
  protected:
   std::int64_t k_, s_, c_ = 0, h_ = 0, w_ = 0, oh_ = 0, ow_ = 0;
   std::vector<std::int32_t> argmax_;  // input offset (within the sample) of each output
+  bool relu_first_ = false;           // absorbed a ReLU producer
 };
 
 class Flatten : public Layer {

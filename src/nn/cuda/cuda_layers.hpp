@@ -74,6 +74,7 @@ class CudaMaxPool2d final : public MaxPool2d {
   CudaMaxPool2d(ComputePtr compute, std::int64_t kernel, std::int64_t stride);
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  bool absorb_producer(const Layer&) override { return false; }  // cuDNN pools; the ReLU runs itself
 
  private:
   MaxPoolOp& op_for(std::int64_t batch);

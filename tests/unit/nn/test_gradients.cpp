@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <utility>
@@ -148,7 +149,7 @@ TEST(Gradients, MaxPool2d) {
 TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
   for (const auto& [k, stride] : std::vector<std::pair<int, int>>{{2, 2}, {2, 1}, {3, 2}}) {
     MaxPool2d l(k, stride);
-    const std::int64_t n = 2, c = 3, h = 7, w = 9;
+    const std::int64_t n = 2, c = 3, h = 7, w = 21;  // 2x2: a group of eight windows and a partial one
     const Shape out = l.configure(Shape{c, h, w});
     Tensor x = Tensor::empty(Shape{n, c, h, w}), y = Tensor::empty(out.with_batch(n));
     Rng rng(11);
@@ -176,6 +177,37 @@ TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
     for (std::int64_t i = 0; i < x.numel(); ++i)
       ASSERT_EQ(dx.f32()[i], expected_dx[static_cast<std::size_t>(i)])
           << "k " << k << " stride " << stride << " at " << i;
+  }
+}
+
+// A max-pool that absorbed the ReLU before it gives the separate layers' outputs and input
+// gradients bit for bit, for the 2x2 stride-2 path and the general loop, on values with ties,
+// windows of only negative values and zeros of both signs.
+TEST(MaxPool2dAbsorbingReLU, GivesTheSeparateLayersBitsOnEveryPath) {
+  const float values[] = {-2.0f, -1.0f, -0.0f, 0.0f, 1.0f, 2.0f};
+  for (const auto& [k, stride] : std::vector<std::pair<int, int>>{{2, 2}, {2, 1}, {3, 2}}) {
+    ReLU relu;
+    MaxPool2d pool(k, stride), fused(k, stride);
+    const std::int64_t n = 2, c = 3, h = 7, w = 21;  // 2x2: a group of eight windows and a partial one
+    relu.configure(Shape{c, h, w});
+    const Shape out = pool.configure(Shape{c, h, w});
+    fused.configure(Shape{c, h, w});
+    ASSERT_TRUE(fused.absorb_producer(relu));
+    Tensor x = Tensor::empty(Shape{n, c, h, w}), r = Tensor::empty(x.shape()), y = Tensor::empty(out.with_batch(n));
+    Tensor fused_y = Tensor::empty(y.shape()), dy = Tensor::empty(y.shape());
+    Rng rng(static_cast<std::uint64_t>(17 + k * 3 + stride));
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = values[rng.below(6)];
+    fill_uniform(dy, 23);
+    const StepInfo info{true, 1, 0, 0};
+    relu.forward(x, r, info);
+    pool.forward(r, y, info);
+    fused.forward(x, fused_y, info);
+    ASSERT_EQ(std::memcmp(y.raw(), fused_y.raw(), y.nbytes()), 0) << "forward, k " << k << " stride " << stride;
+    Tensor dr = Tensor::empty(r.shape()), dx = Tensor::empty(x.shape()), fused_dx = Tensor::empty(x.shape());
+    pool.backward(r, y, dy, &dr);
+    relu.backward(x, r, dr, &dx);
+    fused.backward(x, fused_y, dy, &fused_dx);
+    ASSERT_EQ(std::memcmp(dx.raw(), fused_dx.raw(), dx.nbytes()), 0) << "backward, k " << k << " stride " << stride;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 
 #include "ringtrain/core/config.hpp"
@@ -160,6 +161,53 @@ TEST(GraphModel, GradientsShareBuffersWhenTheirLivesDoNotOverlap) {
   EXPECT_EQ(build_model_text(deep, Shape{4})->gradient_buffers(), 2u);  // ping-pong, whatever the depth
   // the residual net: h's gradient lives through the whole backward of the block beside it
   EXPECT_EQ(build_model_text(kResidual, Shape{4})->gradient_buffers(), 3u);
+}
+
+// A ReLU's own subclass, which a max-pool does not absorb: the model computing every layer apart.
+class SeparateReLU final : public ReLU {};
+
+std::vector<ModelNode> conv_relu_pool(std::unique_ptr<Layer> relu) {
+  std::vector<ModelNode> nodes;
+  Conv2dOptions conv;
+  conv.out_channels = 3;
+  conv.padding = 1;
+  nodes.push_back({std::make_unique<Conv2d>(conv), "", {}, {}});
+  nodes.push_back({std::move(relu), "", {}, {}});
+  nodes.push_back({std::make_unique<MaxPool2d>(2, 2), "", {}, {}});
+  nodes.push_back({std::make_unique<Flatten>(), "", {}, {}});
+  nodes.push_back({std::make_unique<Linear>(4, true), "", {}, {}});
+  return nodes;
+}
+
+// conv -> relu -> maxpool: the max-pool does the ReLU's work (no pass, no buffer of its own),
+// and the logits and every gradient are the model's computing each layer apart, bit for bit.
+TEST(GraphModel, AMaxPoolAbsorbsTheReLUBeforeItBitForBit) {
+  Model fused(conv_relu_pool(std::make_unique<ReLU>()), Shape{2, 6, 6});
+  Model apart(conv_relu_pool(std::make_unique<SeparateReLU>()), Shape{2, 6, 6});
+  EXPECT_EQ(fused.layer_done_by(1), 2u);
+  EXPECT_EQ(apart.layer_done_by(1), 1u);
+  EXPECT_NE(fused.describe().find("0 params  (done by [2])\n  [2] maxpool2d "), std::string::npos) << fused.describe();
+  for (Model* m : {&fused, &apart}) m->init_params(4);
+  Tensor x = Tensor::empty(Shape{3, 2, 6, 6}), r = Tensor::empty(Shape{3, 4});
+  Rng rng(12);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  const Tensor& a = apart.forward(x, StepInfo{});
+  const Tensor& f = fused.forward(x, StepInfo{});
+  ASSERT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0);
+  EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());  // no ReLU output buffer
+  apart.backward(r);
+  fused.backward(r);
+  ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0);
+}
+
+// A ReLU whose output something else reads too keeps its own pass (the other reader needs it).
+TEST(GraphModel, AReLUWithTwoReadersIsNotAbsorbed) {
+  auto m = build_model_text(
+      "[[model.layers]]\ntype = \"relu\"\nname = \"r\"\n[[model.layers]]\ntype = \"maxpool2d\"\nkernel = 1\n"
+      "name = \"p\"\n[[model.layers]]\ntype = \"add\"\ninputs = [\"p\", \"r\"]\n",
+      Shape{1, 2, 2});
+  EXPECT_EQ(m->layer_done_by(0), 0u);
 }
 
 TEST(GraphModel, WrongGraphsNameTheLayer) {
