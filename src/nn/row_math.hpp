@@ -6,48 +6,56 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 namespace ringtrain::rowmath {
 
 inline constexpr std::int64_t kLanes = 8;
+// kLanes floats as one value (GCC and clang vector types): the partial sums below live in one
+// register, as the per-lane loops they replace meant to (GCC kept those lanes apart, extracting
+// and adding one float at a time). Lane l adds elements l, l + kLanes, ...; no result changes.
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+inline Lanes load_lanes(const float* a) {
+  Lanes v;
+  std::memcpy(&v, a, sizeof(Lanes));
+  return v;
+}
+
+// The lanes added in order, then the tail's terms.
+template <typename Term>
+float finish(const Lanes& lane, std::int64_t i, std::int64_t n, Term term) {
+  float s = 0.0f;
+  for (std::int64_t l = 0; l < kLanes; ++l) s += lane[l];
+  for (; i < n; ++i) s += term(i);
+  return s;
+}
 
 // sum_i a[i] * b[i], float partial sums in kLanes lanes, then the lanes and the tail in order.
 inline float dot(const float* a, const float* b, std::int64_t n) {
-  float lane[kLanes] = {};
+  Lanes lane = {};
   std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
-  float s = 0.0f;
-  for (const float v : lane) s += v;
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
+  for (; i + kLanes <= n; i += kLanes) lane += load_lanes(a + i) * load_lanes(b + i);
+  return finish(lane, i, n, [&](std::int64_t k) { return a[k] * b[k]; });
 }
 
 // sum_i a[i], as dot.
 inline float sum(const float* a, std::int64_t n) {
-  float lane[kLanes] = {};
+  Lanes lane = {};
   std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l];
-  float s = 0.0f;
-  for (const float v : lane) s += v;
-  for (; i < n; ++i) s += a[i];
-  return s;
+  for (; i + kLanes <= n; i += kLanes) lane += load_lanes(a + i);
+  return finish(lane, i, n, [&](std::int64_t k) { return a[k]; });
 }
 
 // sum_i (a[i] - c)^2, as dot.
 inline float centered_sq_sum(const float* a, float c, std::int64_t n) {
-  float lane[kLanes] = {};
+  Lanes lane = {};
   std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (std::int64_t l = 0; l < kLanes; ++l) {
-      const float d = a[i + l] - c;
-      lane[l] += d * d;
-    }
-  float s = 0.0f;
-  for (const float v : lane) s += v;
-  for (; i < n; ++i) s += (a[i] - c) * (a[i] - c);
-  return s;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Lanes d = load_lanes(a + i) - c;
+    lane += d * d;
+  }
+  return finish(lane, i, n, [&](std::int64_t k) { return (a[k] - c) * (a[k] - c); });
 }
 
 // e^x for x <= 0 (a softmax's s - max, GELU's -2|u|; small positive x works too, x > 88 does

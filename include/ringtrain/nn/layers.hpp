@@ -59,7 +59,7 @@ class Conv2d : public Layer {
     std::int64_t begin, end;
   };
   Span valid_span(std::int64_t kj) const;
-  void im2col(const float* image, float* cols) const;  // one sample: [C*k*k, OH*OW]
+  void im2col(const float* image, float* cols);        // one sample: [C*k*k, OH*OW]
   void col2im(const float* cols, float* image) const;  // one sample, overwrites image
 
   Conv2dOptions o_;
@@ -67,6 +67,7 @@ class Conv2d : public Layer {
   Tensor w_, b_, dw_, db_;
   std::vector<float> cols_;        // columns of the last forward input: [N][C*k*k][OH*OW]
   std::vector<float> dcols_;       // one sample's column gradient
+  std::vector<float> padded_;      // stride 1: one input plane with its zero border
   std::vector<double> bias_sums_;  // per-channel bias gradient accumulators
 };
 
