@@ -142,8 +142,8 @@ TEST(Gradients, MaxPool2d) {
   h.run();
 }
 
-// The forward values and the arg-max (through backward of ones) of every window against a plain
-// reference, on values with many ties (0, 1, 2 at random, NaN-free) and odd sizes that leave a
+// The forward values and the input gradient (bit for bit, -0 gradients included) of every window
+// against a plain reference, on values with many ties (0, 1, 2 at random, NaN-free) and odd sizes that leave a
 // row and a column uncovered: the first maximum in row-major window order wins, for the 2x2
 // stride-2 fast path and the general loop alike.
 TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
@@ -155,9 +155,11 @@ TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
     Rng rng(11);
     for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(rng.below(3));
     l.forward(x, y, StepInfo{true, 1, 0, 0});
-    Tensor ones = Tensor::empty(out.with_batch(n)), dx = Tensor::empty(x.shape());
-    std::fill(ones.f32(), ones.f32() + ones.numel(), 1.0f);
-    l.backward(x, y, ones, &dx);
+    Tensor grad = Tensor::empty(out.with_batch(n)), dx = Tensor::empty(x.shape());
+    const float grads[] = {-1.5f, -0.0f, 0.5f, 2.0f};  // -0: the zeroed gradient plus it is +0
+    for (std::int64_t i = 0; i < grad.numel(); ++i) grad.f32()[i] = grads[rng.below(4)];
+    std::fill(dx.f32(), dx.f32() + dx.numel(), 7.0f);  // backward must write every element
+    l.backward(x, y, grad, &dx);
     std::vector<float> expected_dx(static_cast<std::size_t>(x.numel()), 0.0f);
     const std::int64_t oh = out[1], ow = out[2];
     for (std::int64_t b = 0; b < n; ++b)
@@ -172,11 +174,9 @@ TEST(MaxPool2dWindows, TiesPickTheFirstMaximumOnEveryPath) {
                 if (x.f32()[at] > x.f32()[best]) best = at;
               }
             EXPECT_EQ(y.f32()[((b * c + ch) * oh + oy) * ow + ox], x.f32()[best]) << "k " << k << " stride " << stride;
-            expected_dx[static_cast<std::size_t>(best)] += 1.0f;
+            expected_dx[static_cast<std::size_t>(best)] += grad.f32()[((b * c + ch) * oh + oy) * ow + ox];
           }
-    for (std::int64_t i = 0; i < x.numel(); ++i)
-      ASSERT_EQ(dx.f32()[i], expected_dx[static_cast<std::size_t>(i)])
-          << "k " << k << " stride " << stride << " at " << i;
+    ASSERT_EQ(std::memcmp(dx.raw(), expected_dx.data(), dx.nbytes()), 0) << "k " << k << " stride " << stride;
   }
 }
 
@@ -198,6 +198,8 @@ TEST(MaxPool2dAbsorbingReLU, GivesTheSeparateLayersBitsOnEveryPath) {
     Rng rng(static_cast<std::uint64_t>(17 + k * 3 + stride));
     for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = values[rng.below(6)];
     fill_uniform(dy, 23);
+    dy.f32()[0] = -0.0f;
+    dy.f32()[5] = -0.0f;
     const StepInfo info{true, 1, 0, 0};
     relu.forward(x, r, info);
     pool.forward(r, y, info);
