@@ -19,6 +19,7 @@
 #include "cli/cuda_versions.hpp"
 #include "check/h5_check.hpp"
 #include "monitor/nvml_loader.hpp"
+#include "nn/layer_maker.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/nccl.hpp"
@@ -156,6 +157,7 @@ nlohmann::ordered_json versions_json(const Versions& v) {
           {"mpi_thread_level", thread_level_name(v.thread_level)},
           {"hdf5", v.hdf5},
           {"blas", v.blas},
+          {"cpu_conv", std::string(cpu_conv2d_library())},
           {"cuda_runtime", cuda(c.runtime > 0, cuda_version_text(c.runtime))},
           {"cuda_driver", cuda(c.driver > 0, cuda_version_text(c.driver))},
           {"cublas", cuda(c.cublas > 0, dotted(c.cublas, 10000, 100))},

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "ringtrain/nn/layers.hpp"
@@ -33,6 +34,10 @@ class LayerMaker {
 [[noreturn]] void refuse_on_gpu(std::string_view type);
 
 std::unique_ptr<LayerMaker> make_cpu_layer_maker();
+// The CPU convolution layer: oneDNN's in a build with RINGTRAIN_WITH_ONEDNN, else Conv2d;
+// cpu_conv2d_library says which ("oneDNN 2.6.3 (avx512_core)", "im2col + OpenBLAS").
+std::unique_ptr<Layer> make_cpu_conv2d(const Conv2dOptions& options);
+std::string cpu_conv2d_library();
 // Layers computing on the current CUDA device with activations of `precision` (f32, bf16,
 // f16); tf32 lets f32 GEMMs and convolutions use TF32 tensor cores.
 std::unique_ptr<LayerMaker> make_cuda_layer_maker(DType precision, bool tf32);

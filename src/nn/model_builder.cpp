@@ -15,7 +15,7 @@ class CpuLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> linear(std::int64_t out, bool bias, double init_std) override {
     return std::make_unique<Linear>(out, bias, init_std);
   }
-  std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override { return std::make_unique<Conv2d>(o); }
+  std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override { return make_cpu_conv2d(o); }
   std::unique_ptr<Layer> relu() override { return std::make_unique<ReLU>(); }
   std::unique_ptr<Layer> maxpool2d(std::int64_t k, std::int64_t s) override {
     return std::make_unique<MaxPool2d>(k, s);

@@ -1,0 +1,100 @@
+// The CPU convolution the builder makes (oneDNN's in a build with it) against Conv2d's own
+// im2col + GEMM path: outputs and every gradient agree to rounding, for the CNN's shapes and for
+// strides, padding, kernel sizes and batch sizes the CNN does not use, and repeat bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/layers.hpp"
+#include "nn/layer_maker.hpp"
+
+namespace ringtrain {
+namespace {
+
+// A layer with its own parameter and gradient storage, parameters from `seed`.
+struct Bound {
+  std::unique_ptr<Layer> layer;
+  Tensor params, grads;
+  Shape out;
+
+  Bound(std::unique_ptr<Layer> l, const Shape& in, std::uint64_t seed) : layer(std::move(l)) {
+    out = layer->configure(in);
+    std::int64_t total = 0;
+    for (const auto& s : layer->param_specs()) total += s.shape.numel();
+    params = Tensor::empty(Shape{total});
+    grads = Tensor::empty(Shape{total});
+    std::vector<Tensor> p, g;
+    std::int64_t off = 0;
+    for (const auto& s : layer->param_specs()) {
+      p.push_back(params.flat_slice(off, s.shape));
+      g.push_back(grads.flat_slice(off, s.shape));
+      off += s.shape.numel();
+    }
+    layer->bind(p, g);
+    Rng rng(seed);
+    for (std::int64_t i = 0; i < total; ++i) params.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  }
+};
+
+struct Result {
+  std::vector<float> y, dx, grads;
+};
+
+Result run(Bound& b, const Tensor& x, const Tensor& dy) {
+  Tensor y = Tensor::empty(dy.shape()), dx = Tensor::empty(x.shape());
+  std::fill(dx.f32(), dx.f32() + dx.numel(), 7.0f);
+  b.layer->forward(x, y, StepInfo{});
+  b.layer->backward(x, y, dy, &dx);
+  return {{y.f32(), y.f32() + y.numel()},
+          {dx.f32(), dx.f32() + dx.numel()},
+          {b.grads.f32(), b.grads.f32() + b.grads.numel()}};
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 0.0;
+  for (const float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * scale + 1e-6) << what << "[" << i << "] of " << got.size();
+}
+
+TEST(CpuConv2d, MatchesTheOwnPathOnEveryShapeAndRepeatsBitForBit) {
+  struct Case {
+    std::int64_t c, h, w, out, kernel, stride, padding;
+    bool bias;
+  };
+  const Case cases[] = {{1, 28, 28, 32, 3, 1, 1, true}, {32, 14, 14, 64, 3, 1, 1, true}, {3, 11, 13, 5, 5, 2, 2, true},
+                        {4, 9, 7, 6, 1, 1, 0, false},   {2, 10, 10, 3, 3, 3, 0, true},   {5, 6, 6, 16, 3, 2, 1, false}};
+  for (const Case& k : cases) {
+    Conv2dOptions o;
+    o.out_channels = k.out;
+    o.kernel = k.kernel;
+    o.stride = k.stride;
+    o.padding = k.padding;
+    o.bias = k.bias;
+    const Shape in{k.c, k.h, k.w};
+    Bound own(std::make_unique<Conv2d>(o), in, 3), made(make_cpu_conv2d(o), in, 3);
+    for (const std::int64_t n : {4, 1, 4}) {  // a second batch size, then the first again
+      Tensor x = Tensor::empty(in.with_batch(n)), dy = Tensor::empty(own.out.with_batch(n));
+      Rng rng(static_cast<std::uint64_t>(n * 100 + k.c));
+      for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+      for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+      const Result want = run(own, x, dy), got = run(made, x, dy), again = run(made, x, dy);
+      SCOPED_TRACE(testing::Message() << cpu_conv2d_library() << " c " << k.c << " kernel " << k.kernel << " stride "
+                                      << k.stride << " padding " << k.padding << " batch " << n);
+      expect_close(got.y, want.y, "y");
+      expect_close(got.dx, want.dx, "dx");
+      expect_close(got.grads, want.grads, "parameter gradients");
+      EXPECT_EQ(std::memcmp(got.y.data(), again.y.data(), got.y.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(got.dx.data(), again.dx.data(), got.dx.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(got.grads.data(), again.grads.data(), got.grads.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringtrain
