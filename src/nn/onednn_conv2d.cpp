@@ -4,14 +4,16 @@
 // layouts oneDNN prefers. Shapes, parameters and initialisation are Conv2d's, whose results it
 // matches to rounding (tests/unit/nn/test_cpu_conv2d.cpp). One oneDNN thread per rank, as many as
 // OpenBLAS has; with one thread the results are the same run to run.
-#include <omp.h>
-
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ringtrain/core/error.hpp"
 #include "nn/layer_maker.hpp"
 #include "tensor/blas.hpp"
+
+// GCC's OpenMP runtime, which oneDNN threads with (declared here: no omp.h needed, whichever
+// compiler builds this file).
+extern "C" void omp_set_num_threads(int threads);
 
 namespace ringtrain {
 namespace {
