@@ -157,7 +157,7 @@ nlohmann::ordered_json versions_json(const Versions& v) {
           {"mpi_thread_level", thread_level_name(v.thread_level)},
           {"hdf5", v.hdf5},
           {"blas", v.blas},
-          {"cpu_conv", std::string(cpu_conv2d_library())},
+          {"cpu_conv", cpu_conv2d_library()},
           {"cuda_runtime", cuda(c.runtime > 0, cuda_version_text(c.runtime))},
           {"cuda_driver", cuda(c.driver > 0, cuda_version_text(c.driver))},
           {"cublas", cuda(c.cublas > 0, dotted(c.cublas, 10000, 100))},

@@ -6,6 +6,8 @@
 // OpenBLAS has; with one thread the results are the same run to run.
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <unordered_map>
 
 #include "ringtrain/core/error.hpp"
 #include "nn/layer_maker.hpp"
