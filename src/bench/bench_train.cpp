@@ -185,7 +185,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                       {"cuda_graph", step.graphed()},  // false when not asked for, refused, or the capture failed
                       {"cuda_graph_replays", step.graph_replays()},
                       {"buckets", step.num_buckets()},
-                      {"bucket_mb", tc.bucket_mb},
+                      {"bucket_mb", options.bucket_mb},
                       {"grad_bytes", grad_bytes},
                       {"wire_dtype", dtype_name(tc.wire_dtype)},
                       {"allreduce", comms.gradient->name()},

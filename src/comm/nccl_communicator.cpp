@@ -383,6 +383,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const Context& ctx, const N
   return std::make_unique<NcclCommunicator>(ctx, options);
 }
 
+bool nccl_compiled() { return true; }
+
 std::string nccl_version() {
   int code = 0;
   RT_NCCL_CHECK(ncclGetVersion(&code));

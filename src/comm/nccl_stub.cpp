@@ -22,6 +22,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(const Context&, const NcclO
   not_compiled("comm.backend=nccl");
 }
 
+bool nccl_compiled() { return false; }
+
 std::string nccl_version() { not_compiled("nccl version"); }
 
 }  // namespace ringtrain

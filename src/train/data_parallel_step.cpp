@@ -5,7 +5,7 @@
 // On the GPU the batch is uploaded once per step (a raw uint8 one is augmented there), the
 // loss runs on the device, and the gradient buckets go straight to a communicator taking device
 // memory (NCCL, overlapped with backward) or through a host copy of the arena to the MPI ring
-// after backward. With train.cuda_graph the forward, loss and backward replay as one CUDA
+// after backward (none in a world of one). With train.cuda_graph the forward, loss and backward replay as one CUDA
 // graph and the buckets are reduced after it (NCCL calls stay outside the graph).
 // The checks on the reduced gradients (non-finite values, the clipping norm) are summed per
 // rank shard and completed by the same small allreduce as the loss, so that ZeRO, where each
@@ -115,7 +115,9 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   if (model.device() == Device::cuda) {
     // Accumulated gradients are added on the device after the last backward, before any bucket.
     if (k > 1) overlap = false;
-    if (!grad_comm.device_memory()) {  // MPI takes host memory: reduce a host copy after backward
+    // MPI takes host memory: reduce a host copy after backward. A world of one has nothing to
+    // reduce (the communicator returns at once), so its gradients stay on the device.
+    if (!grad_comm.device_memory() && world > 1) {
       host_grads_ = Tensor::empty(Shape{model.num_params()});
       bucket_arena = host_grads_.f32();
       overlap = false;

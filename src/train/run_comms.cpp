@@ -19,17 +19,19 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
     log::write_line(stderr, fmt::format("ringtrain: error: [rank {}] {}", ctx.world_rank(), message));
     ctx.abort(1);
   });
-  const bool nccl = tc.allreduce == GradientAllreduce::nccl;
   CommOptions options;
   options.algo = tc.allreduce == GradientAllreduce::mpi ? AllreduceAlgo::mpi : AllreduceAlgo::ring;
   c.main = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "main");
   options.wire_dtype = tc.wire_dtype;
-  if (nccl && ctx.binding().backend != "cuda")
-    log::warn("comm.allreduce=nccl needs the cuda backend (this rank computes on the CPU); gradients use the MPI ring");
   // NCCL only where every rank has a GPU (binding falls back per rank), so all ranks agree.
   std::int32_t gpus = ctx.binding().backend == "cuda" ? 1 : 0;
-  if (nccl) c.main->allreduce_sum(&gpus, 1, DType::i32);
-  if (nccl && gpus == ctx.world_size()) {
+  const bool may_use_nccl = tc.allreduce == GradientAllreduce::nccl || tc.allreduce == GradientAllreduce::automatic;
+  if (may_use_nccl) c.main->allreduce_sum(&gpus, 1, DType::i32);
+  const GradientAllreduce path = gradient_allreduce(tc.allreduce, gpus, ctx.world_size(), nccl_compiled());
+  if (tc.allreduce == GradientAllreduce::nccl && path != GradientAllreduce::nccl && ctx.world_rank() == 0)
+    log::warn("comm.allreduce=nccl needs every rank on the cuda backend ({} of {} are); gradients use the MPI ring",
+              gpus, ctx.world_size());
+  if (path == GradientAllreduce::nccl) {
     NcclOptions no;
     no.timeout_s = tc.timeout_s;
     c.gradient = watch_collectives(make_nccl_communicator(ctx, no), *c.watchdog, "gradient");
@@ -39,10 +41,20 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
   return c;
 }
 
+GradientAllreduce gradient_allreduce(GradientAllreduce requested, int ranks_on_gpu, int world, bool nccl_built) {
+  const bool all_on_gpu = ranks_on_gpu == world;
+  switch (requested) {
+    case GradientAllreduce::automatic:
+      return all_on_gpu && world > 1 && nccl_built ? GradientAllreduce::nccl : GradientAllreduce::ring;
+    case GradientAllreduce::nccl: return all_on_gpu ? GradientAllreduce::nccl : GradientAllreduce::ring;
+    default: return requested;
+  }
+}
+
 StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Communicator& grad_comm) {
   StepOptions o;
   o.overlap = tc.overlap && (ctx.thread_multiple() || grad_comm.device_memory());
-  o.bucket_mb = tc.bucket_mb;
+  o.bucket_mb = tc.bucket_mb_given || !grad_comm.device_memory() ? tc.bucket_mb : kNcclBucketMb;
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;
   o.cuda_graph = tc.cuda_graph;

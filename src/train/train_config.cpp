@@ -158,9 +158,14 @@ const IntKey kThreads({.name = "runtime.threads",
 const EnumKey<GradientAllreduce> kAllreduce(
     {.name = "comm.allreduce",
      .doc = "gradients: `ring` (our reduce-scatter + allgather) or `mpi` (`MPI_Allreduce`), through host memory; "
-            "`nccl` (every rank on a GPU; overlapped with backward; otherwise the ring is used, with a warning)"},
-    GradientAllreduce::ring,
-    {{"ring", GradientAllreduce::ring}, {"mpi", GradientAllreduce::mpi}, {"nccl", GradientAllreduce::nccl}});
+            "`nccl` (every rank on a GPU; overlapped with backward; otherwise the ring is used, with a warning); "
+            "`auto`: `nccl` where every rank of a job of several computes on a GPU and the build has NCCL, else "
+            "`ring`"},
+    GradientAllreduce::automatic,
+    {{"auto", GradientAllreduce::automatic},
+     {"ring", GradientAllreduce::ring},
+     {"mpi", GradientAllreduce::mpi},
+     {"nccl", GradientAllreduce::nccl}});
 const EnumKey<DType> kWireDtype({.name = "comm.wire_dtype",
                                  .doc = "`bf16` sends f32 gradients as bf16 (half the bytes; sums formed in f32; ring "
                                         "only); pays only on links slower than ~5 GB/s"},
@@ -171,7 +176,7 @@ const BoolKey kOverlap({.name = "comm.overlap",
                        true);
 const NumberKey kBucketMb({.name = "comm.bucket_mb",
                            .doc = "bucket target; buckets are cut at layer boundaries from the end of the gradient "
-                                  "arena",
+                                  "arena; unset, 25 where the buckets go to NCCL",
                            .range = Range::above(0)},
                           1.0);
 const NumberKey kFirstBucketMb(
@@ -259,6 +264,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.allreduce = config.get(kAllreduce);
   t.wire_dtype = config.get(kWireDtype);
   t.overlap = config.get(kOverlap);
+  t.bucket_mb_given = config.has(kBucketMb);  // before get, which records the default in the resolved config
   t.bucket_mb = config.get(kBucketMb);
   t.first_bucket_mb = config.get(kFirstBucketMb);
   t.timeout_s = config.get(kTimeoutS);

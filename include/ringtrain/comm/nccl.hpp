@@ -30,6 +30,9 @@ struct NcclOptions {
 // synchronized by the caller first. One call at a time per communicator.
 std::unique_ptr<Communicator> make_nccl_communicator(const Context& ctx, const NcclOptions& options = {});
 
+// Whether this build has NCCL (the functions above then work where a GPU is bound).
+bool nccl_compiled();
+
 // The NCCL library's run-time version, e.g. "2.28.9".
 std::string nccl_version();
 

@@ -26,7 +26,14 @@ struct RunComms {
 };
 RunComms make_run_comms(const Context& ctx, const TrainConfig& tc);
 
-// comm.overlap, buckets, accumulation and train.cuda_graph from the config; gradients are
+// Where the gradient buckets go, comm.allreduce resolved for a job of `world` ranks of which
+// `ranks_on_gpu` compute on a GPU: `auto` is NCCL only where it works and pays (several ranks, all
+// on GPUs, NCCL built in), else the ring; `nccl` is NCCL where every rank is on a GPU (a build
+// without NCCL then says so), else the ring; `ring` and `mpi` stay.
+GradientAllreduce gradient_allreduce(GradientAllreduce requested, int ranks_on_gpu, int world, bool nccl_built);
+
+// comm.overlap, buckets (comm.bucket_mb unless given: kNcclBucketMb where grad_comm is NCCL's),
+// accumulation and train.cuda_graph from the config; gradients are
 // reduced during backward only where the comm thread may run grad_comm's collectives next to
 // the compute thread's MPI calls: MPI_THREAD_MULTIPLE, or a communicator that does not use MPI
 // (NCCL).

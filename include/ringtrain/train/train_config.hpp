@@ -29,9 +29,10 @@ struct CheckpointConfig {
 
 // comm.allreduce: how gradients are summed over the ranks.
 enum class GradientAllreduce {
-  ring,  // ringtrain's ring over MPI point-to-point (host memory)
-  mpi,   // MPI_Allreduce (host memory)
-  nccl,  // NCCL on the GPUs (every rank on the cuda backend; otherwise the ring, with a warning)
+  automatic,  // "auto": NCCL where every rank of a world > 1 computes on a GPU and NCCL is built in, else the ring
+  ring,       // ringtrain's ring over MPI point-to-point (host memory)
+  mpi,        // MPI_Allreduce (host memory)
+  nccl,       // NCCL on the GPUs (every rank on the cuda backend; otherwise the ring, with a warning)
 };
 
 struct TrainConfig {
@@ -62,10 +63,11 @@ struct TrainConfig {
   std::int64_t threads = 0;     // 0: split the node's cores among local ranks
   bool tf32 = false;            // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
   // [comm]
-  GradientAllreduce allreduce = GradientAllreduce::ring;
+  GradientAllreduce allreduce = GradientAllreduce::automatic;
   DType wire_dtype = DType::f32;  // gradients travel as f32 or bf16 (ring only)
   bool overlap = true;            // bucket allreduces during backward on a comm thread
-  double bucket_mb = 1.0;
+  double bucket_mb = 1.0;         // unless given: kNcclBucketMb when the buckets go to NCCL
+  bool bucket_mb_given = false;   // comm.bucket_mb set in the config
   double first_bucket_mb = 0.25;
   double timeout_s = 300.0;  // watchdog: a collective taking longer ends the job
   // [monitor]
@@ -76,7 +78,11 @@ struct TrainConfig {
 
 // The train.precision spelling of a compute dtype: "fp32", "bf16", "fp16".
 std::string_view precision_name(DType precision);
-// The comm.allreduce spelling: "ring", "mpi", "nccl".
+// comm.bucket_mb's default where the gradient buckets go to NCCL: NCCL reaches its bandwidth
+// only with messages of tens of MB, and one launch per bucket costs microseconds on the GPU.
+inline constexpr double kNcclBucketMb = 25.0;
+
+// The comm.allreduce spelling: "auto", "ring", "mpi", "nccl".
 std::string_view allreduce_name(GradientAllreduce allreduce);
 
 // Reads and validates the keys above. `config_stem` names the default run directory.

@@ -1,6 +1,8 @@
 // train.cuda_graph: read from [train] (default off, a non-boolean value is a ConfigError naming
 // the key), and on a CPU model the step refuses a graph with the reason and trains exactly as
-// without the option.
+// without the option. comm.allreduce = auto (the default) resolved on the host, without a GPU:
+// NCCL only for a job of several ranks all on GPUs in a build with NCCL; comm.bucket_mb's default
+// where the gradients go to a device-memory (NCCL) communicator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,13 +16,16 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
+#include "ringtrain/train/run_comms.hpp"
 #include "ringtrain/train/train_config.hpp"
+#include "support/test_context.hpp"
 
 namespace ringtrain {
 namespace {
 
-TrainConfig read(const std::string& train_section) {
-  Config c = Config::parse("[data]\ntrain = \"t.h5\"\n[train]\n" + train_section + "\n", "run.toml");
+TrainConfig read(const std::string& train_section, const std::string& more_sections = "") {
+  Config c =
+      Config::parse("[data]\ntrain = \"t.h5\"\n[train]\n" + train_section + "\n" + more_sections + "\n", "run.toml");
   return read_train_config(c, "run");
 }
 
@@ -67,6 +72,47 @@ TEST(CudaGraphOption, ACpuModelIsRefusedAndTrainsAsWithout) {
   EXPECT_EQ(without_reason, "");
   ASSERT_EQ(with.size(), without.size());
   EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0);
+}
+
+TEST(GradientAllreduceOption, AutoIsNcclOnlyForSeveralRanksAllOnGpusWithNcclBuilt) {
+  EXPECT_EQ(read("").allreduce, GradientAllreduce::automatic);
+  EXPECT_EQ(read("", "[comm]\nallreduce = \"auto\"").allreduce, GradientAllreduce::automatic);
+  EXPECT_EQ(allreduce_name(GradientAllreduce::automatic), "auto");
+  constexpr auto automatic = GradientAllreduce::automatic, nccl = GradientAllreduce::nccl,
+                 ring = GradientAllreduce::ring, mpi = GradientAllreduce::mpi;
+  // requested, ranks on a GPU, world, NCCL built -> the gradients' path
+  EXPECT_EQ(gradient_allreduce(automatic, 4, 4, true), nccl);
+  EXPECT_EQ(gradient_allreduce(automatic, 3, 4, true), ring);   // one rank fell back to the CPU
+  EXPECT_EQ(gradient_allreduce(automatic, 4, 4, false), ring);  // a build without NCCL
+  EXPECT_EQ(gradient_allreduce(automatic, 1, 1, true), ring);   // a world of one communicates nothing
+  EXPECT_EQ(gradient_allreduce(automatic, 0, 2, true), ring);
+  EXPECT_EQ(gradient_allreduce(nccl, 2, 2, false), nccl);  // asked for: a build without it says so
+  EXPECT_EQ(gradient_allreduce(nccl, 1, 1, true), nccl);
+  EXPECT_EQ(gradient_allreduce(nccl, 1, 2, true), ring);  // not every rank on a GPU: the ring, warned
+  EXPECT_EQ(gradient_allreduce(mpi, 2, 2, true), mpi);
+  EXPECT_EQ(gradient_allreduce(ring, 2, 2, true), ring);
+}
+
+// A communicator that takes device memory, as NCCL's does (never asked to communicate here).
+class DeviceMemoryComm final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string_view name() const override { return "device-memory"; }
+  bool device_memory() const override { return true; }
+  void allreduce_sum(void* /*data*/, std::size_t /*count*/, DType /*dtype*/) override {}
+  void broadcast(void* /*data*/, std::size_t /*bytes*/, int /*root*/) override {}
+  void barrier() override {}
+};
+
+TEST(GradientAllreduceOption, NcclBucketsDefaultToTwentyFiveMegabytesUnlessGiven) {
+  const DeviceMemoryComm device;
+  auto host = make_mpi_self_communicator(AllreduceAlgo::ring);
+  EXPECT_EQ(step_options(read(""), test::context(), *host).bucket_mb, 1.0);
+  EXPECT_EQ(step_options(read(""), test::context(), device).bucket_mb, kNcclBucketMb);
+  EXPECT_EQ(step_options(read("", "[comm]\nbucket_mb = 4"), test::context(), device).bucket_mb, 4.0);
+  EXPECT_EQ(step_options(read("", "[comm]\nbucket_mb = 1"), test::context(), device).bucket_mb, 1.0);
+  EXPECT_EQ(step_options(read("", "[comm]\nbucket_mb = 4"), test::context(), *host).bucket_mb, 4.0);
 }
 
 }  // namespace
