@@ -1,6 +1,7 @@
 // Embedding: GPT-2's token table plus learned positions. Backward is a serial scatter-add (rows
 // in batch order), so the gradient is the same whatever the threading; both tables' gradients
-// are zeroed first (overwritten, like every layer's). Token ids are checked in forward.
+// are zeroed first (overwritten, like every layer's). A tied token table's gradient is left to
+// param_grad_rows, row block by row block, in the same order. Token ids are checked in forward.
 // Decoding (start_decoding) only changes which position row each batch row adds.
 #include <cstring>
 
@@ -37,10 +38,26 @@ void Embedding::bind(const std::vector<Tensor>& params, const std::vector<Tensor
   dwpe_ = grads[1];
 }
 
-bool Embedding::accumulate_param_grad(std::size_t param) {
-  if (param != 0) return false;
-  accumulate_wte_ = true;
-  return true;
+void Embedding::defer_param_grad(std::size_t param) {
+  RT_REQUIRE(param == 0, Error, "embedding: only the token table's gradient can be deferred");
+  defer_wte_ = true;
+}
+
+void Embedding::param_grad_rows(std::size_t param, std::int64_t r0, std::int64_t r1, float* out, bool add) const {
+  RT_REQUIRE(param == 0 && defer_wte_ && 0 <= r0 && r0 <= r1 && r1 <= vocab_, Error,
+             "embedding: token table gradient rows [{}, {}) of {} asked for without a deferred gradient", r0, r1,
+             vocab_);
+  if (!add) std::memset(out, 0, static_cast<std::size_t>((r1 - r0) * c_) * sizeof(float));
+  const std::int64_t rows = saved_tokens_.numel();
+  const std::int32_t* tokens = saved_tokens_.data<std::int32_t>();
+  const float* g = saved_dy_.f32();
+  for (std::int64_t row = 0; row < rows; ++row) {  // positions in batch order, as backward adds them
+    const std::int64_t token = tokens[row];
+    if (token < r0 || token >= r1) continue;
+    const float* gr = g + row * c_;
+    float* w = out + (token - r0) * c_;
+    for (std::int64_t i = 0; i < c_; ++i) w[i] += gr[i];
+  }
 }
 
 void Embedding::start_decoding(std::int64_t max_positions) {
@@ -78,19 +95,26 @@ void Embedding::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tenso
   const std::int64_t n = x.shape()[0];
   const std::int32_t* tokens = x.data<std::int32_t>();
   const float* g = dy.f32();
-  float* dwte = dwte_.f32();
   float* dwpe = dwpe_.f32();
-  if (!accumulate_wte_) std::memset(dwte, 0, dwte_.nbytes());
   std::memset(dwpe, 0, dwpe_.nbytes());
   for (std::int64_t b = 0; b < n; ++b)
     for (std::int64_t t = 0; t < t_; ++t) {
-      const std::int64_t row = b * t_ + t;
-      const float* gr = g + row * c_;
-      float* w = dwte + static_cast<std::int64_t>(tokens[row]) * c_;
+      const float* gr = g + (b * t_ + t) * c_;
       float* p = dwpe + t * c_;
-      for (std::int64_t i = 0; i < c_; ++i) w[i] += gr[i];
       for (std::int64_t i = 0; i < c_; ++i) p[i] += gr[i];
     }
+  if (defer_wte_) {
+    saved_tokens_ = x;
+    saved_dy_ = dy;
+    return;
+  }
+  float* dwte = dwte_.f32();
+  std::memset(dwte, 0, dwte_.nbytes());
+  for (std::int64_t row = 0; row < n * t_; ++row) {
+    const float* gr = g + row * c_;
+    float* w = dwte + static_cast<std::int64_t>(tokens[row]) * c_;
+    for (std::int64_t i = 0; i < c_; ++i) w[i] += gr[i];
+  }
 }
 
 }  // namespace ringtrain

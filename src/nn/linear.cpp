@@ -1,5 +1,6 @@
 // Linear: y = x W^T + b with W [out, in] over the last dimension; three GEMMs per step
-// (forward, dW, dx), over N rows for [N, in] and N*T rows for [N, T, in].
+// (forward, dW, dx), over N rows for [N, in] and N*T rows for [N, T, in]. A tied weight's dW
+// (an LM head's) is left to param_grad_rows: the same GEMM for a block of output rows.
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
@@ -58,7 +59,12 @@ void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   const std::int64_t n = rows_of(x);
   const float* g = dy.f32();
-  blas::sgemm(true, false, out_, in_, n, 1.0f, g, out_, x.f32(), in_, 0.0f, dw_.f32(), in_);
+  if (defer_dw_) {
+    saved_x_ = x;
+    saved_dy_ = dy;
+  } else {
+    blas::sgemm(true, false, out_, in_, n, 1.0f, g, out_, x.f32(), in_, 0.0f, dw_.f32(), in_);
+  }
   if (has_bias_) {
     float* db = db_.f32();
     for (std::int64_t j = 0; j < out_; ++j) db[j] = 0.0f;
@@ -66,6 +72,19 @@ void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* 
       for (std::int64_t j = 0; j < out_; ++j) db[j] += g[i * out_ + j];
   }
   if (dx != nullptr) blas::sgemm(false, false, n, in_, out_, 1.0f, g, out_, w_.f32(), in_, 0.0f, dx->f32(), in_);
+}
+
+void Linear::defer_param_grad(std::size_t param) {
+  RT_REQUIRE(param == 0, Error, "linear: only the weight's gradient can be deferred");
+  defer_dw_ = true;
+}
+
+void Linear::param_grad_rows(std::size_t param, std::int64_t r0, std::int64_t r1, float* out, bool add) const {
+  RT_REQUIRE(param == 0 && defer_dw_ && 0 <= r0 && r0 <= r1 && r1 <= out_, Error,
+             "linear: weight gradient rows [{}, {}) of {} asked for without a deferred gradient", r0, r1, out_);
+  const std::int64_t n = rows_of(saved_x_);
+  blas::sgemm(true, false, r1 - r0, in_, n, 1.0f, saved_dy_.f32() + r0, out_, saved_x_.f32(), in_, add ? 1.0f : 0.0f,
+              out, in_);
 }
 
 }  // namespace ringtrain

@@ -32,6 +32,10 @@ Model::Model(std::vector<ModelNode> nodes, const Shape& input_shape, Device devi
 }
 
 void Model::lay_out_params() {
+  struct Tie {
+    std::size_t owner, owner_param, user, user_param;
+  };
+  std::vector<Tie> ties;
   std::int64_t total = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     specs_.push_back(nodes_[i].layer->param_specs());
@@ -51,15 +55,7 @@ void Model::lay_out_params() {
                  mine.str(), tie.owner, specs_[owner][tie.owner_param].name, theirs.str());
       owned_[i][tie.param] = false;
       param_offset_[i][tie.param] = param_offset_[owner][tie.owner_param];
-      // The first user of an owner's parameter writes its gradient in place and the owner adds to
-      // it, where the owner's layer can; otherwise (and for further users) through a scratch.
-      const bool shared = std::any_of(early_grads_.begin(), early_grads_.end(), [&](const ArenaRange& r) {
-        return r.offset == param_offset_[owner][tie.owner_param];
-      });
-      if (!shared && nodes_[owner].layer->accumulate_param_grad(tie.owner_param))
-        early_grads_.push_back({param_offset_[owner][tie.owner_param], theirs.numel()});
-      else
-        tied_grads_.push_back({owner, tie.owner_param, i, tie.param, Tensor::empty(theirs, DType::f32, device_)});
+      ties.push_back({owner, tie.owner_param, i, tie.param});
     }
     layer_offset_.push_back(total);
     for (std::size_t j = 0; j < specs.size(); ++j) {
@@ -68,6 +64,33 @@ void Model::lay_out_params() {
       total += specs[j].shape.numel();
     }
     layer_params_.push_back(total - layer_offset_.back());
+  }
+  // A tied parameter's gradient is summed in row blocks after the owner's backward where the
+  // owner and every user can compute its rows on their own; otherwise each user's goes to a scratch.
+  for (const Tie& tie : ties) {
+    const bool seen =
+        std::any_of(row_ties_.begin(), row_ties_.end(),
+                    [&](const RowTie& r) { return r.owner == tie.owner && r.owner_param == tie.owner_param; }) ||
+        std::any_of(tied_grads_.begin(), tied_grads_.end(),
+                    [&](const TiedGrad& t) { return t.owner == tie.owner && t.owner_param == tie.owner_param; });
+    if (seen) continue;
+    std::vector<std::pair<std::size_t, std::size_t>> users;
+    for (const Tie& t : ties)
+      if (t.owner == tie.owner && t.owner_param == tie.owner_param) users.emplace_back(t.user, t.user_param);
+    const Shape& shape = specs_[tie.owner][tie.owner_param].shape;
+    const bool by_rows = device_ == Device::cpu && shape.rank() == 2 &&
+                         nodes_[tie.owner].layer->param_grad_rows_supported(tie.owner_param) &&
+                         std::all_of(users.begin(), users.end(), [&](const auto& u) {
+                           return nodes_[u.first].layer->param_grad_rows_supported(u.second);
+                         });
+    if (by_rows) {
+      nodes_[tie.owner].layer->defer_param_grad(tie.owner_param);
+      for (const auto& [user, param] : users) nodes_[user].layer->defer_param_grad(param);
+      row_ties_.push_back({tie.owner, tie.owner_param, users});
+      continue;
+    }
+    for (const auto& [user, param] : users)
+      tied_grads_.push_back({tie.owner, tie.owner_param, user, param, Tensor::empty(shape, DType::f32, device_)});
   }
   params_ = Tensor::empty(Shape{total}, DType::f32, device_);
   grads_ = Tensor::empty(Shape{total}, DType::f32, device_);
@@ -285,13 +308,11 @@ void Model::place_gradients(std::vector<GradientPlace> places) {
     at = p.end();
   }
   RT_REQUIRE(at == num_params(), Error, "place_gradients: places cover {} of {} elements", at, num_params());
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {  // a layer's own parameters stay together
-    if (layer_params_[i] == 0) continue;
-    const auto p = std::upper_bound(places.begin(), places.end(), layer_offset_[i],
-                                    [](std::int64_t o, const GradientPlace& g) { return o < g.offset; });
-    RT_REQUIRE(layer_offset_[i] + layer_params_[i] <= std::prev(p)->end(), Error,
-               "place_gradients: a place splits the parameters of model.layers[{}]", i);
-  }
+  // What backward writes at once stays together: places start only where buckets may be cut.
+  const std::vector<std::int64_t> cuts = gradient_cuts();
+  for (const GradientPlace& p : places)
+    RT_REQUIRE(std::binary_search(cuts.begin(), cuts.end(), p.offset), Error,
+               "place_gradients: a place at arena offset {} splits a layer's parameters", p.offset);
   grad_places_ = std::move(places);
   grads_ = Tensor();
   bind_layers(compute_params_.raw() != nullptr ? compute_params_ : params_);
@@ -445,9 +466,45 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
     for (const TiedGrad& t : tied_grads_)
       if (t.owner == i)
         add_into(Tensor::wrap(gradient_at(param_offset_[i][t.owner_param]), t.scratch.shape()), t.scratch);
-    if (emulated() && layer_params_[i] > 0)
-      round_in_place(gradient_at(layer_offset_[i]), layer_params_[i], compute_dtype_);
+    if (emulated())
+      for (std::size_t j = 0; j < specs_[i].size(); ++j)
+        if (owned_[i][j] && !row_blocked(i, j))
+          round_in_place(gradient_at(param_offset_[i][j]), specs_[i][j].shape.numel(), compute_dtype_);
+    for (const RowTie& t : row_ties_)
+      if (t.owner == i) sum_tied_rows(t, on_ready);
     if (on_ready && layer_params_[i] > 0) on_ready(layer_offset_[i]);
+  }
+}
+
+bool Model::row_blocked(std::size_t node, std::size_t param) const {
+  return std::any_of(row_ties_.begin(), row_ties_.end(),
+                     [&](const RowTie& t) { return t.owner == node && t.owner_param == param; });
+}
+
+std::int64_t Model::rows_per_block(const RowTie& t) const {
+  const std::int64_t width = specs_[t.owner][t.owner_param].shape[1];
+  return std::max<std::int64_t>(1, kGradientBlockElements / width);
+}
+
+// The owner's parameters after the tied one are written by its backward: their buckets may go
+// first. Then the blocks from the last row down (the buckets' launch order), each summed where
+// its bucket stages it: the users' rows in node order (the first writes), then the owner's.
+void Model::sum_tied_rows(const RowTie& t, const GradReadyHook& on_ready) {
+  const Shape& shape = specs_[t.owner][t.owner_param].shape;
+  const std::int64_t rows = shape[0], width = shape[1], offset = param_offset_[t.owner][t.owner_param];
+  const std::int64_t block = rows_per_block(t);
+  if (on_ready) on_ready(offset + rows * width);
+  for (std::int64_t r0 = (rows - 1) / block * block; r0 >= 0; r0 -= block) {
+    const std::int64_t r1 = std::min(rows, r0 + block);
+    float* out = gradient_at(offset + r0 * width);
+    bool add = false;
+    for (const auto& [user, param] : t.users) {
+      nodes_[user].layer->param_grad_rows(param, r0, r1, out, add);
+      add = true;
+    }
+    nodes_[t.owner].layer->param_grad_rows(t.owner_param, r0, r1, out, true);
+    if (emulated()) round_in_place(out, (r1 - r0) * width, compute_dtype_);
+    if (on_ready) on_ready(offset + r0 * width);
   }
 }
 
@@ -529,10 +586,18 @@ void Model::start_decoding(std::int64_t max_positions) {
   for (const auto& node : nodes_) node.layer->start_decoding(max_positions);
 }
 
-std::vector<std::int64_t> Model::param_layer_offsets() const {
+std::vector<std::int64_t> Model::gradient_cuts() const {
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     if (layer_params_[i] > 0) out.push_back(layer_offset_[i]);
+  for (const RowTie& t : row_ties_) {
+    const Shape& shape = specs_[t.owner][t.owner_param].shape;
+    const std::int64_t offset = param_offset_[t.owner][t.owner_param], block = rows_per_block(t) * shape[1];
+    for (std::int64_t at = offset + block; at < offset + shape.numel(); at += block) out.push_back(at);
+    if (offset + shape.numel() < num_params()) out.push_back(offset + shape.numel());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 

@@ -51,7 +51,7 @@ std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_st
 }  // namespace
 
 std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& options) {
-  return plan_buckets(model.num_params(), model.param_layer_offsets(), elements_of_mb(options.bucket_mb),
+  return plan_buckets(model.num_params(), model.gradient_cuts(), elements_of_mb(options.bucket_mb),
                       elements_of_mb(options.first_bucket_mb));
 }
 
@@ -103,7 +103,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
   std::optional<BucketStaging> staging;
   if (options.zero_stage >= 2) {  // no gradient arena: each bucket is staged, then only this rank's shard is kept
-    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, world, stats_comm.rank(), model.early_gradient_ranges());
+    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, world, stats_comm.rank());
     model.place_gradients(zero_grads_->places());
     staging = zero_grads_->staging();
   }

@@ -8,36 +8,24 @@
 
 namespace ringtrain {
 
-ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank,
-                             const std::vector<ArenaRange>& written_early)
+ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank)
     : buckets_(buckets), at_(buckets.size()), reuses_(buckets.size(), -1), own_(buckets.size()) {
-  std::vector<bool> own_buffer(buckets_.size(), false);  // written early: never shares its place
   std::int64_t size = 0;
-  for (std::size_t i = 0; i < buckets_.size(); ++i) {
-    const Bucket& b = buckets_[i];
-    own_buffer[i] = std::any_of(written_early.begin(), written_early.end(),
-                                [&](const ArenaRange& r) { return r.offset < b.end && b.begin < r.end(); });
-    if (!own_buffer[i]) size = std::max(size, b.end - b.begin);
-  }
-  std::int64_t cursor = 0, beyond = size;  // ring cursor; where the next own buffer goes
+  for (const Bucket& b : buckets_) size = std::max(size, b.end - b.begin);
+  std::int64_t cursor = 0;
   for (std::size_t i = 0; i < buckets_.size(); ++i) {
     const std::int64_t n = buckets_[i].end - buckets_[i].begin;
     own_[i] = shard_range(n, world, rank);
-    if (own_buffer[i]) {
-      at_[i] = beyond;
-      beyond += n;
-      continue;
-    }
     if (cursor + n > size) cursor = 0;
     at_[i] = cursor;
     for (std::size_t j = i; j-- > 0;)
-      if (!own_buffer[j] && at_[j] < cursor + n && cursor < at_[j] + (buckets_[j].end - buckets_[j].begin)) {
+      if (at_[j] < cursor + n && cursor < at_[j] + (buckets_[j].end - buckets_[j].begin)) {
         reuses_[i] = static_cast<int>(j);
         break;
       }
     cursor += n;
   }
-  ring_ = Tensor::empty(Shape{beyond});
+  ring_ = Tensor::empty(Shape{size});
   // The shard in arena order: buckets run from the end of the arena, so their shards are packed
   // from the last bucket launched to the first.
   std::int64_t packed = 0;

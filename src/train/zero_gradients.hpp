@@ -1,9 +1,9 @@
 // ZeRO stage 2's gradient memory: no full gradient arena. Backward writes each bucket's
 // gradients into a staging ring the size of the largest bucket, the buckets placed one after the
 // other in launch order and wrapping to the ring's start where the next does not fit; a bucket
-// waits until the latest earlier bucket it overlaps in the ring is reduced. A bucket written
-// before its turn (a tied weight's, which the later user writes first) has a buffer of its own. Once a bucket is
-// reduce-scattered, this rank's shard of it is copied into the shard gradients: every owned
+// waits until the latest earlier bucket it overlaps in the ring is reduced (every gradient is
+// written in its bucket's turn: a tied token table's in row blocks, Model::gradient_cuts). Once a
+// bucket is reduce-scattered, this rank's shard of it is copied into the shard gradients: every owned
 // element, packed in arena order (the layout of its optimizer's state).
 #pragma once
 #include <cstdint>
@@ -18,10 +18,7 @@ namespace ringtrain {
 class ZeroGradients {
  public:
   // buckets: in launch order.
-  // written_early: arena ranges whose gradients are written before their bucket's turn in
-  // backward (Model::early_gradient_ranges); a bucket holding any gets a buffer of its own.
-  ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank,
-                const std::vector<ArenaRange>& written_early = {});
+  ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank);
 
   // Where the model's gradients go (Model::place_gradients) and how the bucketer stages them.
   std::vector<Model::GradientPlace> places() const;

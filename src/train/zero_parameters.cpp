@@ -43,9 +43,20 @@ void GatherPool::give(Tensor buffer) { free_.push_back(std::move(buffer)); }
 ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets, int world, int rank,
                                Communicator& comm, CommThread* thread, Tracer* tracer)
     : model_(model), arena_(model.params().f32()), comm_(comm), thread_(thread), tracer_(tracer) {
-  for (const Bucket& b : buckets) {
+  const std::vector<Model::ParamTensor> tensors = model.param_tensors();
+  auto splits_a_tensor = [&](std::int64_t at) {
+    return std::any_of(tensors.begin(), tensors.end(),
+                       [&](const Model::ParamTensor& t) { return t.offset < at && at < t.offset + t.shape.numel(); });
+  };
+  for (const Bucket& b : buckets) {  // from the end of the arena: a group grows downwards
     const ArenaRange own = shard_range(b.end - b.begin, world, rank);
-    groups_.push_back({b, {b.begin + own.offset, own.count}});
+    const Part part{b, {b.begin + own.offset, own.count}};
+    if (!groups_.empty() && splits_a_tensor(groups_.back().range.begin)) {
+      groups_.back().range.begin = b.begin;
+      groups_.back().parts.push_back(part);
+    } else {
+      groups_.push_back({b, {part}});
+    }
   }
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     std::vector<Use>& list = pass == Pass::forward ? forward_ : backward_;
@@ -82,7 +93,8 @@ std::size_t ZeroParameters::group_of(std::int64_t offset) const {
 
 std::int64_t ZeroParameters::kept_bytes() const {
   std::int64_t n = 0;
-  for (const Group& g : groups_) n += g.own.count;
+  for (const Group& g : groups_)
+    for (const Part& p : g.parts) n += p.own.count;
   return n * static_cast<std::int64_t>(sizeof(float));
 }
 
@@ -93,22 +105,27 @@ void ZeroParameters::request(std::size_t g, float* into) {
   if (into == nullptr) {
     group.buffer = pool_.take(count);
     into = group.buffer.f32();
-    std::memcpy(into + (group.own.offset - group.range.begin), arena_ + group.own.offset,
-                static_cast<std::size_t>(group.own.count) * sizeof(float));
+    for (const Part& p : group.parts)
+      std::memcpy(into + (p.own.offset - group.range.begin), arena_ + p.own.offset,
+                  static_cast<std::size_t>(p.own.count) * sizeof(float));
   }
   group.data = into;
   group.state = State::gathering;
   auto trace = [tracer = tracer_, g](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
     if (tracer != nullptr) tracer->span(fmt::format("allgather group {}", g), "comm", begin, end, Tracer::kComm);
   };
-  if (thread_ != nullptr) {
-    group.ticket = thread_->allgather(into, static_cast<std::size_t>(count), DType::f32, trace);
-    return;
+  for (const Part& p : group.parts) {  // the comm thread runs its jobs in order: the last ticket is the group's
+    float* at = into + (p.bucket.begin - group.range.begin);
+    const auto n = static_cast<std::size_t>(p.bucket.end - p.bucket.begin);
+    if (thread_ != nullptr) {
+      group.ticket = thread_->allgather(at, n, DType::f32, trace);
+      continue;
+    }
+    const auto begin = CommThread::Clock::now();
+    comm_.allgather(at, n, DType::f32);
+    trace(begin, CommThread::Clock::now());
   }
-  const auto begin = CommThread::Clock::now();
-  comm_.allgather(into, static_cast<std::size_t>(count), DType::f32);
-  trace(begin, CommThread::Clock::now());
-  group.state = State::resident;
+  if (thread_ == nullptr) group.state = State::resident;
 }
 
 void ZeroParameters::ensure(std::size_t g, float* into) {
@@ -128,8 +145,10 @@ void ZeroParameters::drop(std::size_t g) {
     group.buffer = Tensor();
     return;
   }
-  release_host_pages(arena_ + group.range.begin, group.own.offset - group.range.begin);
-  release_host_pages(arena_ + group.own.end(), group.range.end - group.own.end());
+  for (const Part& p : group.parts) {
+    release_host_pages(arena_ + p.bucket.begin, p.own.offset - p.bucket.begin);
+    release_host_pages(arena_ + p.own.end(), p.bucket.end - p.own.end());
+  }
 }
 
 float* ZeroParameters::where(std::int64_t offset) {

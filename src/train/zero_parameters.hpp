@@ -65,9 +65,15 @@ class ZeroParameters : public ParameterResidency {
 
  private:
   enum class State { released, gathering, resident };
+  // A group gathers whole parameter tensors: the buckets that split one (a GPT's token table,
+  // whose gradient is reduced in row blocks) are one group, each bucket allgathered in its place.
+  struct Part {
+    Bucket bucket;
+    ArenaRange own;  // this rank's shard of the bucket, arena offsets
+  };
   struct Group {
-    Bucket range;
-    ArenaRange own;  // this rank's shard, arena offsets
+    Bucket range;             // the parts' union
+    std::vector<Part> parts;  // launch order
     State state = State::released;
     CommThread::Ticket ticket = 0;
     float* data = nullptr;  // where the gathered group is: its pool buffer, or the arena (gather_all)

@@ -143,6 +143,29 @@ TEST(GptTrain, ZeroStagesTrainBitwiseLikeStage0AndCheckpointsCrossResume) {
   EXPECT_LT(relative(moved["final_train_loss"], stage0["final_train_loss"]), 1e-5);
 }
 
+// A token table of several gradient blocks (20,000 x 32: three blocks of at most 8,192 rows):
+// its gradient is summed and reduced block by block, each block a bucket of its own, so stage 2
+// stages it one bucket at a time instead of holding the whole table's gradient; stage 3 gathers
+// the table whole. Bitwise stage 0 either way.
+TEST(GptTrain, ZeroStagesReduceALargeTiedTableBlockByBlock) {
+  const std::vector<std::string> large = {"model.vocab_size=20000", "train.batch_size=4", "train.max_steps=6",
+                                          "comm.bucket_mb=0.25", "comm.first_bucket_mb=0.25"};
+  auto with = [&](const std::string& stage) {
+    std::vector<std::string> e = large;
+    e.push_back("train.zero_stage=" + stage);
+    return e;
+  };
+  const auto stage0 = train(2, "table0", with("0"));
+  const auto stage2 = train(2, "table2", with("2"));
+  const auto stage3 = train(2, "table3", with("3"));
+  EXPECT_EQ(stage2["param_checksum"], stage0["param_checksum"]);
+  EXPECT_EQ(stage3["param_checksum"], stage0["param_checksum"]);
+  // stage 2: the rank's half of the gradients plus a staging ring of one block (1 MiB), not the
+  // table's 2.4 MiB gradient on top
+  const double full = stage0["memory"]["gradients"].get<double>();
+  EXPECT_LT(stage2["memory"]["gradients"].get<double>(), full / 2 + 1.05 * (1 << 20)) << stage2["memory"].dump();
+}
+
 // fp16 with a loss scale so large that the first steps overflow: every rank skips the same
 // steps at stages 1 to 3, where each checks only its shard of the gradients.
 TEST(GptTrain, ZeroStagesSkipTheOverflowingFp16StepsOfStage0) {

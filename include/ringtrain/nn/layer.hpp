@@ -52,10 +52,17 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   // Views into the flat parameter/gradient arenas, in param_specs() order.
   virtual void bind(const std::vector<Tensor>& /*params*/, const std::vector<Tensor>& /*grads*/) {}
-  // Switches backward to adding parameter `param`'s gradient to what its gradient view holds
-  // instead of overwriting it; false when the layer cannot (then nothing changes). A tied
-  // weight's owner is switched so that its use adds to what the later user wrote first.
-  virtual bool accumulate_param_grad(std::size_t /*param*/) { return false; }
+  // Row blocks of a 2-D parameter's gradient ([rows, width]; a tied token table, which GPT-2's
+  // embedding and LM head share). A layer that can compute rows [r0, r1) of parameter `param`'s
+  // gradient on their own, from what its last backward saw, says so; after defer_param_grad it
+  // leaves that gradient out of backward and the model asks for it block by block, one gradient
+  // bucket at a time (ZeRO then never holds the whole gradient, and tied users need no scratch).
+  virtual bool param_grad_rows_supported(std::size_t /*param*/) const { return false; }
+  virtual void defer_param_grad(std::size_t /*param*/) {}
+  // Rows [r0, r1) of the deferred gradient into `out` (row-major, the parameter's width): written,
+  // or added to what `out` holds.
+  virtual void param_grad_rows(std::size_t /*param*/, std::int64_t /*r0*/, std::int64_t /*r1*/, float* /*out*/,
+                               bool /*add*/) const {}
   // Non-parameter state kept in sync across ranks before evaluation (BatchNorm statistics).
   virtual std::vector<Tensor> buffers() { return {}; }
 

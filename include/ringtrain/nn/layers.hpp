@@ -23,6 +23,10 @@ class Linear : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   std::int64_t forward_flops_per_sample() const override { return 2 * seq_ * in_ * out_; }
+  // The weight's (param 0): rows of dW = dy^T x are output features.
+  bool param_grad_rows_supported(std::size_t param) const override { return param == 0; }
+  void defer_param_grad(std::size_t param) override;
+  void param_grad_rows(std::size_t param, std::int64_t r0, std::int64_t r1, float* out, bool add) const override;
 
  protected:
   // Rows of the GEMMs for a batch x: N for [N, in], N*T for [N, T, in].
@@ -33,6 +37,8 @@ class Linear : public Layer {
   bool has_bias_;
   double init_std_;
   Tensor w_, b_, dw_, db_;
+  bool defer_dw_ = false;  // backward leaves dW to param_grad_rows, keeping x and dy for it
+  Tensor saved_x_, saved_dy_;
 };
 
 struct Conv2dOptions {
@@ -167,13 +173,17 @@ class Embedding : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   void start_decoding(std::int64_t max_positions) override;
-  bool accumulate_param_grad(std::size_t param) override;  // the token table's (param 0)
+  // The token table's (param 0): its row r gathers the gradients of the positions holding token r.
+  bool param_grad_rows_supported(std::size_t param) const override { return param == 0; }
+  void defer_param_grad(std::size_t param) override;
+  void param_grad_rows(std::size_t param, std::int64_t r0, std::int64_t r1, float* out, bool add) const override;
 
  protected:
   std::int64_t vocab_, block_, c_, t_ = 0;
   bool decoding_ = false;
-  bool accumulate_wte_ = false;  // backward adds to dwte_ (a tied LM head wrote it first)
+  bool defer_wte_ = false;  // backward leaves the token table's gradient to param_grad_rows
   Tensor wte_, wpe_, dwte_, dwpe_;
+  Tensor saved_tokens_, saved_dy_;
 };
 
 // Layer normalisation over the last dimension C (any per-sample shape): each row is normalised

@@ -112,7 +112,7 @@ class Model {
   // Where runs of the gradient arena live instead of the arena itself (ZeRO stage 2: each
   // gradient bucket in a staging buffer, never all of them at once): `count` elements from
   // arena element `offset` on live at `data`, in arena order. Places are sorted, disjoint,
-  // cover the arena and never split a layer's parameters; buffers may be shared between places
+  // cover the arena and start only at gradient_cuts(); buffers may be shared between places
   // whose lives the caller keeps apart, and keeps them alive while backward may run. Host (CPU)
   // models only. Rebinds the layers and frees the arena.
   struct GradientPlace {
@@ -135,9 +135,11 @@ class Model {
   // The arena ranges of node i's parameters (a tied one's at its owner's), in parameter order.
   std::vector<ArenaRange> node_param_ranges(std::size_t node) const;
   std::int64_t num_params() const { return params_.numel(); }
-  // Arena offsets where each layer with parameters starts, ascending (gradient buckets are
-  // cut only there).
-  std::vector<std::int64_t> param_layer_offsets() const;
+  // Arena offsets where gradient buckets may be cut, ascending: where each layer with parameters
+  // starts and, in a tied parameter summed by rows (a GPT's token table), every block of about
+  // kGradientBlockElements and its end.
+  std::vector<std::int64_t> gradient_cuts() const;
+  static constexpr std::int64_t kGradientBlockElements = std::int64_t{1} << 18;  // 1 MiB of f32
   // One entry per parameter tensor, in arena order (pruning selects weights by layer kind).
   struct ParamTensor {
     std::size_t layer;      // node index (in model.layers)
@@ -150,9 +152,6 @@ class Model {
   std::vector<Tensor> buffers();  // non-parameter state (BatchNorm running statistics)
   // Bytes of the parameter arenas: the f32 master and, in a low precision, the compute copy.
   std::int64_t parameter_bytes() const;
-  // Arena ranges whose gradients are written before their layer's turn in backward: a tied
-  // parameter whose later user writes the gradient in place and whose owner adds its own to it.
-  const std::vector<ArenaRange>& early_gradient_ranges() const { return early_grads_; }
   // Bytes of gradient buffers besides the arena: the scratch of tied parameters whose owner
   // cannot add to what a user wrote (then the user computes its gradient there and the owner's
   // backward adds it).
@@ -237,15 +236,23 @@ class Model {
   std::vector<std::vector<ParamSpec>> specs_;
   std::vector<std::vector<std::int64_t>> param_offset_;  // per node and parameter (a tied one: its owner's)
   std::vector<std::vector<bool>> owned_;                 // per node and parameter: in the arena here (not tied)
-  // A tied parameter's later user (visited first by backward) writes the owner's gradient in
-  // place when the owner's layer can add to it (early_grads_); otherwise it computes its gradient
-  // into a scratch buffer, added to the arena's after the owner's backward wrote it there.
+  // A tied parameter's gradient: summed by row blocks after the owner's backward, one gradient
+  // bucket at a time, where the owner and its users can compute rows on their own (RowTie; the
+  // layers' backward leaves it out); otherwise each user computes its gradient into a scratch
+  // buffer, added to the arena's after the owner's backward wrote it there (TiedGrad).
   struct TiedGrad {
     std::size_t owner, owner_param, user, user_param;
     Tensor scratch;
   };
   std::vector<TiedGrad> tied_grads_;
-  std::vector<ArenaRange> early_grads_;  // early_gradient_ranges()
+  struct RowTie {
+    std::size_t owner, owner_param;
+    std::vector<std::pair<std::size_t, std::size_t>> users;  // (node, parameter), in node order
+  };
+  std::vector<RowTie> row_ties_;
+  bool row_blocked(std::size_t node, std::size_t param) const;  // a RowTie's owner parameter
+  std::int64_t rows_per_block(const RowTie& t) const;
+  void sum_tied_rows(const RowTie& t, const GradReadyHook& on_ready);
   Tensor params_, grads_;
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   ParameterResidency* residency_ = nullptr;

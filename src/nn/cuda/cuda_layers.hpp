@@ -38,6 +38,8 @@ class CudaLinear final : public Linear {
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // Not on the GPU yet: a tied weight then goes through the model's scratch.
+  bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
 
  private:
   ComputePtr compute_;

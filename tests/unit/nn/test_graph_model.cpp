@@ -107,17 +107,16 @@ TEST(GraphModel, TiedWeightsGetTheSumOfBothGradients) {
   expect_gradients_match(m, x, r);
 }
 
-// A language model's LM head tied to its token table: the head writes the table's gradient in
-// place first and the embedding adds its own (repeated tokens too), with no scratch copy.
+// A language model's LM head tied to its token table: the table's gradient is summed by rows
+// after the embedding's backward (the head's rows first, then the embedding's; repeated tokens
+// too), with no scratch copy; buckets may be cut where the table ends.
 TEST(GraphModel, TiedTokenTableGetsBothGradientsWithoutAScratch) {
   std::vector<ModelNode> nodes;
   nodes.push_back({std::make_unique<Embedding>(5, 3, 4), "wte", {}, {}});
   nodes.push_back({std::make_unique<Linear>(5, false), "", {}, {ParamTie{0, "wte", 0}}});
   Model m(std::move(nodes), Shape{3});
   EXPECT_EQ(m.tied_gradient_bytes(), 0);
-  ASSERT_EQ(m.early_gradient_ranges().size(), 1u);
-  EXPECT_EQ(m.early_gradient_ranges()[0].offset, 0);
-  EXPECT_EQ(m.early_gradient_ranges()[0].count, 5 * 4);
+  EXPECT_EQ(m.gradient_cuts(), (std::vector<std::int64_t>{0, std::int64_t{5} * 4}));  // the table, then the positions
   m.init_params(6);
   Tensor x = Tensor::empty(Shape{2, 3}, DType::i32);
   const std::int32_t tokens[] = {1, 3, 1, 4, 0, 1};
@@ -127,6 +126,57 @@ TEST(GraphModel, TiedTokenTableGetsBothGradientsWithoutAScratch) {
   for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   expect_gradients_match(m, x, r);
   expect_gradients_match(m, x, r);  // a second backward overwrites, it does not add to the first
+}
+
+// Layers as above that cannot compute gradient rows on their own: the tie then goes through the
+// model's scratch, the reference for the row blocks.
+class WholeGradientEmbedding final : public Embedding {
+ public:
+  using Embedding::Embedding;
+  bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
+};
+
+// A token table of several gradient blocks (70,000 x 4: two blocks of 65,536 rows at most): the
+// buckets may be cut between them, and the gradient the row blocks sum, delivered block by block
+// from the last down, is the scratch path's to rounding.
+TEST(GraphModel, ATiedTableOfSeveralBlocksIsSummedBlockByBlock) {
+  constexpr std::int64_t kVocab = 70000, kWidth = 4, kT = 3;
+  auto make = [&](bool by_rows) {
+    std::vector<ModelNode> nodes;
+    if (by_rows)
+      nodes.push_back({std::make_unique<Embedding>(kVocab, kT, kWidth), "wte", {}, {}});
+    else
+      nodes.push_back({std::make_unique<WholeGradientEmbedding>(kVocab, kT, kWidth), "wte", {}, {}});
+    nodes.push_back({std::make_unique<Linear>(kVocab, false), "", {}, {ParamTie{0, "wte", 0}}});
+    auto m = std::make_unique<Model>(std::move(nodes), Shape{kT});
+    m->init_params(6);
+    return m;
+  };
+  auto rows = make(true), scratch = make(false);
+  const std::int64_t block = Model::kGradientBlockElements / kWidth * kWidth;
+  EXPECT_EQ(rows->gradient_cuts(), (std::vector<std::int64_t>{0, block, kVocab * kWidth}));
+  EXPECT_GT(scratch->tied_gradient_bytes(), 0);
+  Tensor x = Tensor::empty(Shape{2, kT}, DType::i32);
+  const std::int32_t tokens[] = {69999, 3, 69999, 65536, 0, 65535};  // repeated, and on both sides of the cut
+  std::copy(std::begin(tokens), std::end(tokens), x.data<std::int32_t>());
+  Rng rng(8);
+  Tensor r = Tensor::empty(Shape{2, kT, kVocab});
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  const StepInfo info{true, 1, 0, 0};
+  rows->forward(x, info);
+  scratch->forward(x, info);
+  std::vector<std::int64_t> ready;
+  rows->backward(r, [&](std::int64_t from) { ready.push_back(from); });
+  scratch->backward(r);
+  // The positions first (the head has no parameters of its own), then the blocks from the last down.
+  EXPECT_EQ(ready, (std::vector<std::int64_t>{kVocab * kWidth, block, 0, 0}));
+  ASSERT_EQ(rows->num_params(), scratch->num_params());
+  int wrong = 0;
+  for (std::int64_t i = 0; i < rows->num_params(); ++i) {
+    const float a = rows->grads().f32()[i], b = scratch->grads().f32()[i];
+    wrong += std::fabs(a - b) <= 1e-6f * (1.0f + std::fabs(b)) ? 0 : 1;
+  }
+  EXPECT_EQ(wrong, 0);
 }
 
 TEST(GraphModel, TiesNeedAnEarlierOwnerOfTheSameShape) {

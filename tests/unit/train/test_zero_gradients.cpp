@@ -47,23 +47,6 @@ TEST(ZeroGradients, BucketsTakeTheRingInTurnAndWaitForWhatTheyOverlap) {
   EXPECT_EQ(at, 2400);
 }
 
-// The 1000-element bucket (arena [200, 1200)) is written early (a tied weight's): it gets a
-// buffer after the ring, which shrinks to the largest other bucket (600), and nothing waits on it.
-TEST(ZeroGradients, ABucketWrittenEarlyHasABufferOfItsOwn) {
-  ZeroGradients z(mixed_buckets(), 4, 1, {{500, 10}});
-  const BucketStaging s = z.staging();
-  const float* ring = s.data[0];
-  // ring of 600: [0,600) | wraps: [0,300) [300,600) | own buffer [600,1600) | ring again: [0,200)
-  EXPECT_EQ(s.data[1] - ring, 0);
-  EXPECT_EQ(s.data[2] - ring, 300);
-  EXPECT_EQ(s.data[3] - ring, 600);
-  EXPECT_EQ(s.data[4] - ring, 0);
-  EXPECT_EQ(s.reuses, (std::vector<int>{-1, 0, 0, -1, 1}));
-  std::int64_t shard = 0;
-  for (const Bucket& b : mixed_buckets()) shard += shard_range(b.end - b.begin, 4, 1).count;
-  EXPECT_EQ(z.bytes(), static_cast<std::int64_t>((600 + 1000 + shard) * sizeof(float)));
-}
-
 TEST(ZeroGradients, ReducedShardsArePackedInArenaOrder) {
   const std::vector<Bucket> buckets = mixed_buckets();
   const int world = 4, rank = 2;
