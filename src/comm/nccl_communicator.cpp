@@ -60,22 +60,6 @@ class Deadline {
   Clock::time_point end_;
 };
 
-// Makes `device` current for a scope and restores the caller's device after: collectives may
-// come from a communication thread whose current device is still the default 0.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    RT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) RT_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { (void)cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 std::optional<ncclDataType_t> nccl_type(DType dtype) {
   switch (dtype) {
     case DType::f32: return ncclFloat32;
@@ -125,7 +109,7 @@ class NcclCommunicator final : public Communicator {
   }
 
   std::uint64_t mark_inputs_ready() override {
-    const DeviceGuard on_device(device_);
+    check::bind_thread_to_device(device_);  // collectives may come from the communication thread
     const std::uint64_t token = next_mark_.fetch_add(1) + 1;
     // An event on the legacy stream covers the work queued there and on every blocking stream
     // (the compute stream). When the ring wraps before a mark is waited for, the wait covers a
@@ -236,7 +220,7 @@ class NcclCommunicator final : public Communicator {
   void run(const char* op, std::size_t count, std::string_view unit, std::uint64_t ready, Enqueue&& enqueue) {
     const std::string what = fmt::format("nccl {} of {} x {}", op, count, unit);
     try {
-      const DeviceGuard on_device(device_);
+      check::bind_thread_to_device(device_);  // collectives may come from the communication thread
       // Inputs written by work on the legacy default stream (or a blocking stream) must be
       // complete before NCCL reads them; an event on the legacy stream covers both.
       if (ready == 0) RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
@@ -307,9 +291,8 @@ class NcclCommunicator final : public Communicator {
   // before destroy; a failed finalize or a broken one is aborted instead.
   void release() noexcept {
     try {
-      std::optional<DeviceGuard> on_device;
       try {
-        if (device_ >= 0) on_device.emplace(device_);
+        if (device_ >= 0) check::bind_thread_to_device(device_);
       } catch (const std::exception& e) {
         log::warn("nccl communicator: {}", e.what());  // still free what we can
       }

@@ -1,6 +1,6 @@
 // CUDA device memory: CudaMemory (cudaMalloc/cudaFree/cudaMemGetInfo on the device current when
-// it was made; each call switches to that device and back, so any thread may use it), the
-// process's caching pool over it, and host/device copies.
+// it was made; each call binds the calling thread to that device, the rank's, so any thread may
+// use it), the process's caching pool over it, and host/device copies.
 #include <cuda_runtime.h>
 
 #include "check/cuda_check.hpp"
@@ -10,27 +10,12 @@
 namespace ringtrain {
 namespace {
 
-// Makes `device` current for a scope and restores the previous one.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    RT_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) RT_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceScope() { cudaSetDevice(previous_); }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 class CudaMemory final : public DeviceMemory {
  public:
   CudaMemory() { RT_CUDA_CHECK(cudaGetDevice(&device_)); }
 
   void* allocate(std::size_t bytes) override {
-    DeviceScope scope(device_);
+    check::bind_thread_to_device(device_);
     void* ptr = nullptr;
     const cudaError_t rc = cudaMalloc(&ptr, bytes);
     if (rc == cudaErrorMemoryAllocation) {
@@ -42,12 +27,12 @@ class CudaMemory final : public DeviceMemory {
   }
 
   void release(void* ptr) override {
-    DeviceScope scope(device_);
+    check::bind_thread_to_device(device_);
     RT_CUDA_CHECK(cudaFree(ptr));
   }
 
   MemoryInfo info() const override {
-    DeviceScope scope(device_);
+    check::bind_thread_to_device(device_);
     MemoryInfo info;
     RT_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
     return info;
