@@ -3,18 +3,15 @@
 // strides, padding, kernel sizes and batch sizes the CNN does not use, and repeat bit for bit,
 // also while signals interrupt it (a stop signal may arrive mid-step).
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "ringtrain/core/random.hpp"
+#include "support/signal_storm.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "nn/layer_maker.hpp"
 
@@ -102,19 +99,10 @@ TEST(CpuConv2d, MatchesTheOwnPathOnEveryShapeAndRepeatsBitForBit) {
   }
 }
 
-volatile std::sig_atomic_t g_signals = 0;
-extern "C" void count_signal(int) { g_signals = g_signals + 1; }
-
 // Slurm's SIGTERM before preemption, SIGUSR1, a profiler's SIGPROF: a handler runs on the
 // computing thread, between any two instructions of a kernel. oneDNN 2.6's sgemm corrupts the
 // heap when that happens (issue 21's notes); its convolutions must not.
 TEST(CpuConv2d, GivesTheSameResultsWhileSignalsInterruptIt) {
-  struct sigaction action {};
-  struct sigaction previous {};
-  action.sa_handler = count_signal;
-  action.sa_flags = SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
   Conv2dOptions o;
   o.out_channels = 64;
   o.padding = 1;
@@ -125,25 +113,15 @@ TEST(CpuConv2d, GivesTheSameResultsWhileSignalsInterruptIt) {
   for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   const Result first = run(made, x, dy);
-  g_signals = 0;
-  const pthread_t computing = pthread_self();
-  std::atomic<bool> done{false};
-  std::thread sender([&] {
-    while (!done) {
-      pthread_kill(computing, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  int differing = 0;
+  const int signals = test::with_signal_storm(std::chrono::microseconds(200), [&] {
+    for (int i = 0; i < 100; ++i) {
+      const Result again = run(made, x, dy);
+      differing += again.y != first.y || again.dx != first.dx || again.grads != first.grads ? 1 : 0;
     }
   });
-  int differing = 0;
-  for (int i = 0; i < 100; ++i) {
-    const Result again = run(made, x, dy);
-    differing += again.y != first.y || again.dx != first.dx || again.grads != first.grads ? 1 : 0;
-  }
-  done = true;
-  sender.join();
-  sigaction(SIGUSR1, &previous, nullptr);
   EXPECT_EQ(differing, 0) << cpu_conv2d_library();
-  EXPECT_GT(static_cast<int>(g_signals), 0);
+  EXPECT_GT(signals, 0);
 }
 
 }  // namespace

@@ -5,19 +5,16 @@
 // it (a stop signal may arrive mid-step: oneDNN 2.6.3's JIT GEMM fails
 // this one, with wrong results and a corrupted heap).
 #include <gtest/gtest.h>
-#include <pthread.h>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <limits>
-#include <thread>
 #include <vector>
 
 #include "ringtrain/core/random.hpp"
+#include "support/signal_storm.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
@@ -149,33 +146,14 @@ TEST(Sgemm, RepeatsBitForBitAtAnyAddress) {
     for (const std::size_t shift : {0, 1, 3, 16}) EXPECT_TRUE(repeats(c, shift)) << "m " << c.g.m << " shift " << shift;
 }
 
-std::atomic<int> g_signals{0};
-void count_signal(int /*signal*/) { ++g_signals; }
-
 TEST(Sgemm, GivesTheSameResultsWhileSignalsInterruptIt) {
-  struct sigaction action {};
-  struct sigaction previous {};
-  action.sa_handler = count_signal;
-  action.sa_flags = SA_RESTART;
-  sigemptyset(&action.sa_mask);
-  ASSERT_EQ(sigaction(SIGUSR1, &action, &previous), 0);
   const std::vector<Case> cases = model_shaped_cases();
-  g_signals = 0;
-  const pthread_t computing = pthread_self();
-  std::atomic<bool> done{false};
-  std::thread sender([&] {
-    while (!done) {
-      pthread_kill(computing, SIGUSR1);
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-  });
   int differing = 0;
-  for (int i = 0; i < 200; ++i) differing += repeats(cases[static_cast<std::size_t>(i) % cases.size()], 0) ? 0 : 1;
-  done = true;
-  sender.join();
-  sigaction(SIGUSR1, &previous, nullptr);
+  const int signals = test::with_signal_storm(std::chrono::microseconds(100), [&] {
+    for (int i = 0; i < 200; ++i) differing += repeats(cases[static_cast<std::size_t>(i) % cases.size()], 0) ? 0 : 1;
+  });
   EXPECT_EQ(differing, 0);
-  EXPECT_GT(static_cast<int>(g_signals), 0);
+  EXPECT_GT(signals, 0);
 }
 
 }  // namespace
