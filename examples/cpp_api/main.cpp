@@ -44,7 +44,7 @@ void fill_batch(std::int64_t step, const rt::Context& ctx, float* x, std::int32_
 
 int main(int argc, char** argv) {
   rt::Context ctx(&argc, &argv);  // MPI, finalized when it goes out of scope
-  ctx.bind("cpu", 0);             // this rank's share of the node's cores
+  ctx.bind(rt::Device::cpu, 0);   // this rank's share of the node's cores
 
   rt::Config config = rt::Config::parse(kModel, "cpp_api.toml");
   rt::Config model_config = config.section("model");

@@ -85,7 +85,7 @@ double timed(Communicator& comm, const Context& ctx, F&& fn) {
 }  // namespace
 
 void bench_ckpt(Context& ctx, const CkptBenchOptions& o) {
-  ctx.bind("cpu", 0);
+  ctx.bind(Device::cpu, 0);
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   const std::string raw_path = o.dir + "/raw.bin";
   const std::string ckpt_path = o.dir + "/bench.h5";

@@ -9,6 +9,7 @@
 
 #include "bench/bench_gemm_cuda.hpp"
 #include "bench/bench_stats.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
@@ -81,7 +82,8 @@ GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
 }
 
 void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
-  const CudaGpu gpu = current_gpu_cuda();
+  const GpuBackend& backend = gpu("bench gemm --backend cuda");
+  const CudaGpu gpu = backend.current_gpu();
   if (!o.json) {
     log::info(
         "bench gemm: cuBLASLt on {} (GPU {}), medians of {} repeats of {} calls; used = ringtrain's algorithm "
@@ -93,7 +95,7 @@ void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
   for (const NamedGemm& g : cuda_bench_gemms(o.size)) {
     for (const std::string& dtype : o.dtypes) {
       const GemmProblem p = cuda_problem(g, dtype);
-      const std::vector<std::vector<double>> ms = time_gemm_candidates_cuda(p, o.repeats, o.calls);
+      const std::vector<std::vector<double>> ms = backend.time_gemm_candidates(p, o.repeats, o.calls);
       const std::size_t count = ms.front().size();
       for (const auto& row : ms)
         RT_REQUIRE(row.size() == count, Error, "bench gemm {} {}: cuBLASLt offered {} and then {} algorithms", g.name,
@@ -149,10 +151,10 @@ void bench_gemm(Context& ctx, const GemmBenchOptions& o) {
   // As in training, cuda without a usable GPU warns (Context::bind) and the CPU is measured.
   run_collectively(ctx, [&] {
     ctx.bind(o.backend, o.threads);
-    RT_REQUIRE(ctx.binding().backend != "cuda" || ctx.world_size() == 1, ConfigError,
+    RT_REQUIRE(ctx.binding().backend != Device::cuda || ctx.world_size() == 1, ConfigError,
                "bench gemm --backend cuda times one GPU from one process: run it on 1 rank, not {}", ctx.world_size());
   });
-  if (ctx.binding().backend == "cuda")
+  if (ctx.binding().backend == Device::cuda)
     bench_gemm_cuda(ctx, o);
   else
     bench_gemm_cpu(ctx, o);

@@ -1,6 +1,6 @@
-// Private to `ringtrain bench gemm --backend cuda`: one GEMM timed on the current GPU through
-// ringtrain's cuBLASLt wrapper, every algorithm cuBLASLt offers for it (bench_gemm_cuda.cpp);
-// a build without CUDA has bench_gemm_stub.cpp, which throws NotCompiled.
+// Private to `ringtrain bench gemm --backend cuda`: what GpuBackend::current_gpu and
+// time_gemm_candidates (src/cuda/gemm_timing.cpp) take and give: one GEMM timed on the current
+// GPU through ringtrain's cuBLASLt wrapper, every algorithm cuBLASLt offers for it.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,11 +24,10 @@ struct CudaGpu {
   int ordinal = 0;
   std::string name;
 };
-CudaGpu current_gpu_cuda();
 
-// Milliseconds per call, ms[r][i]: measurement r (of `repeats`, each `calls` calls timed with
-// CUDA events) of the i-th algorithm cuBLASLt's heuristic offers (up to 16); i = 0 is the one
-// BlasLt::gemm uses. Operands hold random values in [-1, 1). Throws Error on any CUDA failure.
-std::vector<std::vector<double>> time_gemm_candidates_cuda(const GemmProblem& p, int repeats, int calls);
+// time_gemm_candidates gives milliseconds per call, ms[r][i]: measurement r (of `repeats`, each
+// `calls` calls timed with CUDA events) of the i-th algorithm cuBLASLt's heuristic offers (up to
+// 16); i = 0 is the one BlasLt::gemm uses. Operands hold random values in [-1, 1). Throws Error
+// on any CUDA failure.
 
 }  // namespace ringtrain

@@ -95,7 +95,7 @@ Pass loader_pass(const Context& ctx, Communicator& comm, const IoBenchOptions& o
 }  // namespace
 
 void bench_io(Context& ctx, const IoBenchOptions& o) {
-  ctx.bind("cpu", 0);
+  ctx.bind(Device::cpu, 0);
   auto comm = make_mpi_communicator(ctx, AllreduceAlgo::mpi);
   DatasetSpec spec;
   spec.sources = o.sources;

@@ -37,8 +37,7 @@ struct Pass {
 
 void bench_optim(Context& ctx, const OptimBenchOptions& o) {
   ctx.bind(o.backend, 1);  // cuda without a visible GPU falls back to the CPU (with a warning)
-  const std::string& backend = ctx.binding().backend;
-  const Device device = backend == "cuda" ? Device::cuda : Device::cpu;
+  const Device device = ctx.binding().backend;
   const Shape shape{o.params};
   // Parameters and gradients of a plausible scale, made on the host and copied over.
   Tensor host_p = Tensor::empty(shape), host_g = Tensor::empty(shape);
@@ -99,8 +98,8 @@ void bench_optim(Context& ctx, const OptimBenchOptions& o) {
   RT_REQUIRE(std::isfinite(probe.f32()[0]), Error, "bench optim: the updates produced a non-finite parameter ({})",
              probe.f32()[0]);
 
-  nlohmann::json j = {{"bench", "optim"},   {"backend", backend},         {"device", ctx.binding().device},
-                      {"params", o.params}, {"iterations", o.iterations}, {"repeats", o.repeats}};
+  nlohmann::json j = {{"bench", "optim"},   {"backend", device_name(device)}, {"device", ctx.binding().device},
+                      {"params", o.params}, {"iterations", o.iterations},     {"repeats", o.repeats}};
   for (const Pass& pass : passes) {
     const double ms = median(pass.ms);
     const double bytes = pass.bytes_per_param * static_cast<double>(o.params);
@@ -124,7 +123,7 @@ void bench_optim(Context& ctx, const OptimBenchOptions& o) {
   log::info(
       "bench optim: {} parameters on {}, medians of {} repeats of {} calls; bound: the update's memory traffic "
       "alone (the gradient added to each arena it rewrites)",
-      o.params, backend, o.repeats, o.iterations);
+      o.params, device_name(device), o.repeats, o.iterations);
   for (const Pass& pass : passes) {
     const bool update = pass.name == "adamw" || pass.name == "sgd";
     log::info("  {:<11} {:9.3f} ms  {:8.3f} GB moved  {:8.1f} GB/s{}", pass.name, j[pass.name + "_ms"].get<double>(),

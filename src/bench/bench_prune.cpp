@@ -62,7 +62,7 @@ double step_ms(Model& model, const Tensor& x, const std::vector<std::int32_t>& l
 }  // namespace
 
 void bench_prune(Context& ctx, const PruneBenchOptions& o) {
-  ctx.bind("cpu", o.threads);
+  ctx.bind(Device::cpu, o.threads);
   const Shape input{std::vector<std::int64_t>(o.input)};
   auto dense = build_mlp(o.config, {}, input, {});
   const std::vector<std::size_t> linear_layers = linear_layers_of(*dense, o.config);

@@ -164,7 +164,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                       {"synthetic", o.synthetic},
                       {"ranks", world},
                       {"nodes", ctx.node_count()},
-                      {"backend", ctx.binding().backend},
+                      {"backend", device_name(ctx.binding().backend)},
                       {"precision", precision_name(tc.precision)},
                       {"threads_per_rank", ctx.binding().threads},
                       {"per_rank_batch", per_rank},
@@ -206,7 +206,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   log::info(
       "bench train: {} on {} rank{} ({}, {}), {} batches of {} per rank ({} global), medians of {} steps after {} "
       "warm-up",
-      o.config, world, world > 1 ? "s" : "", ctx.binding().backend, precision_name(tc.precision),
+      o.config, world, world > 1 ? "s" : "", device_name(ctx.binding().backend), precision_name(tc.precision),
       o.synthetic ? "synthetic" : "real", per_rank, per_rank * world, o.steps, o.warmup);
   log::info(
       "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms (the slowest rank's median); rank 0's parts, each "

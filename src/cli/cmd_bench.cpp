@@ -13,6 +13,14 @@
 namespace ringtrain {
 namespace {
 
+// --backend into *backend, with runtime.backend's names (cpu, cuda).
+void add_backend_option(CLI::App* cmd, Device* backend, const std::string& help) {
+  cmd->add_option_function<std::string>(
+         "--backend", [backend](const std::string& name) { *backend = name == "cuda" ? Device::cuda : Device::cpu; },
+         help)
+      ->check(CLI::IsMember({device_name(Device::cpu), device_name(Device::cuda)}));
+}
+
 // The action of a benchmark's subcommand: the benchmark, with its options, when it was chosen.
 template <typename Options>
 Command when_chosen(const CLI::App* cmd, std::shared_ptr<Options> o, void (*bench)(Context&, const Options&)) {
@@ -28,9 +36,7 @@ Command add_bench_gemm_command(CLI::App& bench) {
       "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
       "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
   auto o = std::make_shared<GemmBenchOptions>();
-  cmd->add_option("--backend", o->backend,
-                  "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_backend_option(cmd, &o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)");
   cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
       ->check(CLI::Range(64, 8192));
   cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
@@ -46,7 +52,7 @@ Command add_bench_gemm_command(CLI::App& bench) {
                 "one JSON line per GEMM and type instead of a table (cuda; cpu always prints its JSON line)");
   return [cmd, o](Context& ctx) {
     if (!cmd->parsed()) return 0;
-    const bool cuda = o->backend == "cuda";
+    const bool cuda = o->backend == Device::cuda;
     run_collectively(ctx, [&] {
       for (const char* option :
            cuda ? std::vector<const char*>{"--seconds", "--threads"} : std::vector<const char*>{"--dtype", "--calls"})
@@ -141,9 +147,8 @@ Command add_bench_optim_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "optim", "Fused optimizer update (AdamW, SGD momentum) vs its memory bound and a plain copy: GB/s on CPU or GPU");
   auto o = std::make_shared<OptimBenchOptions>();
-  cmd->add_option("--backend", o->backend,
-                  "where the arenas live (as runtime.backend; cuda without a GPU: cpu, with a warning)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_backend_option(cmd, &o->backend,
+                     "where the arenas live (as runtime.backend; cuda without a GPU: cpu, with a warning)");
   cmd->add_option("--params", o->params, "parameters in the arena")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
   cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(CLI::Range(1, 100000));

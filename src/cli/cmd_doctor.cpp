@@ -17,6 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/cuda_versions.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "check/h5_check.hpp"
 #include "monitor/nvml_loader.hpp"
 #include "nn/layer_maker.hpp"
@@ -113,7 +114,7 @@ struct Versions {
 
 Versions collect_versions(const NvmlTelemetry& nvml) {
   Versions v;
-  v.cuda = cuda_versions();
+  if (const GpuBackend* gpu = compiled_gpu_backend()) v.cuda = gpu->versions();
   try {
     v.nccl = nccl_version();
   } catch (const NotCompiled&) {
@@ -427,8 +428,9 @@ int report(const Context& ctx, const Versions& v, const std::vector<VisibleGpu>&
 int run_doctor(Context& ctx, const DoctorOptions& o) {
   const NvmlTelemetry nvml;
   const Versions v = collect_versions(nvml);
-  std::string no_gpu_why;
-  const std::vector<VisibleGpu> gpus = visible_gpus(&no_gpu_why);
+  std::string no_gpu_why = "CUDA not compiled (RINGTRAIN_WITH_CUDA=OFF)";
+  const GpuBackend* gpu = compiled_gpu_backend();
+  const std::vector<VisibleGpu> gpus = gpu != nullptr ? gpu->visible_gpus(&no_gpu_why) : std::vector<VisibleGpu>{};
   RankFacts mine;
   mine.gpus = static_cast<int>(gpus.size());
   mine.local_size = ctx.local_size();

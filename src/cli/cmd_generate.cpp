@@ -102,7 +102,7 @@ void generate(Context& ctx, const GenerateOptions& o, bool text_prompt, bool tok
              "generate: give the prompt as --prompt TEXT or --prompt-tokens IDS");
   const SamplingOptions sampling{o.temperature, o.top_k, o.seed};
   check_sampling_options(sampling);
-  ctx.bind("cpu", o.threads);
+  ctx.bind(Device::cpu, o.threads);
   Generator generator = load(ctx, o);
   const std::vector<std::int32_t> prompt = prompt_of(o, text_prompt, generator.vocab_size());
   std::function<void(std::int32_t)> stream;

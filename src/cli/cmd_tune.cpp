@@ -30,6 +30,7 @@
 
 #include "bench/bench_stats.hpp"
 #include "cli/commands.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/train/run_comms.hpp"
@@ -43,7 +44,6 @@
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "ringtrain/tensor/device_memory.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/train/batch_tuner.hpp"
 #include "ringtrain/train/memory_report.hpp"
@@ -78,8 +78,8 @@ class MemoryMeter {
  public:
   explicit MemoryMeter(bool gpu) : gpu_(gpu) {
     if (gpu_) {
-      cuda_pool().empty_cache();
-      cuda_pool().reset_peak();
+      gpu_pool().empty_cache();
+      gpu_pool().reset_peak();
     }
     start_ = now();
   }
@@ -87,9 +87,10 @@ class MemoryMeter {
 
  private:
   double now() const {
-    if (gpu_) return static_cast<double>(cuda_pool().stats().peak_in_use);
+    if (gpu_) return static_cast<double>(gpu_pool().stats().peak_in_use);
     return heap_bytes_in_use() + static_cast<double>(host_mapped_bytes());
   }
+  static MemoryPool& gpu_pool() { return gpu("tune --backend cuda").pool(); }
   // glibc's count of its heap, or, in a build with AddressSanitizer (whose allocator replaces
   // glibc's, so mallinfo2 sees nothing), the sanitizer's own.
   static double heap_bytes_in_use() {
@@ -158,7 +159,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
         fmt::format("train.accumulation_steps = {} is not used: memory and speed are per "
                     "micro-batch, so the batch tuned is train.batch_size",
                     t->tc.accumulation_steps));
-  t->gpu = ctx.binding().backend == "cuda";
+  t->gpu = ctx.binding().backend == Device::cuda;
   t->compute = compute_options(t->tc, ctx);
   t->comm = s.comms.main.get();
   t->grad_comm = s.comms.gradient.get();
@@ -172,7 +173,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   run_collectively(ctx, [&] {
     if (!t->gpu) return;
     t->self_comm = make_mpi_self_communicator(AllreduceAlgo::ring);
-    device_total = static_cast<double>(make_cuda_memory()->info().total);
+    device_total = static_cast<double>(gpu("tune --backend cuda").make_memory()->info().total);
   });
   if (t->memory_limit == 0 && t->gpu) {
     t->memory_limit = static_cast<std::int64_t>(min_of(gather(*t->comm, ctx, device_total)));
@@ -438,7 +439,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
   const nlohmann::json j = {{"tune", "batch"},
                             {"config", o.config},
                             {"world_size", world},
-                            {"backend", ctx.binding().backend},
+                            {"backend", device_name(ctx.binding().backend)},
                             {"threads_per_rank", ctx.binding().threads},
                             {"allreduce", t.grad_comm->name()},
                             {"overlap", t.step_options.overlap},

@@ -1,6 +1,7 @@
 // Private to `ringtrain doctor`: versions of the CUDA runtime, driver, cuBLAS and cuDNN, and
-// the GPUs this process sees. cuda_versions_cuda.cpp asks the libraries; cuda_versions_stub.cpp
-// (builds without CUDA) reports them as not compiled. Never throws for a missing GPU or driver.
+// the GPUs this process sees, as GpuBackend::versions and visible_gpus (src/cuda/versions.cpp)
+// report them; a build without CUDA reports them as not compiled. Never throws for a missing GPU
+// or driver.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,9 +26,7 @@ struct VisibleGpu {
   std::string pci_bus_id;          // "0000:18:00.0": tells GPUs apart across ranks of a node
 };
 
-CudaVersions cuda_versions();
-// The GPUs this process sees; empty with *why set when there are none ("no NVIDIA driver",
-// "no CUDA device", "not compiled (RINGTRAIN_WITH_CUDA=OFF)").
-std::vector<VisibleGpu> visible_gpus(std::string* why);
+// visible_gpus: the GPUs this process sees; empty with *why set when there are none ("no NVIDIA
+// driver", "no CUDA device").
 
 }  // namespace ringtrain

@@ -19,12 +19,12 @@
 #include "comm/nccl_unique_id.hpp"
 #include "check/cuda_check.hpp"
 #include "check/mpi_check.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "runtime/cuda_device.hpp"
 #include "runtime/mpi_context.hpp"
 
 namespace ringtrain {
@@ -163,10 +163,10 @@ class NcclCommunicator final : public Communicator {
     RT_REQUIRE(std::isfinite(options_.timeout_s) && options_.timeout_s > 0, ConfigError,
                "nccl timeout_s must be a positive number of seconds (got {})", options_.timeout_s);
     const DeviceBinding& binding = ctx.binding();
-    if (binding.backend == "cuda" && binding.device >= 0) {
+    if (binding.backend == Device::cuda && binding.device >= 0) {
       device_ = binding.device;
     } else {
-      const int count = cuda::device_count();
+      const int count = gpu("comm.backend=nccl").device_count();
       RT_REQUIRE(count > 0, CommError,
                  "no CUDA device visible on this node (node-local rank {}); the nccl backend needs one GPU per rank",
                  ctx.local_rank());

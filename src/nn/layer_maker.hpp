@@ -1,6 +1,6 @@
 // Private: LayerMaker, the one place a compute backend plugs its layers into build_model. The
 // builder parses [[model.layers]] and asks the maker for each layer; the CUDA maker comes from
-// src/nn/cuda (a stub throwing NotCompiled in builds without CUDA).
+// src/nn/cuda, reached through the GPU backend (cuda/gpu_backend.hpp; NotCompiled without CUDA).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -39,7 +39,7 @@ std::unique_ptr<LayerMaker> make_cpu_layer_maker();
 std::unique_ptr<Layer> make_cpu_conv2d(const Conv2dOptions& options);
 std::string cpu_conv2d_library();
 // Layers computing on the current CUDA device with activations of `precision` (f32, bf16,
-// f16); tf32 lets f32 GEMMs and convolutions use TF32 tensor cores.
+// f16); tf32 lets f32 GEMMs and convolutions use TF32 tensor cores. CUDA builds only.
 std::unique_ptr<LayerMaker> make_cuda_layer_maker(DType precision, bool tf32);
 
 }  // namespace ringtrain

@@ -1,5 +1,6 @@
 // build_model: [[model.layers]] tables -> layers; the layer keys are declared once below. Each
 // layer type reads only its own keys (others are refused by Config::finish, naming the type).
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -188,7 +189,8 @@ std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shap
                                    std::int64_t data_vocab_size) {
   std::vector<ModelNode> nodes;
   const std::unique_ptr<LayerMaker> maker =
-      compute.device == Device::cuda ? make_cuda_layer_maker(compute.precision, compute.tf32) : make_cpu_layer_maker();
+      compute.device == Device::cuda ? gpu("runtime.backend=cuda").make_layer_maker(compute.precision, compute.tf32)
+                                     : make_cpu_layer_maker();
   if (model_config.get(kFamily) == "gpt") {
     nodes = gpt_nodes(read_gpt_config(model_config, data_vocab_size), *maker);
   } else {

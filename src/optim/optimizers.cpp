@@ -1,11 +1,11 @@
 // SGD and AdamW over flat arenas: one tight loop over the shared per-element rules on the host,
-// or the fused kernel applying the same rules on the GPU (optim/device_update.hpp).
+// or the fused kernel applying the same rules on the GPU (cuda/gpu_backend.hpp).
 #include "ringtrain/optim/optimizer.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "optim/device_update.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain {
@@ -74,7 +74,8 @@ void Sgd::update(float* params, const float* grads, std::int64_t state_offset, s
   h.lr = lr;
   if (!weight_decay) h.weight_decay = 0.0f;
   float* v = velocity_.f32() + state_offset;
-  if (velocity_.device() == Device::cuda) return device_sgd_update(params, grads, v, n, grad_scale, h);
+  if (velocity_.device() == Device::cuda)
+    return gpu("optimizer on the GPU").sgd_update(params, grads, v, n, grad_scale, h);
   const SgdHyper rule = h;  // as in AdamW::step
   for (std::int64_t i = 0; i < n; ++i) sgd_update(params[i], grads[i] * grad_scale, v[i], rule);
 }
@@ -95,7 +96,8 @@ void AdamW::update(float* params, const float* grads, std::int64_t state_offset,
   h.bias_correction2 = 1.0f - static_cast<float>(std::pow(h.beta2, static_cast<double>(t)));
   float* m = m_.f32() + state_offset;
   float* v = v_.f32() + state_offset;
-  if (m_.device() == Device::cuda) return device_adamw_update(params, grads, m, v, n, grad_scale, h);
+  if (m_.device() == Device::cuda)
+    return gpu("optimizer on the GPU").adamw_update(params, grads, m, v, n, grad_scale, h);
   const AdamWHyper rule = h;  // h's address escaped above: a fresh copy lets the loop vectorise
   for (std::int64_t i = 0; i < n; ++i) adamw_update(params[i], grads[i] * grad_scale, m[i], v[i], rule);
 }

@@ -1,10 +1,11 @@
 // Pruner (see header): which weights are pruned, the mask updates on schedule with their
 // cross-rank check, and the mask applied after every optimizer step where the data lives
-// (host loop, or the device mask kernel through prune/device_mask.hpp).
+// (host loop, or the device mask kernel through cuda/gpu_backend.hpp).
 #include <algorithm>
 #include <set>
 #include <utility>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -13,14 +14,13 @@
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/runtime/collective.hpp"
-#include "prune/device_mask.hpp"
 
 namespace ringtrain {
 namespace {
 
 // Zeroes the n elements at x where the n at mask are 0; x and mask are on `device`.
 void zero_masked(float* x, const float* mask, std::int64_t n, Device device) {
-  if (device == Device::cuda) return device_apply_mask(x, mask, n);
+  if (device == Device::cuda) return gpu("pruning on the GPU").apply_mask(x, mask, n);
   for (std::int64_t i = 0; i < n; ++i)
     if (mask[i] == 0.0f) x[i] = 0.0f;
 }

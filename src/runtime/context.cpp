@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "check/mpi_check.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
-#include "runtime/cuda_device.hpp"
 #include "runtime/mpi_context.hpp"
 #include "tensor/blas.hpp"
 
@@ -60,9 +60,9 @@ Context::~Context() {
   if (impl_->we_initialized && !finalized) MPI_Finalize();
 }
 
-void Context::bind(const std::string& backend, int threads) {
+void Context::bind(Device backend, int threads) {
   RT_REQUIRE(threads >= 0, ConfigError, "runtime.threads: must be >= 0 (0 = automatic), got {}", threads);
-  if (backend == "cpu") {
+  if (backend == Device::cpu) {
     if (threads == 0) {
       const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       const int share = std::max(1, hw / local_size_);
@@ -70,33 +70,25 @@ void Context::bind(const std::string& backend, int threads) {
       threads = mask > 0 ? std::min(share, mask) : share;
     }
     blas::set_threads(threads);
-    binding_ = DeviceBinding{"cpu", -1, threads};
+    binding_ = DeviceBinding{Device::cpu, -1, threads};
     return;
   }
-  if (backend == "cuda") {
-    // No GPU (a login node, a CPU-only build): the CPU backend runs the same model, said once
-    // per rank so a misconfigured node is visible in the log.
-    int count = 0;
-    std::string why = "no CUDA device visible on this node";
-    try {
-      count = cuda::device_count();
-    } catch (const NotCompiled&) {
-      why = "this ringtrain was built without CUDA";
-    }
-    if (count == 0) {
-      log::warn("runtime.backend=cuda: {}; falling back to the CPU backend", why);
-      bind("cpu", threads);
-      return;
-    }
-    // Slurm's --gpu-bind=single/closest (or a site's CUDA_VISIBLE_DEVICES per task) leaves each
-    // rank one visible GPU: count is 1, so every rank takes device 0 of what it sees, which is
-    // its own GPU. With all of a node's GPUs visible, local ranks spread over them.
-    const int device = local_rank_ % count;
-    cuda::set_device(device);
-    binding_ = DeviceBinding{"cuda", device, threads == 0 ? 1 : threads};
+  // No GPU (a login node, a CPU-only build): the CPU backend runs the same model, said once
+  // per rank so a misconfigured node is visible in the log.
+  const GpuBackend* gpu = compiled_gpu_backend();
+  const int count = gpu != nullptr ? gpu->device_count() : 0;
+  if (count == 0) {
+    const char* why = gpu != nullptr ? "no CUDA device visible on this node" : "this ringtrain was built without CUDA";
+    log::warn("runtime.backend=cuda: {}; falling back to the CPU backend", why);
+    bind(Device::cpu, threads);
     return;
   }
-  throw ConfigError(fmt::format("runtime.backend: unknown backend '{}' (known: cpu, cuda)", backend));
+  // Slurm's --gpu-bind=single/closest (or a site's CUDA_VISIBLE_DEVICES per task) leaves each
+  // rank one visible GPU: count is 1, so every rank takes device 0 of what it sees, which is
+  // its own GPU. With all of a node's GPUs visible, local ranks spread over them.
+  const int device = local_rank_ % count;
+  gpu->set_device(device);
+  binding_ = DeviceBinding{Device::cuda, device, threads == 0 ? 1 : threads};
 }
 
 void Context::abort(int code) const {

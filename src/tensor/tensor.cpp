@@ -13,9 +13,9 @@
 #include <cstring>
 #include <new>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
-#include "ringtrain/tensor/device_memory.hpp"
 
 namespace ringtrain {
 
@@ -70,7 +70,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
   if (bytes == 0) return t;
   if (device == Device::cuda) {
-    t.storage_ = allocate_cuda_zeroed(bytes);
+    t.storage_ = gpu("CUDA device memory").allocate_zeroed(bytes);
     t.data_ = t.storage_.get();
     return t;
   }
@@ -141,7 +141,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
     std::memmove(dst.raw(), src.raw(), src.nbytes());
     return;
   }
-  copy_cuda_bytes(dst.raw(), dst.device() == Device::cuda, src.raw(), src.device() == Device::cuda, src.nbytes());
+  gpu("CUDA device memory")
+      .copy_bytes(dst.raw(), dst.device() == Device::cuda, src.raw(), src.device() == Device::cuda, src.nbytes());
 }
 
 Tensor to_host(const Tensor& t) {

@@ -1,17 +1,20 @@
 // Whole-tensor operations (see the header): host loops here, device work through
-// tensor/device_ops.hpp (kernels in CUDA builds, NotCompiled otherwise).
+// the GPU backend (cuda/gpu_backend.hpp: kernels in CUDA builds, NotCompiled otherwise).
 #include "ringtrain/tensor/tensor_ops.hpp"
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/rounding.hpp"
-#include "tensor/device_ops.hpp"
 
 namespace ringtrain {
+namespace {
+constexpr const char* kOnGpu = "tensor operation on the GPU";
+}  // namespace
 
 void add_into(const Tensor& dst, const Tensor& src) {
   RT_REQUIRE(dst.numel() == src.numel() && dst.device() == src.device(), Error,
              "add_into: {} += {}: element counts or devices differ", dst.shape().str(), src.shape().str());
-  if (dst.device() == Device::cuda) return device_add_into(dst.f32(), src.f32(), dst.numel());
+  if (dst.device() == Device::cuda) return gpu(kOnGpu).add_into(dst.f32(), src.f32(), dst.numel());
   float* d = dst.f32();
   const float* s = src.f32();
   for (std::int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
@@ -29,7 +32,7 @@ void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {
     targets[k] = dst.f32();
   }
   const auto count = static_cast<int>(dsts.size());
-  if (src.device() == Device::cuda) return device_add_into_each(targets, count, src.f32(), src.numel());
+  if (src.device() == Device::cuda) return gpu(kOnGpu).add_into_each(targets, count, src.f32(), src.numel());
   // One fused loop, every target streamed side by side as an update streams its arenas.
   const float* s = src.f32();
   const std::int64_t n = src.numel();
@@ -48,7 +51,7 @@ void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {
 }
 
 double sum_of_squares(const Tensor& t) {
-  if (t.device() == Device::cuda) return device_sum_of_squares(t.f32(), t.numel());
+  if (t.device() == Device::cuda) return gpu(kOnGpu).sum_of_squares(t.f32(), t.numel());
   // kLanes independent sums (lane k takes the elements i with i % kLanes == k), combined in
   // lane order: a fixed order, without the one long chain of dependent additions.
   constexpr std::int64_t kLanes = 8;
@@ -65,12 +68,12 @@ double sum_of_squares(const Tensor& t) {
 }
 
 bool has_nonfinite(const Tensor& t) {
-  if (t.device() == Device::cuda) return device_has_nonfinite(t.f32(), t.numel());
+  if (t.device() == Device::cuda) return gpu(kOnGpu).has_nonfinite(t.f32(), t.numel());
   return has_nonfinite(t.f32(), t.numel());
 }
 
 void synchronize(Device device) {
-  if (device == Device::cuda) device_synchronize();
+  if (device == Device::cuda) gpu(kOnGpu).synchronize();
 }
 
 }  // namespace ringtrain

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/grad_bucketer.hpp"
 #include "ringtrain/core/error.hpp"
@@ -25,7 +26,7 @@
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/runtime/collective.hpp"
-#include "ringtrain/tensor/device_memory.hpp"
+#include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/tensor/rounding.hpp"
 #include "ringtrain/tensor/tensor_ops.hpp"
 #include "train/device_batch.hpp"
@@ -126,7 +127,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   if (options.cuda_graph) {
     graph_refused_ = cuda_graph_obstacle(model, k);
     if (graph_refused_.empty()) {
-      graph_ = make_step_graph();
+      graph_ = gpu("train.cuda_graph").make_step_graph();
       overlap = false;  // the buckets are reduced after the graph's backward
     }
   }
@@ -241,7 +242,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     const auto t0 = Clock::now();
     model_.begin_step(micro_info);  // per-step device state (dropout keys), outside the graph
     if (graph_) {                   // one micro-batch: forward, loss and backward as one graph launch
-      const StepGraphKey key{micro_batch_, scale, cuda_pool().stats().allocations};
+      const StepGraphKey key{micro_batch_, scale, gpu("train.cuda_graph").pool().stats().allocations};
       graph_->run(key, [&] {
         forward_and_loss(input, micro_labels, micro_info, scale);
         model_.backward(dlogits_);

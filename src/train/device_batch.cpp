@@ -2,6 +2,7 @@
 // (and decoded: raw batches exist for the GPU only).
 #include "train/device_batch.hpp"
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 
 namespace ringtrain {
@@ -19,7 +20,7 @@ class HostBatch final : public DeviceBatch {
 
 std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
                                                const GpuAugment* augment) {
-  if (device == Device::cuda) return make_cuda_device_batch(max_rows, sample, act, augment);
+  if (device == Device::cuda) return gpu("runtime.backend=cuda").make_device_batch(max_rows, sample, act, augment);
   return std::make_unique<HostBatch>();
 }
 

@@ -35,7 +35,5 @@ class DeviceBatch {
 // what raw batches are decoded with (a GPU only: its table is uploaded here, once).
 std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
                                                const GpuAugment* augment = nullptr);
-std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
-                                                    const GpuAugment* augment);  // device_batch_{cuda,stub}.cpp
 
 }  // namespace ringtrain

@@ -24,7 +24,7 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
   c.main = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "main");
   options.wire_dtype = tc.wire_dtype;
   // NCCL only where every rank has a GPU (binding falls back per rank), so all ranks agree.
-  std::int32_t gpus = ctx.binding().backend == "cuda" ? 1 : 0;
+  std::int32_t gpus = ctx.binding().backend == Device::cuda ? 1 : 0;
   const bool may_use_nccl = tc.allreduce == GradientAllreduce::nccl || tc.allreduce == GradientAllreduce::automatic;
   if (may_use_nccl) c.main->allreduce_sum(&gpus, 1, DType::i32);
   const GradientAllreduce path = gradient_allreduce(tc.allreduce, gpus, ctx.world_size(), nccl_compiled());
@@ -63,7 +63,7 @@ StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Commun
 }
 
 ComputeOptions compute_options(const TrainConfig& tc, const Context& ctx) {
-  return ComputeOptions{ctx.binding().backend == "cuda" ? Device::cuda : Device::cpu, tc.precision, tc.tf32};
+  return ComputeOptions{ctx.binding().backend, tc.precision, tc.tf32};
 }
 
 void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed) {

@@ -146,7 +146,7 @@ RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view
   // A CPU rank watches the GPU it would bind (local rank mod visible GPUs), if the node has one.
   const auto& b = ctx.binding();
   sampler_ = std::make_unique<ResourceSampler>(static_cast<int>(tc.monitor_interval_ms),
-                                               b.backend == "cuda" ? b.device : ctx.local_rank());
+                                               b.backend == Device::cuda ? b.device : ctx.local_rank());
 }
 
 namespace {
@@ -183,14 +183,15 @@ void RunReport::header(const Session& session, std::int64_t global_batch) {
   flops_per_sample_ = model.train_flops_per_sample();
   const auto& b = ctx_.binding();
   const auto nodes = gather_node_names(ctx_);  // collective: every rank runs header()
-  log::info(
-      "ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce | {}{}", version(),
-      ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
-      join_node_names(nodes), b.backend, b.threads, b.threads > 1 ? "s" : "", comm_name_, precision_name(tc_.precision),
-      tc_.precision == DType::f32    ? std::string()
-      : tc_.precision == DType::bf16 ? std::string(" (f32 master weights)")
-                                     : fmt::format(" (f32 master weights, loss scale {:g}{})", tc_.loss_scale.init,
-                                                   tc_.loss_scale.dynamic ? " dynamic" : " static"));
+  log::info("ringtrain {} | {} rank{} on {} node{} ({}) | {} ({} thread{}/rank) | {} allreduce | {}{}", version(),
+            ctx_.world_size(), ctx_.world_size() > 1 ? "s" : "", ctx_.node_count(), ctx_.node_count() > 1 ? "s" : "",
+            join_node_names(nodes), device_name(b.backend), b.threads, b.threads > 1 ? "s" : "", comm_name_,
+            precision_name(tc_.precision),
+            tc_.precision == DType::f32 ? std::string()
+            : tc_.precision == DType::bf16
+                ? std::string(" (f32 master weights)")
+                : fmt::format(" (f32 master weights, loss scale {:g}{})", tc_.loss_scale.init,
+                              tc_.loss_scale.dynamic ? " dynamic" : " static"));
   if (SlurmInfo slurm = slurm_info(); slurm.active()) {
     if (slurm.ntasks != ctx_.world_size()) slurm.ntasks = 0;  // under mpirun: its daemons, not our ranks
     log::info("slurm:  {}", slurm.describe());
@@ -402,7 +403,7 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
   nlohmann::json j = {{"ringtrain_version", version()},
                       {"world_size", ctx_.world_size()},
                       {"nodes", ctx_.node_count()},
-                      {"backend", ctx_.binding().backend},
+                      {"backend", device_name(ctx_.binding().backend)},
                       {"threads_per_rank", ctx_.binding().threads},
                       {"allreduce", comm_name_},
                       {"per_rank_batch", tc_.batch_size},

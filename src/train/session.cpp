@@ -62,7 +62,7 @@ void open_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
   s.train = for_data_key("data.train", [&] { return Dataset::open(ctx, spec); });
   s.sample_shape = s.train->sample_shape();
   if (data == SessionOptions::Data::shape) return;
-  s.gpu_augment = augment_on_gpu(tc, ctx.binding().backend == "cuda", s.train->sample_type());
+  s.gpu_augment = augment_on_gpu(tc, ctx.binding().backend == Device::cuda, s.train->sample_type());
   if (!tc.data.test.empty())
     s.test = for_data_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
 }

@@ -31,6 +31,4 @@ class StepGraph {
   virtual std::uint64_t replays() const = 0;  // graph launches so far
 };
 
-std::unique_ptr<StepGraph> make_step_graph();  // step_graph_{cuda,stub}.cpp
-
 }  // namespace ringtrain

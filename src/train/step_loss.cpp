@@ -2,6 +2,7 @@
 // gradient multiplied by the loss scale.
 #include "train/step_loss.hpp"
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/nn/layers.hpp"
 
 namespace ringtrain {
@@ -28,7 +29,7 @@ class CpuStepLoss final : public StepLoss {
 }  // namespace
 
 std::unique_ptr<StepLoss> make_step_loss(Device device, std::int64_t max_rows) {
-  if (device == Device::cuda) return make_cuda_step_loss(max_rows);
+  if (device == Device::cuda) return gpu("runtime.backend=cuda").make_step_loss(max_rows);
   return std::make_unique<CpuStepLoss>();
 }
 

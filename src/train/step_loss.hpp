@@ -27,6 +27,5 @@ class StepLoss {
 // The StepLoss for a model on `device`; max_rows: the largest batch compute() will see (device
 // buffers are sized once).
 std::unique_ptr<StepLoss> make_step_loss(Device device, std::int64_t max_rows);
-std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows);  // step_loss_{cuda,stub}.cpp
 
 }  // namespace ringtrain

@@ -144,10 +144,10 @@ const NumberKey kCheckpointTimeoutS(
      .range = Range::at_least(0)},
     0.0);
 
-const EnumKey<std::string> kBackend({.name = "runtime.backend",
-                                     .doc = "compute backend: one GPU per rank for `cuda` (local rank mod visible "
-                                            "GPUs; without a usable GPU it warns and runs on the CPU)"},
-                                    "cpu", {{"cpu", "cpu"}, {"cuda", "cuda"}});
+const EnumKey<Device> kBackend({.name = "runtime.backend",
+                                .doc = "compute backend: one GPU per rank for `cuda` (local rank mod visible "
+                                       "GPUs; without a usable GPU it warns and runs on the CPU)"},
+                               Device::cpu, {{"cpu", Device::cpu}, {"cuda", Device::cuda}});
 const BoolKey kTf32({.name = "runtime.tf32", .doc = "`cuda`, fp32: let GEMMs and convolutions use TF32 tensor cores"},
                     false);
 const IntKey kThreads({.name = "runtime.threads",

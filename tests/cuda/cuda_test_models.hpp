@@ -49,8 +49,8 @@ inline const Shape kInput{1, 12, 12};
 // Binds the shared test Context to a GPU; false (the caller skips) where there is none.
 inline bool bind_gpu() {
   Context& ctx = context();
-  ctx.bind("cuda", 1);
-  return ctx.binding().backend == "cuda";
+  ctx.bind(Device::cuda, 1);
+  return ctx.binding().backend == Device::cuda;
 }
 
 }  // namespace ringtrain::test

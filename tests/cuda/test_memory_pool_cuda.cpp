@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 
@@ -23,7 +24,7 @@ bool have_gpu() {
 
 TEST(CudaMemoryPool, AllocatesAndReusesOnAStream) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto memory = make_cuda_memory();
+  auto memory = gpu("test").make_memory();
   const MemoryInfo info = memory->info();
   EXPECT_GT(info.total, 0u);
   EXPECT_LE(info.free, info.total);
@@ -56,7 +57,7 @@ TEST(CudaMemoryPool, AllocatesAndReusesOnAStream) {
 
 TEST(CudaMemoryPool, AnAbsurdRequestIsOutOfMemory) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto memory = make_cuda_memory();
+  auto memory = gpu("test").make_memory();
   MemoryPool pool(*memory);
   try {
     pool.allocate(std::size_t{1} << 50);  // 1 PiB

@@ -17,7 +17,7 @@ class Context;
 
 // `bench gemm`: OpenBLAS sgemm on every rank at once (cpu), or cuBLASLt on one GPU (cuda).
 struct GemmBenchOptions {
-  std::string backend = "cpu";
+  Device backend = Device::cpu;
   std::int64_t size = 1024;
   double seconds = 1.0;  // cpu
   int threads = 0;       // cpu
@@ -95,7 +95,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o);
 
 // `bench optim`: the fused optimizer updates against a plain copy of the arena.
 struct OptimBenchOptions {
-  std::string backend = "cpu";
+  Device backend = Device::cpu;
   std::int64_t params = 100'000'000;
   int iterations = 10;
   int repeats = 5;

@@ -2,14 +2,15 @@
 // binding of this rank to its compute resources (CPU threads for OpenBLAS, or a GPU).
 #pragma once
 #include <memory>
-#include <string>
+
+#include "ringtrain/core/device.hpp"
 
 namespace ringtrain {
 
 struct DeviceBinding {
-  std::string backend = "cpu";  // "cpu" or "cuda"
-  int device = -1;              // GPU ordinal for cuda, -1 for cpu
-  int threads = 1;              // compute threads (OpenBLAS) this rank may use
+  Device backend = Device::cpu;
+  int device = -1;  // GPU ordinal for cuda, -1 for cpu
+  int threads = 1;  // compute threads (OpenBLAS) this rank may use
 };
 
 class Context {
@@ -29,11 +30,11 @@ class Context {
   bool thread_multiple() const { return thread_multiple_; }
   const DeviceBinding& binding() const { return binding_; }
 
-  // Binds this rank: backend "cpu" splits the node's cores among local ranks (threads=0:
-  // automatic); "cuda" takes local_rank mod visible GPUs, and falls back to "cpu" with a
+  // Binds this rank: Device::cpu splits the node's cores among local ranks (threads=0:
+  // automatic); Device::cuda takes local_rank mod visible GPUs, and falls back to the CPU with a
   // warning when there is none (no device, no driver, or a build without CUDA): check
   // binding().backend for what was bound.
-  void bind(const std::string& backend, int threads);
+  void bind(Device backend, int threads);
 
   // Abort the whole job (all ranks) with an exit code; never returns.
   [[noreturn]] void abort(int code) const;

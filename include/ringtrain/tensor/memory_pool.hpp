@@ -51,10 +51,6 @@ class HostMemory final : public DeviceMemory {
   std::unordered_map<void*, std::size_t> live_;
 };
 
-// cudaMalloc/cudaFree/cudaMemGetInfo on the device current when it is made. Throws NotCompiled
-// in a build without CUDA.
-std::unique_ptr<DeviceMemory> make_cuda_memory();
-
 // A stream is named by its handle (a cudaStream_t converts implicitly); nullptr is the default stream.
 using StreamHandle = const void*;
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ringtrain/core/device.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 
 namespace ringtrain {
@@ -33,8 +34,6 @@ class Shape {
  private:
   std::vector<std::int64_t> dims_;
 };
-
-enum class Device : std::uint8_t { cpu, cuda };
 
 class Tensor {
  public:

@@ -59,9 +59,9 @@ struct TrainConfig {
   // [data]
   DataConfig data;
   // [runtime]
-  std::string backend = "cpu";  // "cpu" or "cuda" (falls back to cpu, with a warning, without a GPU)
-  std::int64_t threads = 0;     // 0: split the node's cores among local ranks
-  bool tf32 = false;            // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
+  Device backend = Device::cpu;  // cuda falls back to cpu, with a warning, without a GPU
+  std::int64_t threads = 0;      // 0: split the node's cores among local ranks
+  bool tf32 = false;             // cuda, fp32: GEMMs and convolutions may use TF32 tensor cores
   // [comm]
   GradientAllreduce allreduce = GradientAllreduce::automatic;
   DType wire_dtype = DType::f32;  // gradients travel as f32 or bf16 (ring only)

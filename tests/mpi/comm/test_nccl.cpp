@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "comm/nccl_unique_id.hpp"
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/dtype.hpp"
-#include "runtime/cuda_device.hpp"
 #include "support/test_context.hpp"
 
 // Set by tests/mpi/comm/CMakeLists.txt when the real backend is built; the device-buffer
@@ -50,11 +50,8 @@ bool all_ranks(bool mine) {
 }
 
 int visible_gpus() {
-  try {
-    return cuda::device_count();
-  } catch (const NotCompiled&) {
-    return 0;
-  }
+  const GpuBackend* gpu = compiled_gpu_backend();
+  return gpu != nullptr ? gpu->device_count() : 0;
 }
 
 // The same answer on every rank (a rank skipping alone would leave peers in a collective).

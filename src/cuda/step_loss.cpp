@@ -4,6 +4,7 @@
 
 #include "cuda/compute_stream.hpp"
 #include "check/cuda_check.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "kernels/loss_kernels.hpp"
 #include "train/step_loss.hpp"
 
@@ -38,7 +39,7 @@ class CudaStepLoss final : public StepLoss {
 
 }  // namespace
 
-std::unique_ptr<StepLoss> make_cuda_step_loss(std::int64_t max_rows) {
+std::unique_ptr<StepLoss> cuda::CudaBackend::make_step_loss(std::int64_t max_rows) const {
   return std::make_unique<CudaStepLoss>(max_rows);
 }
 

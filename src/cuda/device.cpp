@@ -3,11 +3,11 @@
 #include <cuda_runtime.h>
 
 #include "ringtrain/core/error.hpp"
-#include "runtime/cuda_device.hpp"
+#include "cuda/cuda_backend.hpp"
 
 namespace ringtrain::cuda {
 
-int device_count() {
+int CudaBackend::device_count() const {
   int n = 0;
   const cudaError_t rc = cudaGetDeviceCount(&n);
   if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver) return 0;
@@ -15,7 +15,7 @@ int device_count() {
   return n;
 }
 
-void set_device(int device) {
+void CudaBackend::set_device(int device) const {
   const cudaError_t rc = cudaSetDevice(device);
   if (rc != cudaSuccess) throw Error(fmt::format("cudaSetDevice({}) failed: {}", device, cudaGetErrorString(rc)));
 }

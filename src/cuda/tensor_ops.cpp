@@ -4,46 +4,46 @@
 #include "cuda/compute_stream.hpp"
 #include "check/cuda_check.hpp"
 #include "kernels/scaler_kernels.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "kernels/tensor_kernels.hpp"
-#include "tensor/device_ops.hpp"
 
-namespace ringtrain {
+namespace ringtrain::cuda {
 
-void device_add_into(float* dst, const float* src, std::int64_t n) {
-  kernels::launch_accumulate(dst, src, n, cuda::compute_stream());
+void CudaBackend::add_into(float* dst, const float* src, std::int64_t n) const {
+  kernels::launch_accumulate(dst, src, n, compute_stream());
 }
 
-void device_add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) {
-  kernels::launch_accumulate_each(dsts, count, src, n, cuda::compute_stream());
+void CudaBackend::add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const {
+  kernels::launch_accumulate_each(dsts, count, src, n, compute_stream());
 }
 
-bool device_has_nonfinite(const float* x, std::int64_t n) {
+bool CudaBackend::has_nonfinite(const float* x, std::int64_t n) const {
   // One flag word per process, reused: the check runs once per step on the compute stream.
   static std::int32_t* flag = [] {
     std::int32_t* p = nullptr;
     RT_CUDA_CHECK(cudaMalloc(&p, sizeof(std::int32_t)));
     return p;
   }();
-  RT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(std::int32_t), cuda::compute_stream()));
-  kernels::launch_find_nonfinite(x, n, flag, cuda::compute_stream());
+  RT_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(std::int32_t), compute_stream()));
+  kernels::launch_find_nonfinite(x, n, flag, compute_stream());
   std::int32_t found = 0;
   RT_CUDA_CHECK(cudaMemcpy(&found, flag, sizeof(found), cudaMemcpyDeviceToHost));
   return found != 0;
 }
 
-double device_sum_of_squares(const float* x, std::int64_t n) {
+double CudaBackend::sum_of_squares(const float* x, std::int64_t n) const {
   // Scratch per process, reused: the partial sums and the result, on the compute stream.
   static double* scratch = [] {
     double* p = nullptr;
     RT_CUDA_CHECK(cudaMalloc(&p, (kernels::kSumSquaresBlocks + 1) * sizeof(double)));
     return p;
   }();
-  kernels::launch_sum_squares(x, n, scratch, scratch + kernels::kSumSquaresBlocks, cuda::compute_stream());
+  kernels::launch_sum_squares(x, n, scratch, scratch + kernels::kSumSquaresBlocks, compute_stream());
   double sum = 0.0;
   RT_CUDA_CHECK(cudaMemcpy(&sum, scratch + kernels::kSumSquaresBlocks, sizeof(sum), cudaMemcpyDeviceToHost));
   return sum;
 }
 
-void device_synchronize() { RT_CUDA_CHECK(cudaDeviceSynchronize()); }
+void CudaBackend::synchronize() const { RT_CUDA_CHECK(cudaDeviceSynchronize()); }
 
-}  // namespace ringtrain
+}  // namespace ringtrain::cuda

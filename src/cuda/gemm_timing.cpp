@@ -5,6 +5,7 @@
 
 #include "bench/bench_gemm_cuda.hpp"
 #include "check/cuda_check.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
 #include "nn/cuda/device_buffer.hpp"
 #include "ringtrain/core/random.hpp"
@@ -36,7 +37,7 @@ cuda::DeviceBuffer random_operand(std::int64_t count, DType type, std::uint64_t 
 
 }  // namespace
 
-CudaGpu current_gpu_cuda() {
+CudaGpu cuda::CudaBackend::current_gpu() const {
   CudaGpu gpu;
   RT_CUDA_CHECK(cudaGetDevice(&gpu.ordinal));
   cudaDeviceProp props{};
@@ -45,7 +46,8 @@ CudaGpu current_gpu_cuda() {
   return gpu;
 }
 
-std::vector<std::vector<double>> time_gemm_candidates_cuda(const GemmProblem& p, int repeats, int calls) {
+std::vector<std::vector<double>> cuda::CudaBackend::time_gemm_candidates(const GemmProblem& p, int repeats,
+                                                                         int calls) const {
   const cuda::GemmShape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};
   const cuda::DeviceBuffer a = random_operand(p.m * p.k, p.ab_type, 1);
   const cuda::DeviceBuffer b = random_operand(p.k * p.n, p.ab_type, 2);

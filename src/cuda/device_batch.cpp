@@ -10,6 +10,7 @@
 
 #include "cuda/compute_stream.hpp"
 #include "check/cuda_check.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "data/sample_decoder.hpp"
 #include "kernels/augment_kernels.hpp"
 #include "kernels/tensor_kernels.hpp"
@@ -154,8 +155,8 @@ class CudaDeviceBatch final : public DeviceBatch {
 
 }  // namespace
 
-std::unique_ptr<DeviceBatch> make_cuda_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
-                                                    const GpuAugment* augment) {
+std::unique_ptr<DeviceBatch> cuda::CudaBackend::make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
+                                                                  const GpuAugment* augment) const {
   return std::make_unique<CudaDeviceBatch>(max_rows, sample, act, augment);
 }
 

@@ -11,6 +11,7 @@
 
 #include "cuda/compute_stream.hpp"
 #include "check/cuda_check.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "ringtrain/core/log.hpp"
 #include "train/step_graph.hpp"
 
@@ -95,6 +96,6 @@ class CudaStepGraph final : public StepGraph {
 
 }  // namespace
 
-std::unique_ptr<StepGraph> make_step_graph() { return std::make_unique<CudaStepGraph>(); }
+std::unique_ptr<StepGraph> cuda::CudaBackend::make_step_graph() const { return std::make_unique<CudaStepGraph>(); }
 
 }  // namespace ringtrain

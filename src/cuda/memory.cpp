@@ -4,7 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "check/cuda_check.hpp"
-#include "ringtrain/tensor/device_memory.hpp"
+#include "cuda/cuda_backend.hpp"
 #include "ringtrain/tensor/memory_pool.hpp"
 
 namespace ringtrain {
@@ -46,23 +46,24 @@ class CudaMemory final : public DeviceMemory {
 
 }  // namespace
 
-std::unique_ptr<DeviceMemory> make_cuda_memory() { return std::make_unique<CudaMemory>(); }
+std::unique_ptr<DeviceMemory> cuda::CudaBackend::make_memory() const { return std::make_unique<CudaMemory>(); }
 
-MemoryPool& cuda_pool() {
+MemoryPool& cuda::CudaBackend::pool() const {
   // Deliberately never destroyed (see the header): the source and pool outlive every tensor.
-  static MemoryPool* const pool = new MemoryPool(*make_cuda_memory().release());
+  static MemoryPool* const pool = new MemoryPool(*make_memory().release());
   return *pool;
 }
 
-std::shared_ptr<void> allocate_cuda_zeroed(std::size_t bytes) {
-  MemoryPool& pool = cuda_pool();
-  void* ptr = pool.allocate(bytes);
-  std::shared_ptr<void> owner(ptr, [&pool](void* p) { pool.free(p); });
+std::shared_ptr<void> cuda::CudaBackend::allocate_zeroed(std::size_t bytes) const {
+  MemoryPool& memory = pool();
+  void* ptr = memory.allocate(bytes);
+  std::shared_ptr<void> owner(ptr, [&memory](void* p) { memory.free(p); });
   RT_CUDA_CHECK(cudaMemset(ptr, 0, bytes));
   return owner;
 }
 
-void copy_cuda_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) {
+void cuda::CudaBackend::copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
+                                   std::size_t bytes) const {
   const cudaMemcpyKind kind = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                             : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   RT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));

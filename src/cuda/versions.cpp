@@ -1,20 +1,19 @@
 // `ringtrain doctor` versions in a CUDA build. Without a driver the runtime version is still
 // known (it is compiled in) while device queries fail with cudaErrorInsufficientDriver: that
-// is a state to report, not an error. cuDNN is asked only when the build found it.
+// is a state to report, not an error. (A CUDA build always has cuDNN: src/nn/cuda needs it.)
 #include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <library_types.h>
-#if RINGTRAIN_HAVE_CUDNN
 #include <cudnn.h>
-#endif
 
 #include <fmt/format.h>
 
 #include "cli/cuda_versions.hpp"
+#include "cuda/cuda_backend.hpp"
 
 namespace ringtrain {
 
-CudaVersions cuda_versions() {
+CudaVersions cuda::CudaBackend::versions() const {
   CudaVersions v;
   v.compiled = true;
   if (cudaRuntimeGetVersion(&v.runtime) != cudaSuccess) v.runtime = 0;
@@ -24,14 +23,12 @@ CudaVersions cuda_versions() {
       cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
     v.cublas = 10000 * major + 100 * minor + patch;
-#if RINGTRAIN_HAVE_CUDNN
   v.cudnn = static_cast<int>(cudnnGetVersion());
   v.cudnn_cudart = static_cast<int>(cudnnGetCudartVersion());
-#endif
   return v;
 }
 
-std::vector<VisibleGpu> visible_gpus(std::string* why) {
+std::vector<VisibleGpu> cuda::CudaBackend::visible_gpus(std::string* why) const {
   int count = 0;
   const cudaError_t rc = cudaGetDeviceCount(&count);
   if (rc == cudaErrorInsufficientDriver) {
