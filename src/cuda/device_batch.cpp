@@ -13,6 +13,7 @@
 #include "cuda/cuda_backend.hpp"
 #include "data/sample_decoder.hpp"
 #include "kernels/augment_kernels.hpp"
+#include "ringtrain/tensor/memory_pool.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "train/device_batch.hpp"
 
@@ -52,6 +53,7 @@ class CudaDeviceBatch final : public DeviceBatch {
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
+    written_on_copy_stream(labels_);
     if (augment != nullptr) set_up_raw(max_rows, sample, *augment);
   }
   ~CudaDeviceBatch() override {
@@ -70,6 +72,7 @@ class CudaDeviceBatch final : public DeviceBatch {
     if (pinned_x_.get() == nullptr) {  // on first use: a DeviceBatch for raw batches may never need it
       pinned_x_ = PinnedBuffer(act_.numel() * sizeof(float));
       staged_ = act_.dtype() == DType::f32 ? act_ : Tensor::empty(act_.shape(), DType::f32, Device::cuda);
+      written_on_copy_stream(staged_);
     }
     const cudaStream_t compute =
         copy_in({Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
@@ -105,6 +108,12 @@ class CudaDeviceBatch final : public DeviceBatch {
     std::size_t bytes;
   };
 
+  // A device buffer the copy stream writes: the pool hands its memory out again (after this
+  // DeviceBatch is gone) only once that stream's work is done.
+  void written_on_copy_stream(const Tensor& buffer) const {
+    if (buffer.raw() != nullptr) gpu("DeviceBatch").pool().record_stream(buffer.raw(), copy_stream_);
+  }
+
   Part labels_part(const std::int32_t* labels, std::int64_t n) const {
     return Part{labels_.raw(), pinned_labels_.get(), labels, static_cast<std::size_t>(n) * sizeof(std::int32_t)};
   }
@@ -134,6 +143,8 @@ class CudaDeviceBatch final : public DeviceBatch {
     raw_->bytes = Tensor::empty(sample.with_batch(max_rows), DType::u8, Device::cuda);
     const auto draw_bytes = static_cast<std::int64_t>(static_cast<std::size_t>(max_rows) * sizeof(AugmentDraw));
     raw_->draws = Tensor::empty(Shape{draw_bytes}, DType::u8, Device::cuda);
+    written_on_copy_stream(raw_->bytes);
+    written_on_copy_stream(raw_->draws);
     raw_->pinned_bytes = PinnedBuffer(raw_->bytes.nbytes());
     raw_->pinned_draws = PinnedBuffer(raw_->draws.nbytes());
     const std::vector<float> table = data::u8_table(augment.normalize, sample[0]);

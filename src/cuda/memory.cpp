@@ -1,6 +1,7 @@
 // CUDA device memory: CudaMemory (cudaMalloc/cudaFree/cudaMemGetInfo on the device current when
 // it was made; each call binds the calling thread to that device, the rank's, so any thread may
-// use it), the process's caching pool over it, and host/device copies.
+// use it; its events are CUDA events without timing), the process's caching pool over it, and
+// host/device copies.
 #include <cuda_runtime.h>
 
 #include "check/cuda_check.hpp"
@@ -9,6 +10,9 @@
 
 namespace ringtrain {
 namespace {
+
+// A pool's stream handle as the CUDA stream it names (the pool keeps it as an opaque pointer).
+cudaStream_t cuda_stream(StreamHandle stream) { return static_cast<cudaStream_t>(const_cast<void*>(stream)); }
 
 class CudaMemory final : public DeviceMemory {
  public:
@@ -39,6 +43,29 @@ class CudaMemory final : public DeviceMemory {
   }
 
   std::string name() const override { return fmt::format("cuda:{}", device_); }
+
+  StreamEvent record_event(StreamHandle stream) override {
+    check::bind_thread_to_device(device_);
+    cudaEvent_t event = nullptr;
+    RT_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    const cudaError_t rc = cudaEventRecord(event, cuda_stream(stream));
+    if (rc != cudaSuccess) {
+      cudaEventDestroy(event);
+      check::cuda(rc, "cudaEventRecord", __FILE__, __LINE__);
+    }
+    return event;
+  }
+
+  bool event_done(StreamEvent event) override {
+    const cudaError_t rc = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (rc == cudaErrorNotReady) return false;
+    if (rc != cudaSuccess) check::cuda(rc, "cudaEventQuery", __FILE__, __LINE__);
+    return true;
+  }
+
+  void wait_event(StreamEvent event) override { RT_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+
+  void destroy_event(StreamEvent event) override { RT_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
 
  private:
   int device_ = 0;

@@ -2,6 +2,7 @@
 // leaks and run out of memory at a chosen size.
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
 
 #include "ringtrain/core/error.hpp"
@@ -53,6 +54,49 @@ MemoryInfo HostMemory::info() const {
 std::size_t HostMemory::outstanding() const {
   std::lock_guard lock(mutex_);
   return live_.size();
+}
+
+StreamEvent HostMemory::record_event(StreamHandle) {
+  std::lock_guard lock(mutex_);
+  events_.push_back(!holding_);
+  return &events_.back();
+}
+
+bool HostMemory::event_done(StreamEvent event) {
+  std::lock_guard lock(mutex_);
+  return *live_event(event);
+}
+
+void HostMemory::wait_event(StreamEvent event) {
+  std::lock_guard lock(mutex_);
+  *live_event(event) = true;
+}
+
+void HostMemory::destroy_event(StreamEvent event) {
+  std::lock_guard lock(mutex_);
+  events_.erase(live_event(event));
+}
+
+void HostMemory::hold_events() {
+  std::lock_guard lock(mutex_);
+  holding_ = true;
+}
+
+void HostMemory::finish_events() {
+  std::lock_guard lock(mutex_);
+  holding_ = false;
+  for (bool& done : events_) done = true;
+}
+
+std::size_t HostMemory::live_events() const {
+  std::lock_guard lock(mutex_);
+  return events_.size();
+}
+
+std::list<bool>::iterator HostMemory::live_event(StreamEvent event) {
+  const auto it = std::find_if(events_.begin(), events_.end(), [event](bool& done) { return &done == event; });
+  RT_REQUIRE(it != events_.end(), Error, "HostMemory: event {} was not recorded here or is already destroyed", event);
+  return it;
 }
 
 }  // namespace ringtrain

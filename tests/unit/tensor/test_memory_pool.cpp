@@ -1,6 +1,6 @@
 // MemoryPool over HostMemory: reuse, per-stream caches, best fit, splitting and merging, exact
 // statistics and their peak reset, out of memory (retry after emptying the cache, then
-// OutOfMemory), threads, leaks.
+// OutOfMemory), blocks used on other streams (reused only after their events), threads, leaks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -242,6 +242,78 @@ TEST(MemoryPool, RejectsForeignPointersAndDoubleFrees) {
   EXPECT_THROW(pool.free(p), Error);
 }
 
+TEST(MemoryPool, ABlockUsedOnAnotherStreamIsReusedOnlyOnceThatStreamIsDone) {
+  HostMemory memory;
+  MemoryPool pool(memory);
+  int own = 0, other = 0;
+  memory.hold_events();  // the other stream is still busy with the block when it is freed
+  void* used = pool.allocate(1000, &own);
+  pool.record_stream(used, &other);
+  pool.record_stream(used, &other);  // once per stream is enough
+  pool.free(used);
+  EXPECT_EQ(memory.live_events(), 1u);
+  EXPECT_EQ(pool.stats().in_use, 1024u);  // pending: still in use
+  void* meanwhile = pool.allocate(1000, &own);
+  EXPECT_NE(meanwhile, used);
+  EXPECT_EQ(pool.stats().in_use, 2048u);
+  memory.finish_events();  // the other stream's work is done: the next request may take the block
+  EXPECT_EQ(pool.allocate(1000, &own), used);
+  EXPECT_EQ(memory.live_events(), 0u);
+  EXPECT_EQ(pool.stats().in_use, 2048u);
+  EXPECT_EQ(pool.stats().segments, 1u);
+  pool.free(used);
+  pool.free(meanwhile);
+  EXPECT_EQ(pool.stats().in_use, 0u);
+}
+
+TEST(MemoryPool, ItsOwnStreamNeedsNoEvent) {
+  HostMemory memory;
+  MemoryPool pool(memory);
+  int own = 0;
+  memory.hold_events();
+  void* p = pool.allocate(1000, &own);
+  pool.record_stream(p, &own);
+  pool.free(p);
+  EXPECT_EQ(memory.live_events(), 0u);
+  EXPECT_EQ(pool.allocate(1000, &own), p);
+  pool.free(p);
+}
+
+TEST(MemoryPool, OutOfMemoryWaitsForTheOtherStreamsBeforeGivingUp) {
+  HostMemory memory(2 * kMiB);  // room for one segment
+  MemoryPool pool(memory);
+  int own = 0, other = 0;
+  memory.hold_events();
+  void* p = pool.allocate(2 * kMiB, &own);
+  pool.record_stream(p, &other);
+  pool.free(p);
+  void* q = nullptr;
+  ASSERT_NO_THROW(q = pool.allocate(2 * kMiB, &own));  // waits for the event, then reuses the memory
+  EXPECT_EQ(memory.live_events(), 0u);
+  EXPECT_EQ(memory.outstanding(), 1u);
+  pool.free(q);
+}
+
+TEST(MemoryPool, APendingBlockIsNotHandedOutOrFreedTwice) {
+  HostMemory memory;
+  int other = 0;
+  {
+    MemoryPool pool(memory);
+    memory.hold_events();
+    void* p = pool.allocate(1000);
+    pool.record_stream(p, &other);
+    pool.free(p);
+    EXPECT_THROW(pool.free(p), Error);
+    EXPECT_THROW(pool.record_stream(p, &other), Error);
+    int not_ours = 0;
+    EXPECT_THROW(pool.record_stream(&not_ours, &other), Error);
+    pool.empty_cache();  // its segment is not wholly free while the block is pending
+    EXPECT_EQ(memory.outstanding(), 1u);
+  }  // destroyed with the block pending: its event goes too
+  EXPECT_EQ(memory.live_events(), 0u);
+  EXPECT_EQ(memory.outstanding(), 0u);
+}
+
 TEST(MemoryPool, ReturnsEverySegmentWhenDestroyed) {
   HostMemory memory;
   {
@@ -266,6 +338,7 @@ TEST(MemoryPool, ThreadsShareAPoolSafely) {
   std::vector<int> own_streams(kThreads);
   std::vector<int> failures(kThreads, 0);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       Rng rng(static_cast<std::uint64_t>(t) + 1);
