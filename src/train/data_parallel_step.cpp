@@ -260,7 +260,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
       reduce_after_backward();
     } else {
       backward_and_reduce(m + 1 == k);
-      synchronize(model_.device());
+      wait_for_phase();
     }
     backward_end = Clock::now();
     trace("backward", t1, backward_end);
@@ -308,11 +308,11 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
                              static_cast<float>(update_scale));
     else
       optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
-    synchronize(model_.device());
+    wait_for_phase();
     optimized = Clock::now();
     if (options_.zero_stage == 1 || options_.zero_stage == 2) allgather_params();
   }
-  synchronize(model_.device());
+  wait_for_phase();
   const auto end = Clock::now();
   trace("optimizer", reduced, optimized);
   r.optimizer_s = between(buckets_done, checked) + between(reduced, optimized);
@@ -321,6 +321,10 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   r.exposed_s = between(backward_end, buckets_done) + between(checked, reduced) + r.allgather_s;
   r.compute_s = between(start, end) - r.exposed_s;
   return r;
+}
+
+void DataParallelStep::wait_for_phase() const {
+  if (options_.phase_timing) synchronize(model_.device());
 }
 
 void DataParallelStep::gradient_checks(double* checks) const {

@@ -59,6 +59,7 @@ StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Commun
   o.accumulation_steps = tc.accumulation_steps;
   o.cuda_graph = tc.cuda_graph;
   o.zero_stage = tc.zero_stage;
+  o.phase_timing = tc.phase_timing;
   return o;
 }
 

@@ -191,6 +191,12 @@ const BoolKey kTrace({.name = "monitor.trace",
                       .doc = "write a Chrome/Perfetto timeline of every rank to `run.dir/trace.json` (open in "
                              "ui.perfetto.dev or chrome://tracing)"},
                      false);
+const BoolKey kPhaseTiming(
+    {.name = "monitor.phase_timing",
+     .doc = "GPU: wait for the device at the end of backward and of the optimizer, so that the step's phase times "
+            "are the device's (profiling: the host then no longer queues ahead); off, the phases' times are the "
+            "host's queueing and only the loss read waits, which keeps the step's total honest. No effect on the CPU"},
+    false);
 const IntKey kMonitorIntervalMs(
     {.name = "monitor.interval_ms",
      .doc = "every rank samples its CPU utilization and resident memory (and its GPU's through NVML where "
@@ -270,6 +276,7 @@ TrainConfig read_train_config(Config& config, const std::string& config_stem) {
   t.timeout_s = config.get(kTimeoutS);
 
   t.trace = config.get(kTrace);
+  t.phase_timing = config.get(kPhaseTiming);
   t.monitor_interval_ms = config.get(kMonitorIntervalMs);
   t.peak_gflops = config.get(kPeakGflops);
   return t;

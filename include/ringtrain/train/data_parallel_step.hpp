@@ -67,6 +67,9 @@ struct StepOptions {
   // 2: its shard of the reduced gradients too, the buckets staged during backward; 3: its shard of
   // the parameters too, each bucket's gathered around its uses (CPU only).
   int zero_stage = 0;
+  // GPU: wait for the device at the end of backward and of the optimizer (monitor.phase_timing);
+  // otherwise only the loss read waits. No effect on the CPU.
+  bool phase_timing = false;
 };
 
 struct StepResult {
@@ -151,6 +154,7 @@ class DataParallelStep {
   // [0] whether any is not finite, [1 + r] rank r's shard's sum of squares (clipping). Filled
   // into `stats` after the loss sums, which one allreduce then completes.
   void gradient_checks(double* stats) const;
+  void wait_for_phase() const;  // monitor.phase_timing: the device finishes what is queued
   // The global L2 norm of the reduced gradients from the completed stats: the sum of the
   // shards' sums of squares in rank order, whatever the stage (so every stage clips alike).
   double gradient_norm(const double* stats) const;

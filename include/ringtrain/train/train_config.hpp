@@ -74,6 +74,7 @@ struct TrainConfig {
   bool trace = false;                       // Chrome/Perfetto timeline in run.dir/trace.json
   std::int64_t monitor_interval_ms = 1000;  // resource sampling period (0: off)
   double peak_gflops = 0.0;                 // per rank, for MFU (0: measured on the CPU)
+  bool phase_timing = false;                // GPU: wait for the device at each phase's end
 };
 
 // The train.precision spelling of a compute dtype: "fp32", "bf16", "fp16".

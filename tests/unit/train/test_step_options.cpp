@@ -2,7 +2,8 @@
 // the key), and on a CPU model the step refuses a graph with the reason and trains exactly as
 // without the option. comm.allreduce = auto (the default) resolved on the host, without a GPU:
 // NCCL only for a job of several ranks all on GPUs in a build with NCCL; comm.bucket_mb's default
-// where the gradients go to a device-memory (NCCL) communicator.
+// where the gradients go to a device-memory (NCCL) communicator. monitor.phase_timing: read (default
+// off) and passed to the step, which trains the same with it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -40,7 +41,17 @@ TEST(CudaGraphOption, DefaultsOffAndReadsABoolean) {
   }
 }
 
-std::vector<float> train_mlp(bool cuda_graph, std::string* refused) {
+TEST(PhaseTimingOption, DefaultsOffAndReachesTheStep) {
+  auto host = make_mpi_self_communicator(AllreduceAlgo::ring);
+  EXPECT_FALSE(read("").phase_timing);
+  EXPECT_FALSE(step_options(read(""), test::context(), *host).phase_timing);
+  const TrainConfig timed = read("", "[monitor]\nphase_timing = true");
+  EXPECT_TRUE(timed.phase_timing);
+  EXPECT_TRUE(step_options(timed, test::context(), *host).phase_timing);
+  EXPECT_THROW(read("", "[monitor]\nphase_timing = 1"), ConfigError);
+}
+
+std::vector<float> train_mlp(bool cuda_graph, std::string* refused, bool phase_timing = false) {
   Config c = Config::parse("[[layers]]\ntype = \"flatten\"\n[[layers]]\ntype = \"linear\"\nout = 10\n", "m.toml");
   const Shape sample{1, 4, 4};
   auto model = build_model(c, sample);
@@ -50,6 +61,7 @@ std::vector<float> train_mlp(bool cuda_graph, std::string* refused) {
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
+  options.phase_timing = phase_timing;
   DataParallelStep step(*model, sgd, *stats, *grads, 8, options, nullptr);
   EXPECT_FALSE(step.graphed());
   *refused = step.graph_refused();
@@ -72,6 +84,14 @@ TEST(CudaGraphOption, ACpuModelIsRefusedAndTrainsAsWithout) {
   EXPECT_EQ(without_reason, "");
   ASSERT_EQ(with.size(), without.size());
   EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0);
+}
+
+TEST(PhaseTimingOption, TheCpuTrainsExactlyAsWithout) {
+  std::string reason;
+  const auto timed = train_mlp(false, &reason, true);
+  const auto plain = train_mlp(false, &reason, false);
+  ASSERT_EQ(timed.size(), plain.size());
+  EXPECT_EQ(std::memcmp(timed.data(), plain.data(), timed.size() * sizeof(float)), 0);
 }
 
 TEST(GradientAllreduceOption, AutoIsNcclOnlyForSeveralRanksAllOnGpusWithNcclBuilt) {
