@@ -1,6 +1,8 @@
 // Shared helpers for every CUDA test (kernels, nn wrappers, model): GPU detection, device buffers
-// (raw or holding f32, bf16 or f16 values filled from and read back as f32), NaN poisoning, and the
-// error measure: max |gpu - ref| / max |ref| (infinite when the GPU left a NaN or Inf, e.g. unwritten).
+// (raw or holding f32, bf16 or f16 values filled from and read back as f32), NaN poisoning, a size
+// that makes grid-stride loops take a second turn, and the error measures: element by element,
+// relative to the element's own size or, near zero, to the tensor's typical size (infinite when the
+// GPU left a NaN or Inf, e.g. unwritten); optimizers' updates compared as updates.
 #pragma once
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -32,6 +34,10 @@ inline bool have_gpu() {
 #define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
 
 inline constexpr DType kFloatDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+// More elements than one grid of the kernels' launches covers (65,535 blocks of 256 threads,
+// kernels/launch.cuh), so every grid-stride loop takes a second turn.
+inline constexpr std::size_t kBeyondOneGrid = std::size_t{65'535} * 256 + 1'003;
 
 // The documented relative-error bound for values stored as `dtype` (f32 < 1e-5, bf16/f16 < 1e-2).
 inline double tolerance(DType dtype) { return dtype == DType::f32 ? kTolF32 : kTolHalf; }
@@ -137,16 +143,45 @@ class DeviceBuffer {
   std::size_t bytes_;
 };
 
-// max |gpu - ref| / max |ref|; infinity when gpu holds a NaN or Inf where ref is finite.
+// The largest error of gpu against ref under a mixed bound, element by element:
+// |gpu_i - ref_i| / (|ref_i| + rms(ref)), so each element is judged against its own size and,
+// near zero, against the tensor's root-mean-square (not its largest element, which would let
+// small elements be wrong unseen). Infinity when gpu holds a NaN or Inf where ref is finite, or a
+// finite value where ref is NaN.
 inline double max_rel_error(const std::vector<float>& gpu, const std::vector<float>& ref) {
   EXPECT_EQ(gpu.size(), ref.size());
-  double diff = 0.0, scale = 0.0;
-  for (std::size_t i = 0; i < ref.size() && i < gpu.size(); ++i) {
-    if (!std::isfinite(gpu[i]) && std::isfinite(ref[i])) return std::numeric_limits<double>::infinity();
-    diff = std::max(diff, std::fabs(static_cast<double>(gpu[i]) - ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(ref[i])));
+  const std::size_t n = std::min(gpu.size(), ref.size());
+  double squares = 0.0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (std::isfinite(ref[i])) squares += static_cast<double>(ref[i]) * ref[i];
+  const double rms = std::sqrt(squares / static_cast<double>(std::max<std::size_t>(n, 1)));
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (std::isfinite(gpu[i]) != std::isfinite(ref[i]) || std::isnan(gpu[i]) != std::isnan(ref[i]))
+      return std::numeric_limits<double>::infinity();
+    if (!std::isfinite(ref[i])) {
+      if (gpu[i] != ref[i]) return std::numeric_limits<double>::infinity();  // +Inf for -Inf
+      continue;
+    }
+    const double bound = std::fabs(static_cast<double>(ref[i])) + std::max(rms, 1e-30);
+    worst = std::max(worst, std::fabs(static_cast<double>(gpu[i]) - ref[i]) / bound);
   }
-  return diff / std::max(scale, 1e-30);
+  return worst;
+}
+
+// The largest error of an optimizer's update on the GPU (gpu - before) against the CPU's
+// (cpu - before), by max_rel_error: comparing the parameters themselves would hide a wrong
+// update under the size of the parameters.
+inline double max_update_error(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                               const std::vector<float>& before) {
+  EXPECT_EQ(gpu.size(), before.size());
+  EXPECT_EQ(cpu.size(), before.size());
+  std::vector<float> gpu_update(before.size()), cpu_update(before.size());
+  for (std::size_t i = 0; i < before.size() && i < gpu.size() && i < cpu.size(); ++i) {
+    gpu_update[i] = gpu[i] - before[i];
+    cpu_update[i] = cpu[i] - before[i];
+  }
+  return max_rel_error(gpu_update, cpu_update);
 }
 
 // got and ref hold the same bytes element by element; on failure, reports how many differ and

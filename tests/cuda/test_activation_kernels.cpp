@@ -60,7 +60,7 @@ TEST(CudaActivationKernels, BiasActForwardMatchesCpu) {
 TEST(CudaActivationKernels, ReluForwardMatchesCpu) {
   RT_SKIP_WITHOUT_GPU();
   for (DType dtype : kFloatDTypes)
-    for (std::size_t n : {1u, 7u, 1'000'003u}) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, test::kBeyondOneGrid}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n));
       const auto x = test::random_values(n, 6, dtype);
       const auto ref = cpu_relu(x);
@@ -76,7 +76,7 @@ TEST(CudaActivationKernels, ReluForwardMatchesCpu) {
 TEST(CudaActivationKernels, ReluBackwardMatchesCpu) {
   RT_SKIP_WITHOUT_GPU();
   for (DType dtype : kFloatDTypes)
-    for (std::size_t n : {1u, 7u, 1'000'003u}) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, test::kBeyondOneGrid}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n));
       const auto y = cpu_relu(test::random_values(n, 3, dtype));
       const auto g = test::random_values(n, 4, dtype);

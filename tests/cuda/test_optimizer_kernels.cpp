@@ -1,5 +1,6 @@
-// CUDA optimizer kernels against the CPU optimizers (the reference), gradient scale included,
-// f32 relative error < 1e-5. Skips cleanly when no GPU is visible (login nodes, CI).
+// CUDA optimizer kernels against the CPU optimizers (the reference), gradient scale included:
+// the updates (not the parameters) agree element by element to f32 error < 1e-5, over an arena
+// larger than one launch grid. Skips cleanly when no GPU is visible (login nodes, CI).
 #include <cmath>
 #include <vector>
 
@@ -20,8 +21,9 @@ constexpr float kAdamGradScale = 1e-8f;
 
 TEST(CudaOptimizerKernels, SgdNesterovMatchesCpu) {
   RT_SKIP_WITHOUT_GPU();
-  const std::size_t n = 1'000'003;
+  const std::size_t n = test::kBeyondOneGrid;
   auto p = random_values(n, 1), g = random_values(n, 2);
+  const std::vector<float> before = p;
   SgdHyper h;
   h.momentum = 0.9f;
   h.nesterov = true;
@@ -34,13 +36,14 @@ TEST(CudaOptimizerKernels, SgdNesterovMatchesCpu) {
                                h, nullptr);
     cpu.step(p.data(), g.data(), static_cast<std::int64_t>(n), 0.05f, kGradScale);
   }
-  test::expect_close(dp.read<float>(), p, test::kTolF32);
+  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before), test::kTolF32);
 }
 
 TEST(CudaOptimizerKernels, AdamWMatchesCpu) {
   RT_SKIP_WITHOUT_GPU();
   const std::size_t n = 65'537;
   auto p = random_values(n, 3), g = random_values(n, 4);
+  const std::vector<float> before = p;
   AdamWHyper h;
   const std::vector<float> zeros(n, 0.0f);
   auto dp = DeviceBuffer::of(p), dg = DeviceBuffer::of(g), dm = DeviceBuffer::of(zeros), dv = DeviceBuffer::of(zeros);
@@ -53,7 +56,7 @@ TEST(CudaOptimizerKernels, AdamWMatchesCpu) {
     kernels::launch_adamw_update(dp.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(),
                                  static_cast<std::int64_t>(n), kAdamGradScale, h, nullptr);
   }
-  test::expect_close(dp.read<float>(), p, test::kTolF32);
+  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before), test::kTolF32);
 }
 
 TEST(CudaOptimizerKernels, EmptyArenaLaunchesNothing) {

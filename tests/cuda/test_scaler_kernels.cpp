@@ -31,7 +31,7 @@ TEST(CudaScalerKernels, FlagsInfAndNanAnywhere) {
   RT_SKIP_WITHOUT_GPU();
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float kNan = std::numeric_limits<float>::quiet_NaN();
-  for (std::size_t n : {1u, 7u, 1'000'003u}) {
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, test::kBeyondOneGrid}) {
     auto x = test::random_values(n, 41, DType::f32, 1e30f);
     x[0] = std::numeric_limits<float>::max();
     x[n / 2] = -std::numeric_limits<float>::denorm_min();

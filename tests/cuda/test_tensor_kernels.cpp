@@ -17,7 +17,7 @@ namespace {
 using test::DeviceBuffer;
 using test::kFloatDTypes;
 
-constexpr std::size_t kSizes[] = {1, 7, 1'000'003};
+constexpr std::size_t kSizes[] = {1, 7, 1'000'003, test::kBeyondOneGrid};
 
 // n stored values of dtype as raw bytes: 16-bit types cycle through every pattern; f32 starts
 // with special values, then random bits.
