@@ -1,6 +1,6 @@
 // `ringtrain bench gemm` through the real executable: the CPU JSON line, options of the other
 // backend refused, and `--backend cuda` without a GPU warning and measuring the CPU, as training
-// and every other benchmark do (skipped on a GPU machine: tools/gpu-check/check.sh runs it there).
+// and every other benchmark do (skipped on a GPU machine: tools/device/check.sh runs it there).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -54,7 +54,7 @@ TEST(BenchGemm, RefusesOptionsOfTheOtherBackend) {
 }
 
 TEST(BenchGemm, CudaWithoutAGpuWarnsAndMeasuresTheCpu) {
-  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/gpu-check/check.sh runs bench gemm --backend cuda";
+  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/device/check.sh runs bench gemm --backend cuda";
   for (int ranks : {1, 2}) {
     SCOPED_TRACE(std::to_string(ranks) + " rank(s)");
     const CommandResult r =

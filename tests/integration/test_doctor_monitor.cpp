@@ -18,7 +18,7 @@ bool gpu_machine() { return fs::exists("/dev/nvidia0"); }
 class Doctor : public ::testing::TestWithParam<int> {};
 
 TEST_P(Doctor, TextSaysThereIsNoGpuAndExitsZero) {
-  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/gpu-check/check-monitor-doctor.sh covers it";
+  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/device/check-monitor-doctor.sh covers it";
   const auto r = run_ringtrain(GetParam(), {"doctor", "--selftest-mib", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const char* expected : {"ringtrain doctor:", "mpi_thread_level", "hdf5", "blas", "no GPU visible on any rank",
@@ -28,7 +28,7 @@ TEST_P(Doctor, TextSaysThereIsNoGpuAndExitsZero) {
 }
 
 TEST_P(Doctor, JsonIsOneObject) {
-  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/gpu-check/check-monitor-doctor.sh covers it";
+  if (gpu_machine()) GTEST_SKIP() << "GPU machine: tools/device/check-monitor-doctor.sh covers it";
   const auto r = run_ringtrain(GetParam(), {"doctor", "--json", "--selftest-mib", "8"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);

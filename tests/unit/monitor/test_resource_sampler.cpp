@@ -1,6 +1,6 @@
 // ResourceSampler on a CPU machine: samples arrive every interval with CPU utilization that
 // sees a busy thread, memory that sees an allocation, no GPU reading without NVML, and a
-// bounded buffer; interval 0 samples nothing. NVML's GPU path is tools/gpu-check/'s to check.
+// bounded buffer; interval 0 samples nothing. NVML's GPU path is tools/device/'s to check.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -47,7 +47,7 @@ TEST(ResourceSampler, SaysClearlyWhenThereIsNoGpuTelemetry) {
   const NvmlTelemetry nvml;
   ResourceSampler sampler(10, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(60));
-  if (nvml.available()) GTEST_SKIP() << "NVML present: tools/gpu-check/check-monitor-doctor.sh checks the GPU path";
+  if (nvml.available()) GTEST_SKIP() << "NVML present: tools/device/check-monitor-doctor.sh checks the GPU path";
   EXPECT_EQ(nvml.unavailable_reason(), "libnvidia-ml.so.1 not found");
   EXPECT_NE(sampler.describe().find("no GPU telemetry (libnvidia-ml.so.1 not found)"), std::string::npos)
       << sampler.describe();

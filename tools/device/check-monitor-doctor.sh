@@ -2,7 +2,7 @@
 # Check of the GPU paths of `ringtrain doctor` and resource monitoring (issue 10): on a
 # GPU machine, doctor --require-gpu --json must pass and list the GPU, and a short training must
 # write NVML readings (utilization, memory, power, temperature, SM clock) to metrics.jsonl.
-# Usage: tools/gpu-check/check-monitor-doctor.sh [RANKS]   (env: RINGTRAIN_EXE, DATA_DIR, MPIRUN)
+# Usage: tools/device/check-monitor-doctor.sh [RANKS]   (env: RINGTRAIN_EXE, DATA_DIR, MPIRUN)
 # Exit 0 when everything holds; otherwise one "check-monitor-doctor: FAIL: ..." line, exit 1.
 set -euo pipefail
 # shellcheck source=tools/env.sh

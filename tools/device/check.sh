@@ -4,14 +4,14 @@
 # without them (the lent H200), then runs each GPU check under its own time budget inside one
 # overall deadline, recording pass/fail/timeout/skip and seconds per step. Results land in
 # OUT after every step (results.json, results.md, logs.tar.gz), so a timeout keeps them.
-# Usage: tools/gpu-check/check.sh [OUT]   (env: OUT; CHECK_DEADLINE_S, default 470; CHECK_ONLY="step
+# Usage: tools/device/check.sh [OUT]   (env: OUT; CHECK_DEADLINE_S, default 420; CHECK_ONLY="step
 # step ...": the setup steps plus only these, for a rerun on a warm machine; CHECK_DEPS=auto|carry|
 # system; CHECK_BUDGET_SCALE, default 1; RINGTRAIN_CUDA_ARCHITECTURES, default the GPU's own;
 # CHECK_LAUNCH; see README.md)
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-${OUT:-/tmp/ringtrain-device-check}}"
-deadline=$((SECONDS + ${CHECK_DEADLINE_S:-470}))
+deadline=$((SECONDS + ${CHECK_DEADLINE_S:-420}))
 reserve=8  # seconds kept for writing the results after the last step
 build="$root/build-device"
 exe="$build/src/cli/ringtrain"
@@ -124,8 +124,8 @@ fi
 case "$deps_mode" in
   carry)
     step deps 60 10 "du -sh $root/.device-deps | cut -f1" -- unpack_deps
-    # shellcheck source=tools/gpu-check/deps-env.sh
-    source "$root/tools/gpu-check/deps-env.sh" || { echo "check.sh: no dependency tree"; exit 1; }
+    # shellcheck source=tools/device/deps-env.sh
+    source "$root/tools/device/deps-env.sh" || { echo "check.sh: no dependency tree"; exit 1; }
     fashion_mnist="${FASHION_MNIST_DIR:-$root/.device-carry/fashion-mnist}"
     ;;
   system)
@@ -190,34 +190,8 @@ export launch
 summary_accuracy() {
   python3 -c 'import json, sys; print("final_test_accuracy", json.load(open(sys.argv[1]))["final_test_accuracy"])' "$1"
 }
-step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
-  env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/gpu-check/check-monitor-doctor.sh" 1
-
 step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- \
   ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4
-
-# The issue's target, right after the tests so that a short run still measures it: ringtrain
-# (eager and CUDA graph) against PyTorch eager, MLP and CNN, fp32 and bf16, batch 256.
-gpu_vs_pytorch() {
-  python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
-    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 --cuda-graph \
-    --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
-}
-export -f gpu_vs_pytorch
-step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s graph %s; \", \$2, \$3, \$6, \$8}'" \
-  -- gpu_vs_pytorch
-
-# The fused AdamW over 100M parameters against a device-to-device copy (target >= 80%).
-bench_optim() {
-  set -o pipefail
-  "$exe" bench optim --backend cuda --iterations 20 --repeats 7 --json | tee "$work/bench_optim.out" || return
-  grep '^{' "$work/bench_optim.out" | tail -1 >"$logs/bench_optim.json"
-  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
-    "$logs/bench_optim.json"
-}
-export -f bench_optim
-step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
-  -- bench_optim
 
 # Fashion-MNIST CNN, 3 epochs on the GPU (1 rank, the example's batch 64); accuracy from summary.json.
 train_cnn() {
@@ -245,6 +219,34 @@ run_detail() { echo "summary_accuracy $work/$1/summary.json $2 || grep -m1 '^rin
 cpu_reference="&& echo '(CPU, docs/BENCHMARKS.md: 0.8964)'"
 step train-cnn-fp32 120 30 "$(run_detail run-cnn-fp32 "$cpu_reference" train-cnn-fp32)" -- train_cnn fp32
 step train-cnn-bf16 120 30 "$(run_detail run-cnn-bf16 "$cpu_reference" train-cnn-bf16)" -- train_cnn bf16
+
+# The issue's target, right after the tests and the training runs so that a short run still
+# measures it: ringtrain (eager and CUDA graph) against PyTorch eager, MLP and CNN, fp32 and bf16,
+# batch 256.
+gpu_vs_pytorch() {
+  python3 "$root/tools/bench_gpu_vs_pytorch.py" --device cuda --ringtrain "$exe" --train "$data/train.h5" \
+    --launch "mpirun -np 1 --oversubscribe --bind-to none" --repeats 3 --warmup 10 --steps 50 --cuda-graph \
+    --json "$logs/gpu_vs_pytorch.json" --markdown "$logs/gpu_vs_pytorch.md"
+}
+export -f gpu_vs_pytorch
+step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | awk -F'|' '{printf \"%s %s %s graph %s; \", \$2, \$3, \$6, \$8}'" \
+  -- gpu_vs_pytorch
+
+# ---- optional checks, while time is left
+step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
+  env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/device/check-monitor-doctor.sh" 1
+
+# The fused AdamW over 100M parameters against a device-to-device copy (target >= 80%).
+bench_optim() {
+  set -o pipefail
+  "$exe" bench optim --backend cuda --iterations 20 --repeats 7 --json | tee "$work/bench_optim.out" || return
+  grep '^{' "$work/bench_optim.out" | tail -1 >"$logs/bench_optim.json"
+  python3 -c 'import json, sys; b = json.load(open(sys.argv[1]))["backend"]; sys.exit(b != "cuda" and f"ran on {b}")' \
+    "$logs/bench_optim.json"
+}
+export -f bench_optim
+step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
+  -- bench_optim
 
 # cuBLASLt GEMMs (the Fashion-MNIST Linear layers at batch 256, 1024^3, 8192^3): TFLOP/s of
 # ringtrain's algorithm against the fastest cuBLASLt offers, one JSON line per GEMM and type.
@@ -328,24 +330,29 @@ two_ranks() {
 export -f two_ranks
 step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- two_ranks
 
-# compute-sanitizer memcheck on the GPU test executables (not the MPI ones), fastest first, while time lasts.
+# compute-sanitizer TOOL on the GPU test executables whose names match PATTERN (not the MPI ones),
+# fastest first, while time lasts: memcheck on all, racecheck and synccheck on the kernel tests.
 sanitize() {
-  local failed=0 t sanitizer
+  local tool="$1" pattern="$2" failed=0 t sanitizer
   sanitizer="$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")"
-  for t in $(cuda_targets | grep -v nccl); do
+  for t in $(cuda_targets | grep -v nccl | grep -E "$pattern"); do
     local bin
     bin="$(find "$build/tests" -type f -name "$t" -perm -u+x | head -1)"
     [ -n "$bin" ] || { echo "$t: not built"; failed=1; continue; }
-    echo "== memcheck $t"
-    timeout -k 5 60 "$sanitizer" --tool memcheck --error-exitcode 99 "$bin" --gtest_brief=1 || {
-      echo "$t: memcheck exit $?"
+    echo "== $tool $t"
+    timeout -k 5 60 "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" --gtest_brief=1 || {
+      echo "$t: $tool exit $?"
       failed=1
     }
   done
   return "$failed"
 }
 export -f sanitize
-step memcheck 120 30 "grep -E 'ERROR SUMMARY|memcheck exit|not built' $logs/memcheck.log | sort | uniq -c | tr -s ' '" -- sanitize
+# Its detail: the sanitizer's summaries and failures in the step's log.
+sanitize_detail() { echo "grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|$1 exit|not built' $logs/$1.log | sort | uniq -c | tr -s ' '"; }
+step memcheck 120 30 "$(sanitize_detail memcheck)" -- sanitize memcheck .
+step racecheck 60 20 "$(sanitize_detail racecheck)" -- sanitize racecheck kernels
+step synccheck 60 20 "$(sanitize_detail synccheck)" -- sanitize synccheck kernels
 
 write_results
 echo "check.sh: $(grep -c $'\tpass\t' "$steps") of $(wc -l <"$steps") steps passed in ${SECONDS}s; results in $out"

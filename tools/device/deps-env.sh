@@ -1,10 +1,10 @@
 # shellcheck shell=bash
 # Sourced: points CMake, the compilers and the programs at the Debian packages that
-# tools/gpu-check/fetch-deps unpacked (RINGTRAIN_DEPS, default .device-deps in the checkout):
+# tools/device/fetch-deps unpacked (RINGTRAIN_DEPS, default .device-deps in the checkout):
 # Open MPI relocated with OPAL_PREFIX, parallel HDF5 through its h5pcc, OpenBLAS, the rest.
 _rt_deps="${RINGTRAIN_DEPS:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/.device-deps}"
 if [ ! -d "$_rt_deps/core/usr" ]; then
-  echo "deps-env.sh: no $_rt_deps/core/usr (run tools/gpu-check/fetch-deps, or unpack .device-carry/deps.tar.xz)" >&2
+  echo "deps-env.sh: no $_rt_deps/core/usr (run tools/device/fetch-deps, or unpack .device-carry/deps.tar.xz)" >&2
   return 1
 fi
 export RINGTRAIN_DEPS_PREFIX="$_rt_deps/core/usr"  # read by the patched h5pcc
