@@ -1,8 +1,9 @@
-// Bias + activation forward, ReLU forward/backward and bias gradient. The bias gradient reduces each
-// channel in one block: per-thread strided sums, then a fixed shared-memory tree.
+// Bias + activation forward, ReLU and GELU forward/backward and bias gradient. The bias gradient
+// reduces each channel in one block: per-thread strided sums, then a fixed shared-memory tree.
 #include "kernels/activation_kernels.hpp"
 #include "kernels/launch.cuh"
 #include "check/cuda_check.hpp"
+#include "ringtrain/nn/gelu_rule.hpp"
 
 namespace ringtrain::kernels {
 namespace {
@@ -25,6 +26,25 @@ template <typename T>
 __global__ void relu_backward_kernel(T* dx, const T* y, const T* dy, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
     dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
+}
+
+// GELU (tanh form) from the rule the CPU layer uses; expf for its exp.
+template <typename T>
+__global__ void gelu_forward_kernel(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const float v = to_float(x[i]);
+    const float u = gelu_u(v);
+    y[i] = from_float<T>(gelu_value(v, u, expf(-2.0f * fabsf(u))));
+  }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(T* dx, const T* x, const T* dy, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const float v = to_float(x[i]);
+    const float u = gelu_u(v);
+    dx[i] = from_float<T>(to_float(dy[i]) * gelu_slope(v, u, expf(-2.0f * fabsf(u))));
+  }
 }
 
 template <typename T>
@@ -85,6 +105,22 @@ void launch_relu_backward(void* dx, const void* y, const void* dy, std::int64_t 
     using T = decltype(tag);
     launch_elementwise(relu_backward_kernel<T>, "relu_backward_kernel", n, stream, static_cast<T*>(dx),
                        static_cast<const T*>(y), static_cast<const T*>(dy), n);
+  });
+}
+
+void launch_gelu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream) {
+  dispatch_float(dtype, "gelu_forward", [&](auto tag) {
+    using T = decltype(tag);
+    launch_elementwise(gelu_forward_kernel<T>, "gelu_forward_kernel", n, stream, static_cast<T*>(y),
+                       static_cast<const T*>(x), n);
+  });
+}
+
+void launch_gelu_backward(void* dx, const void* x, const void* dy, std::int64_t n, DType dtype, void* stream) {
+  dispatch_float(dtype, "gelu_backward", [&](auto tag) {
+    using T = decltype(tag);
+    launch_elementwise(gelu_backward_kernel<T>, "gelu_backward_kernel", n, stream, static_cast<T*>(dx),
+                       static_cast<const T*>(x), static_cast<const T*>(dy), n);
   });
 }
 

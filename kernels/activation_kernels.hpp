@@ -1,4 +1,4 @@
-// Host launchers for bias + activation forward, ReLU forward/backward and the bias gradient
+// Host launchers for bias + activation forward, ReLU and GELU forward/backward and the bias gradient
 // (activation_kernels.cu). Tensors are f32, bf16 or f16 (computed in float); bias and its
 // gradient are f32. The stream is an opaque cudaStream_t; launches are checked.
 #pragma once
@@ -20,6 +20,12 @@ void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, vo
 
 // dx = y > 0 ? dy : 0 over n elements (dx may alias dy).
 void launch_relu_backward(void* dx, const void* y, const void* dy, std::int64_t n, DType dtype, void* stream);
+
+// y = gelu(x), the tanh form of ringtrain/nn/gelu_rule.hpp, over n elements (y may alias x).
+void launch_gelu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream);
+
+// dx = dy * gelu'(x) over n elements (dx may alias dy, not x).
+void launch_gelu_backward(void* dx, const void* x, const void* dy, std::int64_t n, DType dtype, void* stream);
 
 // db[c] = sum over outer, inner of dy[o][c][i]: f32 accumulation in a fixed order (one block
 // per channel, no atomics), so repeated runs give the same bits. Overwrites db; with

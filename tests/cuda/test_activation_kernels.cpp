@@ -1,8 +1,9 @@
-// Bias + activation forward, ReLU forward/backward and bias gradient against the CPU (the ReLU layer,
-// plain loops for the bias), in f32, bf16 and f16, on poisoned outputs. Skips without a GPU,
+// Bias + activation forward, ReLU and GELU forward/backward and bias gradient against the CPU (the
+// ReLU and GELU layers, plain loops for the bias), in f32, bf16 and f16, on poisoned outputs. Skips without a GPU,
 // except the dtype checks, which fail before any CUDA call.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_test_support.hpp"
@@ -93,6 +94,38 @@ TEST(CudaActivationKernels, ReluBackwardMatchesCpu) {
       // dx aliasing dy, as the CUDA layers use it in place.
       kernels::launch_relu_backward(dgrad.get(), dy_out.get(), dgrad.get(), len, dtype, nullptr);
       test::expect_close(dgrad.read_values(dtype), ref, test::tolerance(dtype));
+    }
+}
+
+// The CPU GELU layer's forward of x and backward of dy at x.
+std::pair<std::vector<float>, std::vector<float>> cpu_gelu(const std::vector<float>& x, const std::vector<float>& dy) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  std::vector<float> in = x, g = dy, y(x.size()), dx(x.size());
+  Tensor tx = Tensor::wrap(in.data(), Shape{n}), ty = Tensor::wrap(y.data(), Shape{n});
+  Tensor tg = Tensor::wrap(g.data(), Shape{n}), tdx = Tensor::wrap(dx.data(), Shape{n});
+  Gelu gelu;
+  gelu.forward(tx, ty, StepInfo{});
+  gelu.backward(tx, ty, tg, &tdx);
+  return {y, dx};
+}
+
+TEST(CudaActivationKernels, GeluMatchesCpu) {
+  RT_SKIP_WITHOUT_GPU();
+  for (DType dtype : kFloatDTypes)
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, test::kBeyondOneGrid}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(n));
+      const auto x = test::random_values(n, 8, dtype, 6.0f);  // both tails and the bend around 0
+      const auto g = test::random_values(n, 9, dtype);
+      const auto [y_ref, dx_ref] = cpu_gelu(x, g);
+      const auto len = static_cast<std::int64_t>(n);
+      auto dx_in = DeviceBuffer::of_values(x, dtype), dgrad = DeviceBuffer::of_values(g, dtype);
+      DeviceBuffer dy(n * dtype_size(dtype)), ddx(n * dtype_size(dtype));  // poisoned
+      kernels::launch_gelu_forward(dy.get(), dx_in.get(), len, dtype, nullptr);
+      test::expect_close(dy.read_values(dtype), test::round_to(dtype, y_ref), test::tolerance(dtype));
+      kernels::launch_gelu_backward(ddx.get(), dx_in.get(), dgrad.get(), len, dtype, nullptr);
+      test::expect_close(ddx.read_values(dtype), test::round_to(dtype, dx_ref), test::tolerance(dtype));
+      kernels::launch_gelu_backward(dgrad.get(), dx_in.get(), dgrad.get(), len, dtype, nullptr);  // dx aliasing dy
+      test::expect_close(dgrad.read_values(dtype), test::round_to(dtype, dx_ref), test::tolerance(dtype));
     }
 }
 

@@ -1,4 +1,4 @@
-// CUDA ReLU, Flatten (a device copy) and Dropout (the mask drawn on the device from the same
+// CUDA ReLU, GELU, Flatten (a device copy) and Dropout (the mask drawn on the device from the same
 // key the CPU layer uses, read from device memory so a CUDA graph replay picks up the key
 // begin_step stored for its step; kept as u8 flags for backward).
 #include <cuda_runtime.h>
@@ -18,6 +18,15 @@ void CudaReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
 void CudaReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (dx != nullptr)
     kernels::launch_relu_backward(dx->raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), compute_->stream);
+}
+
+void CudaGelu::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  kernels::launch_gelu_forward(y.raw(), x.raw(), x.numel(), x.dtype(), compute_->stream);
+}
+
+void CudaGelu::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+  if (dx != nullptr)
+    kernels::launch_gelu_backward(dx->raw(), x.raw(), dy.raw(), x.numel(), x.dtype(), compute_->stream);
 }
 
 void CudaFlatten::forward(const Tensor& x, Tensor& y, const StepInfo&) {

@@ -31,7 +31,7 @@ class CudaLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> add() override { refuse_on_gpu("add"); }
   std::unique_ptr<Layer> embedding(std::int64_t, std::int64_t, std::int64_t) override { refuse_on_gpu("embedding"); }
   std::unique_ptr<Layer> layernorm(double) override { refuse_on_gpu("layernorm"); }
-  std::unique_ptr<Layer> gelu() override { refuse_on_gpu("gelu"); }
+  std::unique_ptr<Layer> gelu() override { return std::make_unique<cuda::CudaGelu>(compute_); }
   std::unique_ptr<Layer> attention(std::int64_t) override { refuse_on_gpu("attention"); }
 
  private:

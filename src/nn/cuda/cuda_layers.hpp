@@ -71,6 +71,16 @@ class CudaReLU final : public ReLU {
   ComputePtr compute_;
 };
 
+class CudaGelu final : public Gelu {
+ public:
+  explicit CudaGelu(ComputePtr compute) : compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+};
+
 class CudaMaxPool2d final : public MaxPool2d {
  public:
   CudaMaxPool2d(ComputePtr compute, std::int64_t kernel, std::int64_t stride);
