@@ -73,6 +73,8 @@ class WatchedCommunicator : public Communicator {
   int size() const override { return inner_->size(); }
   std::string_view name() const override { return inner_->name(); }
   bool device_memory() const override { return inner_->device_memory(); }
+  bool calls_mpi() const override { return inner_->calls_mpi(); }
+  std::size_t staging_bytes() const override { return inner_->staging_bytes(); }
 
   void allreduce_sum(void* data, std::size_t count, DType dtype) override {
     watched(describe("allreduce", count, dtype), [&] { inner_->allreduce_sum(data, count, dtype); });

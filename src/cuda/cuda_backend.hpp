@@ -1,6 +1,7 @@
 // CudaBackend: the GpuBackend of a CUDA build. Each of this folder's files implements the
 // methods of one concern (device.cpp, memory.cpp, tensor_ops.cpp, optimizer_update.cpp,
-// step_loss.cpp, device_batch.cpp, step_graph.cpp, versions.cpp, gemm_timing.cpp;
+// step_loss.cpp, device_batch.cpp, step_graph.cpp, host_staged_communicator.cpp, versions.cpp,
+// gemm_timing.cpp;
 // cuda_backend.cpp: the layer maker and the instance). Private to src/cuda.
 #pragma once
 #include "cuda/gpu_backend.hpp"
@@ -34,6 +35,8 @@ class CudaBackend final : public GpuBackend {
   std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
                                                  const GpuAugment* augment) const override;
   std::unique_ptr<StepGraph> make_step_graph() const override;
+
+  std::unique_ptr<Communicator> stage_through_host(std::unique_ptr<Communicator> host) const override;
 
   CudaVersions versions() const override;
   std::vector<VisibleGpu> visible_gpus(std::string* why) const override;

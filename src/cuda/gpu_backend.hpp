@@ -16,6 +16,7 @@
 
 namespace ringtrain {
 
+class Communicator;
 class DeviceMemory;
 class MemoryPool;
 class LayerMaker;
@@ -74,6 +75,11 @@ class GpuBackend {
   virtual std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
                                                          const GpuAugment* augment) const = 0;
   virtual std::unique_ptr<StepGraph> make_step_graph() const = 0;
+
+  // The gradient communicator of a GPU rank without NCCL (host_staged_communicator.cpp): `host`
+  // (MPI, host buffers) made to take device buffers, each collective's buffer staged through
+  // pinned memory with asynchronous copies on a copy stream.
+  virtual std::unique_ptr<Communicator> stage_through_host(std::unique_ptr<Communicator> host) const = 0;
 
   // Tools (versions.cpp, gemm_timing.cpp): `ringtrain doctor`'s versions and visible GPUs (never throws for a
   // missing driver or GPU: *why says what is missing), and `bench gemm`'s bound GPU and timings

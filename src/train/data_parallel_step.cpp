@@ -116,13 +116,12 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   if (model.device() == Device::cuda) {
     // Accumulated gradients are added on the device after the last backward, before any bucket.
     if (k > 1) overlap = false;
-    // MPI takes host memory: reduce a host copy after backward. A world of one has nothing to
-    // reduce (the communicator returns at once), so its gradients stay on the device.
-    if (!grad_comm.device_memory() && world > 1) {
-      host_grads_ = Tensor::empty(Shape{model.num_params()});
-      bucket_arena = host_grads_.f32();
-      overlap = false;
-    }
+    // The buckets are device memory: NCCL's, or MPI's staged through pinned host memory
+    // (make_run_comms). A world of one reduces nothing (the communicator returns at once).
+    RT_REQUIRE(grad_comm.device_memory() || world == 1, Error,
+               "DataParallelStep: a GPU model's gradients need a communicator that takes device memory (nccl, or "
+               "MPI staged through host memory as make_run_comms makes it), not {}",
+               grad_comm.name());
   }
   if (options.cuda_graph) {
     graph_refused_ = cuda_graph_obstacle(model, k);
@@ -152,7 +151,7 @@ StepMemory DataParallelStep::memory() const {
   for (const Optimizer::StateBuffer& b : optimizer_.state())
     m.optimizer_state += static_cast<std::int64_t>(allocated_bytes(b.tensor));
   m.activations = model_.activation_bytes();
-  m.comm_buffers = static_cast<std::int64_t>(allocated_bytes(host_grads_));
+  m.comm_buffers = static_cast<std::int64_t>(grad_comm_.staging_bytes());
   return m;
 }
 
@@ -192,7 +191,6 @@ void DataParallelStep::backward_and_reduce(bool last) {
 void DataParallelStep::reduce_after_backward() {
   Tensor& grads = model_.grads();
   if (options_.accumulation_steps > 1) add_into(grads, carry_);
-  if (host_grads_.raw() != nullptr) copy_into(host_grads_, grads);
   bucketer_->begin_step(nullptr);
   bucketer_->on_ready(0);
 }
@@ -268,7 +266,6 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   }
   const BucketTimes bt = bucketer_->finish();
   const auto buckets_done = Clock::now();
-  if (host_grads_.raw() != nullptr) copy_into(model_.grads(), host_grads_);
   const std::size_t world = shards_.size();
   std::vector<double> stats(3 + world, 0.0);  // loss, correct, then gradient_checks
   stats[0] = loss_sum;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fmt/ranges.h>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/nn/gpt_safetensors.hpp"
@@ -36,7 +37,12 @@ RunComms make_run_comms(const Context& ctx, const TrainConfig& tc) {
     no.timeout_s = tc.timeout_s;
     c.gradient = watch_collectives(make_nccl_communicator(ctx, no), *c.watchdog, "gradient");
   } else {
-    c.gradient = watch_collectives(make_mpi_communicator(ctx, options), *c.watchdog, "gradient");
+    std::unique_ptr<Communicator> mpi = make_mpi_communicator(ctx, options);
+    // A GPU rank reduces its device gradients through pinned host memory, bucket by bucket (a
+    // world of one reduces nothing and needs no staging).
+    if (ctx.binding().backend == Device::cuda && ctx.world_size() > 1)
+      mpi = gpu("runtime.backend=cuda").stage_through_host(std::move(mpi));
+    c.gradient = watch_collectives(std::move(mpi), *c.watchdog, "gradient");
   }
   return c;
 }
@@ -53,8 +59,8 @@ GradientAllreduce gradient_allreduce(GradientAllreduce requested, int ranks_on_g
 
 StepOptions step_options(const TrainConfig& tc, const Context& ctx, const Communicator& grad_comm) {
   StepOptions o;
-  o.overlap = tc.overlap && (ctx.thread_multiple() || grad_comm.device_memory());
-  o.bucket_mb = tc.bucket_mb_given || !grad_comm.device_memory() ? tc.bucket_mb : kNcclBucketMb;
+  o.overlap = tc.overlap && (ctx.thread_multiple() || !grad_comm.calls_mpi());
+  o.bucket_mb = tc.bucket_mb_given || grad_comm.calls_mpi() ? tc.bucket_mb : kNcclBucketMb;
   o.first_bucket_mb = tc.first_bucket_mb;
   o.accumulation_steps = tc.accumulation_steps;
   o.cuda_graph = tc.cuda_graph;

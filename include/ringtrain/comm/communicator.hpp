@@ -41,8 +41,14 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string_view name() const = 0;  // e.g. "mpi-ring", "mpi-ring-shm"
-  // Whether collectives take device (GPU) pointers (NCCL) rather than host pointers (MPI).
+  // Whether collectives take device (GPU) pointers (NCCL, or MPI staged through host memory)
+  // rather than host pointers (MPI).
   virtual bool device_memory() const { return false; }
+  // Whether collectives call MPI (then running them on a communication thread next to the
+  // caller's own MPI calls needs MPI_THREAD_MULTIPLE). NCCL does not.
+  virtual bool calls_mpi() const { return !device_memory(); }
+  // Bytes the communicator holds to stage its buffers (MPI staged through pinned host memory).
+  virtual std::size_t staging_bytes() const { return 0; }
 
   // In-place elementwise sum over all ranks of `count` elements of `dtype` at `data`
   // (f32, f64, bf16, f16, i32). Every rank ends with bitwise identical results. count may

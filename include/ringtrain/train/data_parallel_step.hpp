@@ -100,7 +100,7 @@ struct StepMemory {
                                          // (+ the accumulation carry)
   std::int64_t optimizer_state = 0;      // momentum / moments: this rank's shard under ZeRO
   std::int64_t activations = 0;          // Model::activation_bytes at the largest batch run so far
-  std::int64_t comm_buffers = 0;         // the host copy of the gradients the MPI ring reduces on a GPU
+  std::int64_t comm_buffers = 0;         // the pinned host memory a GPU's MPI gradient path stages buckets in
 };
 
 // Labels per sample of a model: its output's positions (every dimension but the last, the classes).
@@ -181,8 +181,7 @@ class DataParallelStep {
   std::unique_ptr<StepGraph> graph_;     // null unless the step runs as a CUDA graph
   std::string graph_refused_;
   Tensor dlogits_;
-  Tensor carry_;       // gradients summed over the earlier micro-batches (accumulation only)
-  Tensor host_grads_;  // GPU with an MPI communicator: the host copy the buckets reduce
+  Tensor carry_;  // gradients summed over the earlier micro-batches (accumulation only)
   std::int64_t micro_index_ = 0;
   std::vector<Bucket> buckets_;
   // Per rank: the arena ranges of its shard (every rank's, for the clipping norm's sum).
