@@ -10,4 +10,9 @@ namespace ringtrain::cuda {
 // Created on first use on the current device (the rank's bound GPU); lives until exit.
 cudaStream_t compute_stream();
 
+// The process's host-to-device copy stream (DeviceBatch uploads): non-blocking, so copies overlap
+// the compute stream, ordered with it by events. Created on first use, never destroyed: the pool
+// records events on it when buffers it wrote are freed, which may happen after their user is gone.
+cudaStream_t copy_stream();
+
 }  // namespace ringtrain::cuda

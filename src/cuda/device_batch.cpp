@@ -1,6 +1,7 @@
-// DeviceBatch on CUDA: the batch's parts staged in pinned memory, copied on a copy stream, and
-// the compute stream ordered after the copy with an event; then, on the compute stream, the
-// cast kernel (f32 batches, activations not f32) or the augmentation kernel (raw uint8 batches).
+// DeviceBatch on CUDA: the batch's parts staged in pinned memory, copied on the process's copy
+// stream (cuda::copy_stream), and the compute stream ordered after the copy with an event; then,
+// on the compute stream, the cast kernel (f32 batches, activations not f32) or the augmentation
+// kernel (raw uint8 batches).
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -50,7 +51,6 @@ class CudaDeviceBatch final : public DeviceBatch {
       : act_(Tensor::empty(sample.with_batch(max_rows), act, Device::cuda)),
         labels_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)),
         pinned_labels_(labels_.nbytes()) {
-    RT_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
     written_on_copy_stream(labels_);
@@ -59,7 +59,6 @@ class CudaDeviceBatch final : public DeviceBatch {
   ~CudaDeviceBatch() override {
     cudaEventDestroy(consumed_);
     cudaEventDestroy(copied_);
-    cudaStreamDestroy(copy_stream_);
   }
   CudaDeviceBatch(const CudaDeviceBatch&) = delete;
   CudaDeviceBatch& operator=(const CudaDeviceBatch&) = delete;
@@ -159,7 +158,7 @@ class CudaDeviceBatch final : public DeviceBatch {
   PinnedBuffer pinned_x_;  // f32 batches: their staging; both made on the first f32 upload
   PinnedBuffer pinned_labels_;
   std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
-  cudaStream_t copy_stream_ = nullptr;
+  const cudaStream_t copy_stream_ = cuda::copy_stream();
   cudaEvent_t copied_ = nullptr;
   cudaEvent_t consumed_ = nullptr;
 };
