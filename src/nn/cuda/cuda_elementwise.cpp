@@ -11,28 +11,34 @@
 
 namespace ringtrain::cuda {
 
+template <>
 void CudaReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   kernels::launch_relu_forward(y.raw(), x.raw(), x.numel(), x.dtype(), compute_->stream);
 }
 
+template <>
 void CudaReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
   if (dx != nullptr)
     kernels::launch_relu_backward(dx->raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), compute_->stream);
 }
 
+template <>
 void CudaGelu::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   kernels::launch_gelu_forward(y.raw(), x.raw(), x.numel(), x.dtype(), compute_->stream);
 }
 
+template <>
 void CudaGelu::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (dx != nullptr)
     kernels::launch_gelu_backward(dx->raw(), x.raw(), dy.raw(), x.numel(), x.dtype(), compute_->stream);
 }
 
+template <>
 void CudaFlatten::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   copy_on_device(y.raw(), x.raw(), x.nbytes(), compute_->stream);
 }
 
+template <>
 void CudaFlatten::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (dx != nullptr) copy_on_device(dx->raw(), dy.raw(), dy.nbytes(), compute_->stream);
 }

@@ -61,25 +61,35 @@ class CudaConv2d final : public Conv2d {
   PerBatchOp<ConvOp> op_;
 };
 
-class CudaReLU final : public ReLU {
+// A parameter-free CPU layer whose forward and backward run as kernels on the compute stream
+// (one specialisation of each per layer in cuda_elementwise.cpp).
+template <typename CpuLayer>
+class CudaElementwise final : public CpuLayer {
  public:
-  explicit CudaReLU(ComputePtr compute) : compute_(std::move(compute)) {}
+  explicit CudaElementwise(ComputePtr compute) : compute_(std::move(compute)) {}
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 
  private:
   ComputePtr compute_;
 };
-
-class CudaGelu final : public Gelu {
- public:
-  explicit CudaGelu(ComputePtr compute) : compute_(std::move(compute)) {}
-  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  ComputePtr compute_;
-};
+using CudaReLU = CudaElementwise<ReLU>;
+using CudaGelu = CudaElementwise<Gelu>;
+using CudaFlatten = CudaElementwise<Flatten>;  // a device copy
+// The specialisations cuda_elementwise.cpp defines (declared, so no other file instantiates the
+// undefined primary members).
+template <>
+void CudaReLU::forward(const Tensor& x, Tensor& y, const StepInfo& info);
+template <>
+void CudaReLU::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+template <>
+void CudaGelu::forward(const Tensor& x, Tensor& y, const StepInfo& info);
+template <>
+void CudaGelu::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
+template <>
+void CudaFlatten::forward(const Tensor& x, Tensor& y, const StepInfo& info);
+template <>
+void CudaFlatten::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx);
 
 class CudaMaxPool2d final : public MaxPool2d {
  public:
@@ -94,16 +104,6 @@ class CudaMaxPool2d final : public MaxPool2d {
   bool staged_;  // bf16: the op runs in f32 on cast copies (max pooling is exact either way)
   Tensor x_f32_, y_f32_, dy_f32_, dx_f32_;
   PerBatchOp<MaxPoolOp> op_;
-};
-
-class CudaFlatten final : public Flatten {
- public:
-  explicit CudaFlatten(ComputePtr compute) : compute_(std::move(compute)) {}
-  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
-
- private:
-  ComputePtr compute_;
 };
 
 class CudaDropout final : public Dropout {
