@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   model->init_params(kSeed);  // the same initial parameters on every rank
   rt::SgdHyper hyper;
   hyper.momentum = 0.9f;
-  rt::Sgd sgd(model->num_params(), hyper);
+  rt::Sgd sgd(model->arena_elements(), hyper);
 
   // One communicator for the loss and accuracy, one for the gradient buckets.
   auto stats_comm = rt::make_mpi_communicator(ctx, rt::AllreduceAlgo::ring);

@@ -68,7 +68,7 @@ void bench_prune(Context& ctx, const PruneBenchOptions& o) {
   const std::vector<std::size_t> linear_layers = linear_layers_of(*dense, o.config);
   dense->init_params(1);
   float* p = dense->params().f32();
-  Tensor mask = Tensor::empty(Shape{dense->num_params()});
+  Tensor mask = Tensor::empty(Shape{dense->arena_elements()});
   std::fill_n(mask.f32(), mask.numel(), 1.0f);
   const auto tensors = dense->param_tensors();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
@@ -78,7 +78,7 @@ void bench_prune(Context& ctx, const PruneBenchOptions& o) {
     if (i + 1 < tensors.size() && tensors[i + 1].layer == t.layer) r.bias_offset = tensors[i + 1].offset;
     mask_smallest_neurons(p, mask.f32(), r, o.fraction);
   }
-  for (std::int64_t i = 0; i < dense->num_params(); ++i) p[i] *= mask.f32()[i];
+  for (std::int64_t i = 0; i < dense->arena_elements(); ++i) p[i] *= mask.f32()[i];
   const std::vector<std::int64_t> kept = kept_neurons_per_linear(*dense, mask.f32());
   auto shrunk = build_mlp(o.config, kept, input, linear_layers);
   copy_kept_neurons(*dense, mask.f32(), *shrunk);

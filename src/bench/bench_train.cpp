@@ -155,7 +155,7 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   const int world = ctx.world_size();
   const double global_rate = static_cast<double>(per_rank * world) / slowest_step_s;
   const double allreduce_s = median_of(timed, [](const StepParts& s) { return s.allreduce; });
-  const std::int64_t grad_bytes = model->num_params() * static_cast<std::int64_t>(sizeof(float));
+  const std::int64_t grad_bytes = model->arena_elements() * static_cast<std::int64_t>(sizeof(float));
   const double algbw = allreduce_s > 0 ? static_cast<double>(grad_bytes) / allreduce_s / 1e9 : 0.0;
   const double busbw = algbw * 2.0 * (world - 1) / world;
   auto ms = [&](auto field) { return 1e3 * median_of(timed, field); };

@@ -449,7 +449,7 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
       dims = {static_cast<hsize_t>(b.numel)};
       const Slice s = slice_of(b.numel, rank, world);
       slice = b.data + s.begin;
-      if (!b.owned.empty()) {
+      if (b.sharded) {
         owned.resize(static_cast<std::size_t>(s.end - s.begin));
         ckpt::exchange_ranges(comm, b.owned, b.data, {{s.begin, s.end - s.begin}}, owned.data());
         slice = owned.data();
@@ -548,8 +548,8 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
     std::uint64_t stored = 0, actual = 0;
     const Slice s = slice_of(b.numel, rank, world);
     std::vector<float> owned;  // sharded buffers: this rank's slice, sent to its owners once verified
-    if (!b.owned.empty()) owned.resize(static_cast<std::size_t>(s.end - s.begin));
-    float* slice = b.owned.empty() ? b.data + s.begin : owned.data();
+    if (b.sharded) owned.resize(static_cast<std::size_t>(s.end - s.begin));
+    float* slice = b.sharded ? owned.data() : b.data + s.begin;
     run_collectively(ctx, [&] {
       as_corrupt([&] {
         h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
@@ -581,7 +581,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
     });
     if (!b.per_rank && b.numel > 0) {
       actual = gathered_checksum(comm, world, b.numel, s, slice, scheme);
-      if (b.owned.empty())
+      if (!b.sharded)
         allgather_slices(comm, world, b.numel, b.data);
       else
         ckpt::exchange_ranges(comm, {{s.begin, s.end - s.begin}}, slice, b.owned, b.data);
@@ -595,6 +595,17 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
   }
   run_collectively(ctx, [&] { RT_H5_CHECK(file.close()); });
   return meta;
+}
+
+void read_checkpoint_params(const Context& ctx, const std::string& path, const ParamLayout& layout, float* arena) {
+  const ParamLayout::Packing packing = layout.packing_of_arena();
+  if (packing.identity()) {
+    read_checkpoint_file(ctx, path, {{"params", arena, layout.logical_elements()}});
+    return;
+  }
+  std::vector<float> logical(static_cast<std::size_t>(layout.logical_elements()));
+  read_checkpoint_file(ctx, path, {{"params", logical.data(), layout.logical_elements()}});
+  unpack(packing, logical.data(), arena);
 }
 
 }  // namespace ringtrain

@@ -122,7 +122,7 @@ void export_checkpoint(const Context& ctx, const ExportOptions& o) {
                "ckpt export: {}: dataset 'params' does not hold the {} parameters of its config's model", o.path,
                model->num_params());
   });
-  read_checkpoint_file(ctx, o.path, {{"params", model->params().f32(), model->num_params()}});
+  read_checkpoint_params(ctx, o.path, model->param_layout(), model->params().f32());
   run_collectively(ctx, [&] {
     if (ctx.world_rank() != 0) return;
     Config model_config = config->section("model");

@@ -63,12 +63,12 @@ Generator load(const Context& ctx, const GenerateOptions& o) {
       throw ConfigError(fmt::format("{}: {}", o.path, e.what()));
     }
   }();
-  const std::int64_t numel = generator.params().numel();
+  const std::int64_t numel = generator.param_layout().logical_elements();
   const auto params = std::find_if(datasets.begin(), datasets.end(), [](const auto& d) { return d.name == "params"; });
   RT_REQUIRE(params != datasets.end() && params->dims == std::vector<std::int64_t>{numel}, CheckpointMismatch,
              "{}: dataset 'params' should hold the {} parameters of its config's model: {}", o.path, numel,
              params == datasets.end() ? "missing" : fmt::format("[{}] found", fmt::join(params->dims, ", ")));
-  read_checkpoint_file(ctx, o.path, {{"params", generator.params().f32(), numel}});
+  read_checkpoint_params(ctx, o.path, generator.param_layout(), generator.params().f32());
   return generator;
 }
 

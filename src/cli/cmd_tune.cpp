@@ -123,7 +123,8 @@ struct Tuner {
   Shape sample_shape;
   std::int64_t num_classes = 0;
   std::int64_t data_vocab_size = 0;  // token data: its vocabulary (a language model's default)
-  std::int64_t num_params = 0;
+  std::int64_t num_params = 0;       // the model's parameters
+  std::int64_t arena_elements = 0;   // of its parameter arena (pads between tensors included)
   std::int64_t usable_samples = 0;
   std::int64_t memory_limit = 0;
   std::string memory_limit_source;
@@ -150,6 +151,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   t->session = open_session(ctx, o.config, o.sets, {.data = SessionOptions::Data::shape, .schedule_steps = 1});
   Session& s = *t->session;
   t->num_params = s.model->num_params();
+  t->arena_elements = s.model->arena_elements();
   s.pruner.reset();  // before the model it refers to
   s.model.reset();
   s.optimizer.reset();
@@ -224,7 +226,7 @@ SizeRun run_size(Tuner& t, const Context& ctx, std::int64_t batch, int warmup, i
       model = build_model(*t.model_config, t.sample_shape, t.compute, t.data_vocab_size);
       model->init_params(t.tc.seed);  // identical on every rank, as the trainer's broadcast makes it
       Communicator& stats_comm = t.gpu ? *t.self_comm : *t.comm;
-      optimizer = build_optimizer(*t.optim_config, t.num_params, warmup + steps, model->device(), false,
+      optimizer = build_optimizer(*t.optim_config, t.arena_elements, warmup + steps, model->device(), false,
                                   step_owned_ranges(*model, t.step_options, stats_comm.size(), stats_comm.rank()))
                       .optimizer;
       step = t.gpu ? make_step(*t.self_comm, *t.self_comm) : make_step(*t.comm, *t.grad_comm);

@@ -85,6 +85,7 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
   if (thread_ == nullptr && !staging_) return;  // the plain path reduces after backward
   while (next_ < buckets_.size() && buckets_[next_].begin >= ready_from) {
     const std::size_t i = next_++;
+    clear_unwritten(i);
     if (accumulate_into_ != nullptr) {  // an earlier micro-batch: into the carry, no collective
       const Bucket& b = buckets_[i];
       float* to = accumulate_into_ + b.begin;
@@ -96,6 +97,11 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
     }
     if (next_ < buckets_.size()) wait_for_buffer(next_);
   }
+}
+
+void GradBucketer::clear_unwritten(std::size_t index) {
+  if (!staging_ || index >= staging_->unwritten.size()) return;
+  for (const ArenaRange& r : staging_->unwritten[index]) std::fill_n(data_[index] + r.offset, r.count, 0.0f);
 }
 
 void GradBucketer::wait_for_buffer(std::size_t index) {
@@ -135,7 +141,10 @@ void GradBucketer::launch(std::size_t index) {
 
 BucketTimes GradBucketer::finish() {
   const auto begin = CommThread::Clock::now();
-  while (next_ < buckets_.size()) launch(next_++);
+  for (; next_ < buckets_.size(); ++next_) {
+    clear_unwritten(next_);
+    launch(next_);
+  }
   if (thread_ != nullptr) thread_->wait_all();
   BucketTimes t;
   t.exposed_s = std::chrono::duration<double>(CommThread::Clock::now() - begin).count();

@@ -27,6 +27,8 @@ Generator::Generator(Config model_config, bool kv_cache) : config_(std::move(mod
 Generator::Generator(Generator&&) noexcept = default;
 Generator::~Generator() = default;
 
+const ParamLayout& Generator::param_layout() const { return model_->param_layout(); }
+
 void Generator::build(std::int64_t length) {
   model_.reset();
   model_ = build_model(config_, Shape{length});

@@ -36,7 +36,8 @@ void Model::lay_out_params() {
     std::size_t owner, owner_param, user, user_param;
   };
   std::vector<Tie> ties;
-  std::int64_t total = 0;
+  std::vector<ArenaRange> tensor_ranges;  // of the owned parameters, in arena order
+  std::int64_t total = 0;                 // the arena's end so far
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     specs_.push_back(nodes_[i].layer->param_specs());
     const auto& specs = specs_.back();
@@ -57,14 +58,18 @@ void Model::lay_out_params() {
       param_offset_[i][tie.param] = param_offset_[owner][tie.owner_param];
       ties.push_back({owner, tie.owner_param, i, tie.param});
     }
-    layer_offset_.push_back(total);
+    layer_offset_.push_back(ParamLayout::aligned(total));
+    std::int64_t count = 0;
     for (std::size_t j = 0; j < specs.size(); ++j) {
       if (!owned_[i][j]) continue;
-      param_offset_[i][j] = total;
-      total += specs[j].shape.numel();
+      param_offset_[i][j] = ParamLayout::aligned(total);
+      total = param_offset_[i][j] + specs[j].shape.numel();
+      tensor_ranges.push_back({param_offset_[i][j], specs[j].shape.numel()});
+      count += specs[j].shape.numel();
     }
-    layer_params_.push_back(total - layer_offset_.back());
+    layer_params_.push_back(count);
   }
+  layout_ = ParamLayout(std::move(tensor_ranges), total);
   // A tied parameter's gradient is summed in row blocks after the owner's backward where the
   // owner and every user can compute its rows on their own; otherwise each user's goes to a scratch.
   for (const Tie& tie : ties) {
@@ -304,10 +309,10 @@ void Model::place_gradients(std::vector<GradientPlace> places) {
   std::int64_t at = 0;
   for (const GradientPlace& p : places) {
     RT_REQUIRE(p.offset == at && p.count > 0 && p.data != nullptr, Error,
-               "place_gradients: places must tile the gradient arena of {} elements in order", num_params());
+               "place_gradients: places must tile the gradient arena of {} elements in order", arena_elements());
     at = p.end();
   }
-  RT_REQUIRE(at == num_params(), Error, "place_gradients: places cover {} of {} elements", at, num_params());
+  RT_REQUIRE(at == arena_elements(), Error, "place_gradients: places cover {} of {} elements", at, arena_elements());
   // What backward writes at once stays together: places start only where buckets may be cut.
   const std::vector<std::int64_t> cuts = gradient_cuts();
   for (const GradientPlace& p : places)
@@ -594,7 +599,7 @@ std::vector<std::int64_t> Model::gradient_cuts() const {
     const Shape& shape = specs_[t.owner][t.owner_param].shape;
     const std::int64_t offset = param_offset_[t.owner][t.owner_param], block = rows_per_block(t) * shape[1];
     for (std::int64_t at = offset + block; at < offset + shape.numel(); at += block) out.push_back(at);
-    if (offset + shape.numel() < num_params()) out.push_back(offset + shape.numel());
+    if (offset + shape.numel() < arena_elements()) out.push_back(offset + shape.numel());
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

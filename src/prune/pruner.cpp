@@ -33,7 +33,7 @@ Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Co
       model_(model),
       optimizer_(optimizer),
       comm_(comm),
-      mask_(Tensor::empty(Shape{model.num_params()})) {
+      mask_(Tensor::empty(Shape{model.arena_elements()})) {
   std::fill_n(mask_.f32(), mask_.numel(), 1.0f);
   const std::vector<Model::ParamTensor> tensors = model.param_tensors();
   const std::size_t output_layer = tensors.back().layer;

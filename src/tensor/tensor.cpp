@@ -45,6 +45,8 @@ std::string Shape::str() const {
 }
 
 namespace {
+// Host allocations start where cudaMalloc's do (what ParamLayout's aligned offsets assume).
+constexpr std::size_t kHostAlignment = 256;
 // Host tensors from this size up are mapped rather than allocated (page-aligned, zero, lazy).
 constexpr std::size_t kMappedBytes = std::size_t{1} << 20;
 std::atomic<std::int64_t> mapped_bytes{0};  // host_mapped_bytes()
@@ -67,7 +69,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   t.shape_ = shape;
   t.dtype_ = dtype;
   t.device_ = device;
-  const std::size_t bytes = (t.nbytes() + 63) / 64 * 64;
+  const std::size_t bytes = (t.nbytes() + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
   if (bytes == 0) return t;
   if (device == Device::cuda) {
     t.storage_ = gpu("CUDA device memory").allocate_zeroed(bytes);
@@ -86,7 +88,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
     t.data_ = p;
     return t;
   }
-  void* p = std::aligned_alloc(64, bytes);
+  void* p = std::aligned_alloc(kHostAlignment, bytes);
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, bytes);
   t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });

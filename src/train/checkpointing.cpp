@@ -25,10 +25,15 @@
 namespace ringtrain {
 namespace {
 
-// Frees the stage 3 parameter shard copy, held for one save or resume, however that ends.
+// Frees what one save or resume held (the stage 3 parameter shard copy, the host staging),
+// however that ends.
 struct HeldForOneTransfer {
   Tensor& shard;
-  ~HeldForOneTransfer() { shard = Tensor(); }
+  std::vector<TrainCheckpoints::Staged>& staged;
+  ~HeldForOneTransfer() {
+    shard = Tensor();
+    staged.clear();
+  }
 };
 
 }  // namespace
@@ -51,20 +56,40 @@ TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Mo
   dir_ = std::make_unique<CheckpointDir>(ctx, tc.checkpoint.dir, tc.checkpoint.keep);
 }
 
-float* TrainCheckpoints::host_data(const Tensor& t) const {
-  if (t.device() == Device::cpu) return t.f32();
-  for (const Staged& s : staged_)
-    if (s.device.raw() == t.raw()) return s.host.f32();
-  staged_.push_back({t, Tensor::empty(t.shape())});
-  return staged_.back().host.f32();
+float* TrainCheckpoints::staged(const std::string& name, const Tensor& t,
+                                std::optional<ParamLayout::Packing> packing) const {
+  const bool on_host = t.device() == Device::cpu;
+  if (on_host && (!packing || packing->identity())) return t.f32();
+  Tensor host = Tensor::empty(on_host ? Shape{packing->elements()} : t.shape());
+  staged_.push_back({name, t, host, std::move(packing)});
+  return host.f32();
+}
+
+CheckpointBuffer TrainCheckpoints::arena_buffer(const std::string& name, const Tensor& t,
+                                                const std::vector<ArenaRange>* shard, bool optional) const {
+  const ParamLayout& layout = model_.param_layout();
+  ParamLayout::Packing packing = shard != nullptr ? layout.packing(*shard) : layout.packing_of_arena();
+  CheckpointBuffer b{name, nullptr, model_.num_params(), false, optional, shard != nullptr};
+  if (b.sharded) b.owned = packing.logical;
+  b.data = staged(name, t, std::move(packing));
+  return b;
 }
 
 void TrainCheckpoints::download() const {
-  for (const Staged& s : staged_) copy_into(s.host, s.device);
+  for (const Staged& s : staged_) {
+    const bool on_host = s.source.device() == Device::cpu;
+    if (!on_host) copy_into(s.host, s.source);
+    if (s.packing) pack(*s.packing, on_host ? s.source.f32() : s.host.f32(), s.host.f32());
+  }
 }
 
 void TrainCheckpoints::upload() const {
-  for (const Staged& s : staged_) copy_into(s.device, s.host);
+  for (const Staged& s : staged_) {
+    if (!restored(s.name)) continue;
+    const bool on_host = s.source.device() == Device::cpu;
+    if (s.packing) unpack(*s.packing, s.host.f32(), on_host ? s.source.f32() : s.host.f32());
+    if (!on_host) copy_into(s.source, s.host);
+  }
 }
 
 bool TrainCheckpoints::sharded_params() const { return tc_.zero_stage >= 3; }
@@ -72,7 +97,7 @@ bool TrainCheckpoints::sharded_params() const { return tc_.zero_stage >= 3; }
 void TrainCheckpoints::pack_params() const {
   if (!sharded_params()) return;
   const float* arena = model_.params().f32();
-  for_each_owned({{0, model_.num_params()}}, optimizer_.owned(),
+  for_each_owned({{0, model_.arena_elements()}}, optimizer_.owned(),
                  [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
                    std::copy_n(arena + offset, count, param_shard_.f32() + packed);
                  });
@@ -81,7 +106,7 @@ void TrainCheckpoints::pack_params() const {
 void TrainCheckpoints::unpack_params() {
   if (!sharded_params()) return;
   float* arena = model_.params().f32();
-  for_each_owned({{0, model_.num_params()}}, optimizer_.owned(),
+  for_each_owned({{0, model_.arena_elements()}}, optimizer_.owned(),
                  [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
                    std::copy_n(param_shard_.f32() + packed, count, arena + offset);
                  });
@@ -95,27 +120,31 @@ std::vector<CheckpointBuffer> TrainCheckpoints::buffers() const {
   run_collectively(ctx_, [&] {
     if (sharded_params()) {  // allocated for one save or resume only
       if (param_shard_.raw() == nullptr) param_shard_ = Tensor::empty(Shape{total_count(optimizer_.owned())});
-      b.push_back({"params", param_shard_.f32(), model_.num_params(), false, false, optimizer_.owned()});
+      b.push_back(arena_buffer("params", param_shard_, &optimizer_.owned(), false));
     } else {
-      b.push_back({"params", host_data(model_.params()), model_.num_params(), false});
+      b.push_back(arena_buffer("params", model_.params(), nullptr, false));
     }
     // Under ZeRO each rank holds its shard of the optimizer state; the file holds it whole.
-    const bool sharded = optimizer_.state_elements() != model_.num_params();
+    const bool sharded = optimizer_.state_elements() != model_.arena_elements();
     for (Optimizer::StateBuffer& s : optimizer_.state())
-      b.push_back({"optimizer/" + s.name, host_data(s.tensor), model_.num_params(), false, false,
-                   sharded ? optimizer_.owned() : std::vector<ArenaRange>{}});
+      b.push_back(arena_buffer("optimizer/" + s.name, s.tensor, sharded ? &optimizer_.owned() : nullptr, false));
     // BatchNorm running statistics come from each rank's own batches until evaluation
     // averages them, so they are saved per rank.
     std::vector<Tensor> model_buffers = model_.buffers();
     for (std::size_t i = 0; i < model_buffers.size(); ++i)
-      b.push_back({fmt::format("model_buffers/{}", i), host_data(model_buffers[i]), model_buffers[i].numel(), true});
-    b.insert(b.end(), extra_.begin(), extra_.end());
+      b.push_back({fmt::format("model_buffers/{}", i),
+                   staged(fmt::format("model_buffers/{}", i), model_buffers[i], std::nullopt), model_buffers[i].numel(),
+                   true});
+    for (const auto& [name, tensor] : extra_) b.push_back(arena_buffer(name, tensor, nullptr, true));
   });
   return b;
 }
 
-void TrainCheckpoints::add_replicated(std::string name, float* data, std::int64_t count) {
-  extra_.push_back({std::move(name), data, count, false, true});
+void TrainCheckpoints::add_replicated(std::string name, const Tensor& arena_shaped) {
+  RT_REQUIRE(arena_shaped.numel() == model_.arena_elements(), Error,
+             "checkpoint: {} has {} elements, the parameter arena {}", name, arena_shaped.numel(),
+             model_.arena_elements());
+  extra_.emplace_back(std::move(name), arena_shaped);
 }
 
 bool TrainCheckpoints::restored(const std::string& name) const {
@@ -164,7 +193,7 @@ Watchdog::Budget TrainCheckpoints::io_budget(const std::vector<CheckpointBuffer>
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
   std::optional<ResumedCheckpoint> r;
   {
-    const HeldForOneTransfer held{param_shard_};
+    const HeldForOneTransfer held{param_shard_, staged_};
     const std::vector<CheckpointBuffer> into = buffers();
     const WatchedScope watch(
         watchdog_,
@@ -250,12 +279,12 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   m.loss_scale = scaler_.state().scale;
   m.loss_scale_good_steps = scaler_.state().good_steps;
   m.skipped_steps = scaler_.state().skipped_steps;
-  const HeldForOneTransfer held{param_shard_};
+  const HeldForOneTransfer held{param_shard_, staged_};
   const std::vector<CheckpointBuffer> b = buffers();
   const WatchedScope watch(watchdog_, fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()),
                            io_budget(b));
+  pack_params();  // before download() packs the shard's parameters for the file
   download();
-  pack_params();
   const SavedCheckpoint saved = dir_->save(m, b);
   log::info("checkpoint: {} ({}) at step {}: {:.1f} MB in {:.3f} s ({:.0f} MB/s)", saved.path, why, at.step,
             static_cast<double>(saved.bytes) / 1e6, saved.seconds,

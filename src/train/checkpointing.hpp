@@ -7,10 +7,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/ckpt/checkpoint_dir.hpp"
 #include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/tensor/param_layout.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
@@ -39,10 +41,11 @@ class TrainCheckpoints {
 
   bool enabled() const { return dir_ != nullptr; }
 
-  // Also saves and restores `data` (`count` floats, identical on every rank) as dataset `name`,
-  // e.g. the pruning mask. Call before resume(). A checkpoint written without it (by a run
-  // without pruning) leaves `data` as it is: see restored().
-  void add_replicated(std::string name, float* data, std::int64_t count);
+  // Also saves and restores `arena_shaped` (a host tensor of the model's arena elements,
+  // identical on every rank; the file holds its logical elements) as dataset `name`, e.g. the
+  // pruning mask. Call before resume(). A checkpoint written without it (by a run without
+  // pruning) leaves it as it is: see restored().
+  void add_replicated(std::string name, const Tensor& arena_shaped);
   // After resume(): whether the checkpoint held add_replicated()'s dataset `name`.
   bool restored(const std::string& name) const;
 
@@ -54,6 +57,13 @@ class TrainCheckpoints {
   // Writes a checkpoint of the current state at `at` (collective) and logs it.
   void save(const TrainPosition& at, const std::string& why);
 
+  struct Staged {
+    std::string name;  // the dataset's
+    Tensor source;     // on the device, or on the host when packed
+    Tensor host;       // what the file reads and writes: source's size on a device (packed in place), else packed
+    std::optional<ParamLayout::Packing> packing;
+  };
+
  private:
   std::vector<CheckpointBuffer> buffers() const;  // collective
   // The checks of what train.resume and checkpoint.dir hold, then the read (collective).
@@ -63,9 +73,15 @@ class TrainCheckpoints {
   // `others` (checkpoints in dir_ this run would not continue from) are deleted with
   // checkpoint.overwrite, else a CollectiveError names them, `why`, and the ways on.
   void refuse_or_discard(const std::vector<std::string>& others, const std::string& why) const;
-  // Where the checkpoint reads and writes tensor t: its own data on the host, or (GPU) a host
-  // copy kept in staged_ and moved by download()/upload().
-  float* host_data(const Tensor& t) const;
+  // Where the checkpoint reads and writes tensor t (packed by `packing` when given): t's own data
+  // when that is on the host and needs no packing, else a host copy kept in staged_ for one
+  // transfer, filled by download() before a save and moved back by upload() after a resume
+  // (unless the resumed file lacked dataset `name`).
+  float* staged(const std::string& name, const Tensor& t, std::optional<ParamLayout::Packing> packing) const;
+  // The buffer `name` of an arena-shaped tensor t: the whole arena, or (shard not null) a ZeRO
+  // shard holding the arena elements of *shard. The file holds the logical parameters (no pads).
+  CheckpointBuffer arena_buffer(const std::string& name, const Tensor& t, const std::vector<ArenaRange>* shard,
+                                bool optional) const;
   void download() const;
   void upload() const;
   // ZeRO stage 3 keeps only its shard of the parameters: saved from and resumed into a packed
@@ -83,11 +99,8 @@ class TrainCheckpoints {
   std::unique_ptr<CheckpointDir> dir_;
   std::int64_t global_batch_ = 0;
   Watchdog& watchdog_;
-  std::vector<CheckpointBuffer> extra_;  // add_replicated()
-  std::vector<std::string> absent_;      // of extra_, the ones the resumed checkpoint lacked
-  struct Staged {
-    Tensor device, host;
-  };
+  std::vector<std::pair<std::string, Tensor>> extra_;  // add_replicated()
+  std::vector<std::string> absent_;                    // of extra_, the ones the resumed checkpoint lacked
   mutable std::vector<Staged> staged_;
   mutable Tensor param_shard_;  // stage 3, during a save or resume: this rank's parameter shard, packed
 };

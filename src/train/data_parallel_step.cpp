@@ -52,12 +52,12 @@ std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_st
 }  // namespace
 
 std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& options) {
-  return plan_buckets(model.num_params(), model.gradient_cuts(), elements_of_mb(options.bucket_mb),
+  return plan_buckets(model.arena_elements(), model.gradient_cuts(), elements_of_mb(options.bucket_mb),
                       elements_of_mb(options.first_bucket_mb));
 }
 
 std::vector<ArenaRange> step_owned_ranges(const Model& model, const StepOptions& options, int world, int rank) {
-  if (options.zero_stage == 0) return {{0, model.num_params()}};
+  if (options.zero_stage == 0) return {{0, model.arena_elements()}};
   return bucket_shards(plan_step_buckets(model, options), world, rank);
 }
 
@@ -90,7 +90,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "train.zero_stage = {}: runs on the cpu backend only so far (the NCCL reduce-scatter is not built yet)",
              options.zero_stage);
   const std::int64_t k = options.accumulation_steps;
-  if (k > 1) carry_ = Tensor::empty(Shape{model.num_params()}, DType::f32, model.device());
+  if (k > 1) carry_ = Tensor::empty(Shape{model.arena_elements()}, DType::f32, model.device());
   buckets_ = plan_step_buckets(model, options);
   const int world = stats_comm.size();
   for (int r = 0; r < world; ++r) shards_.push_back(bucket_shards(buckets_, world, r));
@@ -104,7 +104,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
   std::optional<BucketStaging> staging;
   if (options.zero_stage >= 2) {  // no gradient arena: each bucket is staged, then only this rank's shard is kept
-    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, world, stats_comm.rank());
+    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, model.param_layout().pads(), world, stats_comm.rank());
     model.place_gradients(zero_grads_->places());
     staging = zero_grads_->staging();
   }
@@ -131,7 +131,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
     }
   }
   bucketer_ = std::make_unique<GradBucketer>(
-      bucket_arena, model.num_params(), buckets_, grad_comm, overlap, tracer,
+      bucket_arena, model.arena_elements(), buckets_, grad_comm, overlap, tracer,
       options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce, std::move(staging));
   if (options.zero_stage >= 3)  // the parameters are gathered group by group, on the buckets' comm thread
     zero_params_ = std::make_unique<ZeroParameters>(model, buckets_, world, stats_comm.rank(), grad_comm,
@@ -220,7 +220,7 @@ StepResult DataParallelStep::run(const Batch& batch, const StepInfo& info, float
 
 StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr) {
   const std::int64_t k = options_.accumulation_steps;
-  const std::int64_t n = model_.num_params();
+  const std::int64_t n = model_.arena_elements();
   StepResult r;
   r.scale_before = scaler_ != nullptr ? scaler_->scale() : 1.0;
   double loss_sum = 0.0, correct = 0.0;

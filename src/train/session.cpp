@@ -145,7 +145,7 @@ void build_model_and_optimizer(Context& ctx, Session& s, const SessionOptions& o
   }
   Config optim_config = s.config->section("optim");
   const StepOptions step = step_options(tc, ctx, *s.comms.gradient);
-  OptimSetup o = build_optimizer(optim_config, s.model->num_params(),
+  OptimSetup o = build_optimizer(optim_config, s.model->arena_elements(),
                                  options.schedule_steps > 0 ? options.schedule_steps : s.total_steps, s.model->device(),
                                  s.tokens(), step_owned_ranges(*s.model, step, ctx.world_size(), ctx.world_rank()));
   s.optimizer = std::move(o.optimizer);

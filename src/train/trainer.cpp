@@ -87,7 +87,7 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
   setup->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s.model, *s.optimizer, s.scaler, s.resolved_config,
                                                           global_batch, *s.comms.watchdog);
-  if (s.pruner) setup->checkpoints->add_replicated("prune/mask", s.pruner->mask().f32(), s.pruner->mask().numel());
+  if (s.pruner) setup->checkpoints->add_replicated("prune/mask", s.pruner->mask());
   setup->resumed = setup->checkpoints->resume(s.steps_per_epoch);
   // Only now, when the checkpoint directory is this run's, does the resolved config replace
   // whatever an earlier run left in run.dir.

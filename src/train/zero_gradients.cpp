@@ -8,8 +8,12 @@
 
 namespace ringtrain {
 
-ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank)
-    : buckets_(buckets), at_(buckets.size()), reuses_(buckets.size(), -1), own_(buckets.size()) {
+ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank)
+    : buckets_(buckets),
+      pads_(std::move(pads)),
+      at_(buckets.size()),
+      reuses_(buckets.size(), -1),
+      own_(buckets.size()) {
   std::int64_t size = 0;
   for (const Bucket& b : buckets_) size = std::max(size, b.end - b.begin);
   std::int64_t cursor = 0;
@@ -48,6 +52,12 @@ BucketStaging ZeroGradients::staging() {
   BucketStaging s;
   for (std::size_t i = 0; i < buckets_.size(); ++i) s.data.push_back(ring_.f32() + at_[i]);
   s.reuses = reuses_;
+  for (const Bucket& b : buckets_) {
+    std::vector<ArenaRange>& unwritten = s.unwritten.emplace_back();
+    for_each_owned(pads_, {{b.begin, b.end - b.begin}}, [&](std::int64_t, std::int64_t from, std::int64_t count) {
+      unwritten.push_back({from, count});
+    });
+  }
   s.on_reduced = [this](std::size_t i) {
     std::memcpy(shard_.f32() + packed_[i], ring_.f32() + at_[i] + own_[i].offset,
                 static_cast<std::size_t>(own_[i].count) * sizeof(float));

@@ -17,8 +17,9 @@ namespace ringtrain {
 
 class ZeroGradients {
  public:
-  // buckets: in launch order.
-  ZeroGradients(const std::vector<Bucket>& buckets, int world, int rank);
+  // buckets: in launch order; pads: the arena ranges holding no parameter (ParamLayout::pads),
+  // which backward leaves as the ring's previous bucket had them: zeroed before a bucket is read.
+  ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank);
 
   // Where the model's gradients go (Model::place_gradients) and how the bucketer stages them.
   std::vector<Model::GradientPlace> places() const;
@@ -29,6 +30,7 @@ class ZeroGradients {
 
  private:
   std::vector<Bucket> buckets_;
+  std::vector<ArenaRange> pads_;
   Tensor ring_;
   std::vector<std::int64_t> at_;      // per bucket: where it starts in the ring
   std::vector<int> reuses_;           // per bucket: the latest earlier bucket it overlaps, or -1

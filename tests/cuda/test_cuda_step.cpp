@@ -42,7 +42,7 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph)
   model->init_params(7);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->num_params(), h, device);
+  Sgd sgd(model->arena_elements(), h, device);
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;

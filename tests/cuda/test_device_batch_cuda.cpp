@@ -99,7 +99,7 @@ std::vector<float> train(DType precision, bool raw) {
   Config c = Config::parse(kCnn, "test.toml");
   auto model = build_model(c, kSample, ComputeOptions{Device::cuda, precision, false});
   model->init_params(7);
-  Sgd sgd(model->num_params(), SgdHyper{}, Device::cuda);
+  Sgd sgd(model->arena_elements(), SgdHyper{}, Device::cuda);
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;

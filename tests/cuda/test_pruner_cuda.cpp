@@ -84,7 +84,7 @@ void compare_pruning(const PruneConfig& config, const std::string& optimizer, st
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   auto cpu = make(Device::cpu);
   auto gpu = make(Device::cuda);
-  const std::int64_t n = cpu->num_params();
+  const std::int64_t n = cpu->arena_elements();
   test::expect_same_bits(host_values(gpu->params()), host_values(cpu->params()));
   auto cpu_opt = make_optimizer(optimizer, n, Device::cpu);
   auto gpu_opt = make_optimizer(optimizer, n, Device::cuda);
@@ -140,7 +140,7 @@ TEST(CudaPruner, StructuredWithAdamWMatchesCpu) {
 TEST(CudaPruner, AppliesAMaskWrittenFromOutside) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   auto gpu = make(Device::cuda);
-  const std::int64_t n = gpu->num_params();
+  const std::int64_t n = gpu->arena_elements();
   auto opt = make_optimizer("sgd", n, Device::cuda);
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   Pruner pruner(gradual(0.5, 100, 200, 10), *gpu, *opt, *comm, 300);  // no update in this test

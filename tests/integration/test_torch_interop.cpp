@@ -110,7 +110,7 @@ TEST(TorchInterop, TorchReproducesTheLogitsOfRingtrainsExport) {
   g.model->init_params(7);
   // Away from GPT-2's initialisation (LayerNorm 1 and 0, biases 0), so every tensor shows.
   float* p = g.model->params().f32();
-  for (std::int64_t i = 0; i < g.model->num_params(); ++i) p[i] += 0.2f * std::sin(0.7f * static_cast<float>(i));
+  for (std::int64_t i = 0; i < g.model->arena_elements(); ++i) p[i] += 0.2f * std::sin(0.7f * static_cast<float>(i));
   Config m = g.config->section("model");
   const std::string weights = (work_dir() / "ours.safetensors").string();
   export_gpt_safetensors(m, *g.model, weights);

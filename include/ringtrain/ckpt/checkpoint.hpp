@@ -8,6 +8,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/arena_range.hpp"
+#include "ringtrain/tensor/param_layout.hpp"
 
 namespace ringtrain {
 
@@ -62,8 +63,11 @@ struct CheckpointBuffer {
   float* data = nullptr;
   std::int64_t numel = 0;  // of the whole buffer (sharded too)
   bool per_rank = false;
-  bool optional = false;               // may be absent from a file (written by a run without it): then left as it is
-  std::vector<ArenaRange> owned = {};  // non-empty: sharded, this rank's ranges (sorted, disjoint)
+  bool optional = false;  // may be absent from a file (written by a run without it): then left as it is
+  // Sharded (on every rank alike): this rank holds the elements of `owned` (sorted, disjoint,
+  // possibly none), packed in order at `data`; the file holds the whole buffer all the same.
+  bool sharded = false;
+  std::vector<ArenaRange> owned = {};
 };
 
 // What a dataset of a checkpoint holds, as found on disk (for inspection).
@@ -103,6 +107,10 @@ void check_checkpoint_layout(const std::string& path, const std::vector<Checkpoi
 CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
                                     const std::vector<CheckpointBuffer>& buffers,
                                     std::vector<std::string>* absent = nullptr);
+
+// Reads dataset "params" (a model's logical parameters: its tensors packed, no pads) of `path`
+// into a parameter arena laid out by `layout` (its pads zero). Collective, as above.
+void read_checkpoint_params(const Context& ctx, const std::string& path, const ParamLayout& layout, float* arena);
 
 // The checksum of a byte range as this build stores it: XXH3-64 of the big-endian XXH3-64
 // digests of its 1 MiB blocks (so ranks can hash their own aligned slices in parallel).

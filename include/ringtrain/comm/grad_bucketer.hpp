@@ -51,6 +51,10 @@ struct BucketStaging {
   std::vector<int> reuses;   // per bucket: the earlier bucket whose buffer it takes over, or -1
   // Called once a bucket is reduced, on the thread that reduced it (then its buffer may go).
   std::function<void(std::size_t index)> on_reduced;
+  // Per bucket (may be empty): ranges of its data (from its start) that backward does not write
+  // (the parameter arena's alignment pads), zeroed once the bucket is ready, before it is read:
+  // its buffer held another bucket's gradients before.
+  std::vector<std::vector<ArenaRange>> unwritten;
 };
 
 class GradBucketer {
@@ -86,6 +90,8 @@ class GradBucketer {
   void launch(std::size_t index);
   // Staging: blocks until bucket `index`'s buffer is no longer being reduced for another bucket.
   void wait_for_buffer(std::size_t index);
+  // Staging: zeroes what backward left unwritten in bucket `index` (BucketStaging::unwritten).
+  void clear_unwritten(std::size_t index);
 
   std::int64_t num_elements_;
   std::vector<Bucket> buckets_;

@@ -14,6 +14,7 @@
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/nn/sampling.hpp"
+#include "ringtrain/tensor/param_layout.hpp"
 #include "ringtrain/tensor/tensor.hpp"
 
 namespace ringtrain {
@@ -30,8 +31,10 @@ class Generator {
 
   std::int64_t vocab_size() const { return vocab_; }
   std::int64_t block_size() const { return block_; }
-  // The f32 parameter arena (host, zeros at first) generate() runs the model with: fill it with
-  // the trained parameters (a checkpoint's "params"). Non-const access counts as a change.
+  // The f32 parameter arena (host, zeros at first) generate() runs the model with, laid out by
+  // param_layout(): fill it with the trained parameters (read_checkpoint_params). Non-const
+  // access counts as a change.
+  const ParamLayout& param_layout() const;
   Tensor& params() {
     params_changed_ = true;
     return params_;

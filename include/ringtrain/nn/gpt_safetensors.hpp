@@ -19,7 +19,7 @@ class Config;
 // lm_head.weight is written only when not tied to the token embedding.
 void export_gpt_safetensors(Config& model_config, const Model& model, const std::string& path);
 
-// Fills `params` (model.num_params() floats: the parameter arena on the host) from the file.
+// Fills `params` (model.arena_elements() floats: the parameter arena on the host) from the file.
 // Every parameter of the model must be there (names with or without the "transformer." prefix)
 // with its shape, as F32, F16 or BF16; ConfigError naming the tensor and both shapes otherwise
 // (DataError for a malformed file). A tied model accepts a file's lm_head.weight only when it

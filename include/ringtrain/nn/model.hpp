@@ -17,6 +17,7 @@
 
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/arena_range.hpp"
+#include "ringtrain/tensor/param_layout.hpp"
 
 namespace ringtrain {
 
@@ -134,7 +135,13 @@ class Model {
   std::vector<std::size_t> param_users(ParameterResidency::Pass pass) const;
   // The arena ranges of node i's parameters (a tied one's at its owner's), in parameter order.
   std::vector<ArenaRange> node_param_ranges(std::size_t node) const;
-  std::int64_t num_params() const { return params_.numel(); }
+  // The parameters: their number (tied ones once, pads not counted) and where they sit in the
+  // arenas, whose elements (pads included) size every arena-shaped buffer: gradients, optimizer
+  // state, pruning mask, ZeRO shards. Each parameter tensor starts at a multiple of
+  // ParamLayout::kAlignElements (256 bytes in a 2-byte compute copy).
+  std::int64_t num_params() const { return layout_.logical_elements(); }
+  std::int64_t arena_elements() const { return layout_.arena_elements(); }
+  const ParamLayout& param_layout() const { return layout_; }
   // Arena offsets where gradient buckets may be cut, ascending: where each layer with parameters
   // starts and, in a tied parameter summed by rows (a GPT's token table), every block of about
   // kGradientBlockElements and its end.
@@ -228,6 +235,7 @@ class Model {
   bool reads_tokens_ = false;               // the input is token ids (an embedding reads it)
   std::vector<Shape> shapes_;               // per-sample output shape of each node
   std::vector<std::int64_t> layer_params_;  // parameter count per node
+  ParamLayout layout_;                      // where the owned parameter tensors sit in the arenas
   std::vector<std::int64_t> layer_offset_;  // first arena element of each node's parameters
   std::vector<bool> needs_grad_;            // per node: its output's gradient is needed
   // per node and input: the gradient goes to a scratch buffer then is added to the value's

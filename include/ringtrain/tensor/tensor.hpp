@@ -1,5 +1,5 @@
-// Shape and Tensor: a typed, shaped view into shared storage on the host (64-byte aligned) or
-// on the CUDA device (from the caching pool). Views share storage (slices of a flat arena are
+// Shape and Tensor: a typed, shaped view into shared storage on the host or on the CUDA device
+// (from the caching pool), 256-byte aligned on both. Views share storage (slices of a flat arena are
 // Tensors too); only Tensor::empty allocates. Device data is never dereferenced on the host.
 #pragma once
 #include <cstdint>

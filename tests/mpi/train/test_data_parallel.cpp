@@ -77,10 +77,10 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
   model->init_params(42);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->num_params(), h, Device::cpu,
+  Sgd sgd(model->arena_elements(), h, Device::cpu,
           step_owned_ranges(*model, options, stats_comm->size(), stats_comm->rank()));
   if (options.zero_stage > 0 && stats_comm->size() > 1)
-    EXPECT_LT(sgd.state_elements(), model->num_params()) << "stage 1 keeps only a shard of the optimizer state";
+    EXPECT_LT(sgd.state_elements(), model->arena_elements()) << "stage 1 keeps only a shard of the optimizer state";
   const std::int64_t b = kGlobalBatch / stats_comm->size();
   const std::int64_t micro = b / options.accumulation_steps;
   DistributedSampler sampler(kSamples, kGlobalBatch, stats_comm->size(), stats_comm->rank(), 3);
@@ -96,11 +96,11 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
   }
   if (ZeroParameters* shards = step.parameter_shards()) {  // stage 3: the rank keeps only its shard
     const auto unit_per_bucket = static_cast<std::int64_t>(step.num_buckets()) * kShardUnit * 4;
-    EXPECT_LE(shards->kept_bytes(), model->num_params() * 4 / stats_comm->size() + unit_per_bucket);
+    EXPECT_LE(shards->kept_bytes(), model->arena_elements() * 4 / stats_comm->size() + unit_per_bucket);
     shards->gather_all();
   }
   const float* p = model->params().f32();
-  return std::vector<float>(p, p + model->num_params());
+  return std::vector<float>(p, p + model->arena_elements());
 }
 
 CommFactory world(AllreduceAlgo algo) {
@@ -131,7 +131,7 @@ TEST_P(DataParallel, WorldSizeDoesNotChangeTheResult) {
     Config m = c.section("model");
     auto model = build_model(m, kSample);
     model->init_params(42);
-    return std::vector<float>(model->params().f32(), model->params().f32() + model->num_params());
+    return std::vector<float>(model->params().f32(), model->params().f32() + model->arena_elements());
   }();
   EXPECT_GT(relative_difference(reference, initial), 1e-2) << "training did not move the parameters";
   EXPECT_LT(relative_difference(distributed, reference), 1e-5);

@@ -227,6 +227,18 @@ class SlowScatterComm : public RecordingComm {
   std::vector<float> seen_;
 };
 
+// An earlier micro-batch of two staged buckets [25, 50) and [0, 25) sharing `buffer`: backward
+// writes 3s into the first, 4s into the second. Returns the carry they went into.
+std::vector<float> accumulate_threes_then_fours(GradBucketer& bucketer, std::vector<float>& buffer) {
+  std::vector<float> carry(50, -1.0f);
+  bucketer.begin_accumulation(carry.data(), true);
+  buffer.assign(25, 3.0f);
+  bucketer.on_ready(25);
+  buffer.assign(25, 4.0f);
+  bucketer.on_ready(0);
+  return carry;
+}
+
 // Staged buckets sharing one buffer: the next bucket's gradients are written only once the
 // previous one's (slow) reduce-scatter is done with the buffer, so each collective sees its own.
 TEST(GradBucketer, StagedBucketsWaitForTheirBufferAndAccumulateOneByOne) {
@@ -245,15 +257,36 @@ TEST(GradBucketer, StagedBucketsWaitForTheirBufferAndAccumulateOneByOne) {
   EXPECT_EQ(comm.seen_, (std::vector<float>{1.0f, 2.0f}));
   EXPECT_EQ(reduced, (std::vector<std::size_t>{0, 1}));
   // An earlier micro-batch: each bucket goes into the carry as it is ready, nothing is reduced.
-  std::vector<float> carry(50, -1.0f);
-  bucketer.begin_accumulation(carry.data(), true);
-  buffer.assign(25, 3.0f);
-  bucketer.on_ready(25);
-  buffer.assign(25, 4.0f);
-  bucketer.on_ready(0);
+  const std::vector<float> carry = accumulate_threes_then_fours(bucketer, buffer);
   EXPECT_EQ(carry[30], 3.0f);
   EXPECT_EQ(carry[5], 4.0f);
   EXPECT_EQ(comm.calls_.size(), 2u);
+}
+
+// What backward leaves unwritten in a staged bucket (the arena's alignment pads) still holds
+// the previous bucket's gradients in a shared buffer: zeroed before the collective or the
+// carry reads it, so pads reach neither the sums nor the optimizer.
+TEST(GradBucketer, StagedBucketsZeroWhatBackwardDoesNotWrite) {
+  SlowScatterComm comm;
+  std::vector<float> buffer(25, 0.0f);
+  const std::vector<Bucket> buckets = plan_buckets(50, {0, 25}, 1, 1);  // [25,50) then [0,25)
+  BucketStaging staging{{buffer.data(), buffer.data()}, {-1, 0}, {}, {{}, {{0, 1}, {20, 5}}}};
+  GradBucketer bucketer(nullptr, 50, buckets, comm, true, nullptr, BucketReduction::reduce_scatter, staging);
+  bucketer.begin_step(nullptr);
+  buffer.assign(25, 1.0f);  // bucket 0 writes all of it
+  bucketer.on_ready(25);
+  std::fill_n(buffer.begin() + 1, 19, 2.0f);  // bucket 1 writes [1, 20) only
+  bucketer.on_ready(0);
+  bucketer.finish();
+  EXPECT_EQ(comm.seen_, (std::vector<float>{1.0f, 0.0f})) << "bucket 1's element 0 is a pad";
+  EXPECT_EQ(buffer[20], 0.0f);
+  EXPECT_EQ(buffer[19], 2.0f);
+  // Accumulating: the carry's pads are zeros too.
+  const std::vector<float> carry = accumulate_threes_then_fours(bucketer, buffer);
+  EXPECT_EQ(carry[0], 0.0f);
+  EXPECT_EQ(carry[1], 4.0f);
+  EXPECT_EQ(carry[24], 0.0f);
+  EXPECT_EQ(carry[25], 3.0f);
 }
 
 TEST(CommThread, PassesEachJobItsReadyToken) {

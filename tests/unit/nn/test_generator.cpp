@@ -76,7 +76,7 @@ Generator generator(bool kv_cache) {
   model->init_params(5);
   Generator g(m, kv_cache);
   Tensor& p = g.params();
-  EXPECT_EQ(p.numel(), model->num_params());
+  EXPECT_EQ(p.numel(), model->arena_elements());
   for (std::int64_t i = 0; i < p.numel(); ++i) p.f32()[i] = 6.0f * model->params().f32()[i];
   return g;
 }

@@ -49,7 +49,7 @@ std::vector<float> logits(Model& m) {
   return {y.f32(), y.f32() + y.numel()};
 }
 
-std::vector<float> params_of(const Model& m) { return {m.params().f32(), m.params().f32() + m.num_params()}; }
+std::vector<float> params_of(const Model& m) { return {m.params().f32(), m.params().f32() + m.arena_elements()}; }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -65,7 +65,7 @@ void expect_gradients_match(Model& m, const Tensor& x, const Tensor& r) {
   const Tensor analytic = Tensor::empty(m.grads().shape());
   copy_into(analytic, m.grads());
   constexpr float kEps = 1e-2f;
-  for (std::int64_t i = 0; i < m.num_params(); ++i) {
+  for (std::int64_t i = 0; i < m.arena_elements(); ++i) {
     float* p = m.params().f32() + i;
     const float saved = *p;
     *p = saved + kEps;
@@ -170,9 +170,9 @@ TEST(GraphModel, ATiedTableOfSeveralBlocksIsSummedBlockByBlock) {
   scratch->backward(r);
   // The positions first (the head has no parameters of its own), then the blocks from the last down.
   EXPECT_EQ(ready, (std::vector<std::int64_t>{kVocab * kWidth, block, 0, 0}));
-  ASSERT_EQ(rows->num_params(), scratch->num_params());
+  ASSERT_EQ(rows->arena_elements(), scratch->arena_elements());
   int wrong = 0;
-  for (std::int64_t i = 0; i < rows->num_params(); ++i) {
+  for (std::int64_t i = 0; i < rows->arena_elements(); ++i) {
     const float a = rows->grads().f32()[i], b = scratch->grads().f32()[i];
     wrong += std::fabs(a - b) <= 1e-6f * (1.0f + std::fabs(b)) ? 0 : 1;
   }

@@ -78,13 +78,13 @@ TEST(MixedPrecision, EveryActivationAndGradientIsRepresentable) {
       for (std::int64_t i = 0; i < y.numel(); ++i)
         ASSERT_TRUE(representable(y.f32()[i], t))
             << dtype_name(t) << " layer " << count - 1 << " output " << i << " = " << y.f32()[i];
-      if (m->num_params() == 0) continue;
+      if (m->arena_elements() == 0) continue;
       Tensor dy = Tensor::empty(y.shape());
       for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = std::cos(0.11f * static_cast<float>(i)) * 0.3f;
       round_in_place(dy.f32(), dy.numel(), t);
       m->backward(dy);
       std::int64_t nonzero = 0;
-      for (std::int64_t i = 0; i < m->num_params(); ++i) {
+      for (std::int64_t i = 0; i < m->arena_elements(); ++i) {
         const float g = m->grads().f32()[i];
         ASSERT_TRUE(representable(g, t)) << dtype_name(t) << " gradient " << i << " = " << g;
         nonzero += g != 0.0f ? 1 : 0;
@@ -97,9 +97,9 @@ TEST(MixedPrecision, EveryActivationAndGradientIsRepresentable) {
 TEST(MixedPrecision, MasterStaysF32AndItsChangesAreSeen) {
   auto m = build(kLayers.size(), DType::bf16);
   std::int64_t not_bf16 = 0;
-  for (std::int64_t i = 0; i < m->num_params(); ++i)
+  for (std::int64_t i = 0; i < m->arena_elements(); ++i)
     not_bf16 += representable(m->params().f32()[i], DType::bf16) ? 0 : 1;
-  EXPECT_GT(not_bf16, m->num_params() / 2);  // random f32 values are almost never bf16 values
+  EXPECT_GT(not_bf16, m->arena_elements() / 2);  // random f32 values are almost never bf16 values
   const std::vector<float> master = values(m->params());
   const Tensor x = input(4);
   const std::vector<float> y1 = values(m->forward(x, StepInfo{}));
@@ -108,12 +108,12 @@ TEST(MixedPrecision, MasterStaysF32AndItsChangesAreSeen) {
 
   // Change the master as an optimizer step, a restore or a broadcast would (through params()).
   float* p = m->params().f32();
-  for (std::int64_t i = 0; i < m->num_params(); ++i) p[i] *= 0.5f;
+  for (std::int64_t i = 0; i < m->arena_elements(); ++i) p[i] *= 0.5f;
   const std::vector<float> y2 = values(m->forward(x, StepInfo{}));
   EXPECT_NE(y1, y2) << "the forward used stale compute parameters";
   // ... and the result is what a model built with those master values computes.
   auto fresh = build(kLayers.size(), DType::bf16);
-  std::copy(p, p + m->num_params(), fresh->params().f32());
+  std::copy(p, p + m->arena_elements(), fresh->params().f32());
   EXPECT_EQ(values(fresh->forward(x, StepInfo{})), y2);
 }
 
@@ -122,7 +122,7 @@ TEST(MixedPrecision, F16OverflowGivesInfLikeRealFp16) {
   for (DType t : {DType::f16, DType::f32}) {
     auto m = build(1, t);
     float* p = m->params().f32();
-    for (std::int64_t i = 0; i < m->num_params(); ++i) p[i] = 1.0f;
+    for (std::int64_t i = 0; i < m->arena_elements(); ++i) p[i] = 1.0f;
     Tensor x = Tensor::empty(kInput.with_batch(2));
     for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 30000.0f;
     const Tensor& y = m->forward(x, StepInfo{});

@@ -2,9 +2,13 @@
 // the errors a wrong model description gives.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/tensor/param_layout.hpp"
 #include "unit/nn/model_text.hpp"
 
 namespace ringtrain {
@@ -32,7 +36,7 @@ TEST(Model, ForwardBackwardShapesAndDeterministicInit) {
   auto b = build_example(kCnnExample, Shape{1, 28, 28});
   a->init_params(5);
   b->init_params(5);
-  for (std::int64_t i = 0; i < a->num_params(); ++i) ASSERT_EQ(a->params().f32()[i], b->params().f32()[i]);
+  for (std::int64_t i = 0; i < a->arena_elements(); ++i) ASSERT_EQ(a->params().f32()[i], b->params().f32()[i]);
   b->init_params(6);
   EXPECT_NE(a->params().f32()[0], b->params().f32()[0]);
   Tensor x = Tensor::empty(Shape{3, 1, 28, 28});
@@ -43,8 +47,44 @@ TEST(Model, ForwardBackwardShapesAndDeterministicInit) {
   dy.f32()[0] = 1.0f;
   a->backward(dy);
   double norm = 0.0;
-  for (std::int64_t i = 0; i < a->num_params(); ++i) norm += std::fabs(a->grads().f32()[i]);
+  for (std::int64_t i = 0; i < a->arena_elements(); ++i) norm += std::fabs(a->grads().f32()[i]);
   EXPECT_GT(norm, 0.0);
+}
+
+// Odd shapes (out = 10, then 7, then 3): every parameter tensor still starts on a 256-byte
+// boundary of the arenas (512 in the f32 master), the pads are not parameters, and the layers'
+// views point where the offsets say.
+TEST(Model, ParameterTensorsStartAlignedWhateverTheShapes) {
+  auto m = build_model_text(
+      "[[model.layers]]\ntype = \"linear\"\nout = 10\n[[model.layers]]\ntype = \"relu\"\n"
+      "[[model.layers]]\ntype = \"linear\"\nout = 7\n[[model.layers]]\ntype = \"linear\"\nout = 3\n",
+      Shape{13});
+  const std::vector<Model::ParamTensor> tensors = m->param_tensors();
+  ASSERT_EQ(tensors.size(), 6u);
+  std::int64_t sum = 0;
+  for (const Model::ParamTensor& t : tensors) {
+    EXPECT_EQ(t.offset % ParamLayout::kAlignElements, 0) << t.name << " of layer " << t.layer;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m->params().f32() + t.offset) % 256, 0u);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m->grads().f32() + t.offset) % 256, 0u);
+    sum += t.shape.numel();
+  }
+  EXPECT_EQ(tensors[1].offset, 256) << "weight [10, 13] = 130 elements, then the bias at the next boundary";
+  EXPECT_EQ(m->num_params(), 13 * 10 + 10 + 10 * 7 + 7 + 7 * 3 + 3);
+  EXPECT_EQ(m->num_params(), sum);
+  EXPECT_EQ(m->arena_elements(), tensors.back().offset + 3);
+  EXPECT_EQ(m->param_layout().logical_elements(), sum);
+
+  // The layers compute with the aligned views: zeroing the last bias through the arena changes
+  // the output by exactly that bias.
+  m->init_params(3);
+  Tensor x = Tensor::empty(Shape{1, 13});
+  for (std::int64_t i = 0; i < 13; ++i) x.f32()[i] = 0.1f * static_cast<float>(i);
+  const Tensor& y = m->forward(x, StepInfo{});
+  const std::vector<float> before(y.f32(), y.f32() + 3);
+  const float bias0 = m->params().f32()[tensors.back().offset];
+  m->params().f32()[tensors.back().offset] = 0.0f;
+  EXPECT_FLOAT_EQ(m->forward(x, StepInfo{}).f32()[0], before[0] - bias0);
+  EXPECT_EQ(m->forward(x, StepInfo{}).f32()[1], before[1]);
 }
 
 TEST(Model, LinearAfterConvNeedsFlatten) {

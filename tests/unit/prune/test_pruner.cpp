@@ -132,14 +132,14 @@ TEST(Pruner, PrunedWeightsAndMomentumStayExactlyZeroThroughSteps) {
   model->init_params(3);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->num_params(), h);
+  Sgd sgd(model->arena_elements(), h);
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   Pruner pruner(gradual(0.5, 2, 2, 1), *model, sgd, *comm, 10);
   Rng rng(stream_key(11));
   float* g = model->grads().f32();
   for (std::int64_t step = 1; step <= 6; ++step) {
-    for (std::int64_t i = 0; i < model->num_params(); ++i) g[i] = rng.uniform() - 0.5f;
-    sgd.step(model->params().f32(), g, model->num_params(), 0.1f);
+    for (std::int64_t i = 0; i < model->arena_elements(); ++i) g[i] = rng.uniform() - 0.5f;
+    sgd.step(model->params().f32(), g, model->arena_elements(), 0.1f);
     pruner.after_step(step);
   }
   const float* p = model->params().f32();
@@ -150,7 +150,7 @@ TEST(Pruner, PrunedWeightsAndMomentumStayExactlyZeroThroughSteps) {
     EXPECT_EQ(masked, t.name == "weight" ? std::llround(0.5 * static_cast<double>(t.shape.numel())) : 0)
         << "layer " << t.layer << " " << t.name;
   }
-  for (std::int64_t i = 0; i < model->num_params(); ++i)
+  for (std::int64_t i = 0; i < model->arena_elements(); ++i)
     if (m[i] == 0.0f) {
       EXPECT_EQ(p[i], 0.0f);
       EXPECT_EQ(v[i], 0.0f);
@@ -160,7 +160,7 @@ TEST(Pruner, PrunedWeightsAndMomentumStayExactlyZeroThroughSteps) {
 
 TEST(Pruner, MaskedRangesAreTheWeightsAndStructuredBiases) {
   auto model = mlp(kMlp);
-  Sgd sgd(model->num_params(), SgdHyper{});
+  Sgd sgd(model->arena_elements(), SgdHyper{});
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   std::vector<std::pair<std::int64_t, std::int64_t>> weights, structured;
   for (const auto& t : model->param_tensors()) {
@@ -186,7 +186,7 @@ TEST(Pruner, AppliesAMaskWrittenFromOutsideWithinItsRanges) {
   model->init_params(9);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->num_params(), h);
+  Sgd sgd(model->arena_elements(), h);
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   Pruner pruner(gradual(0.5, 100, 200, 10), *model, sgd, *comm, 300);
   const auto tensors = model->param_tensors();
@@ -195,8 +195,8 @@ TEST(Pruner, AppliesAMaskWrittenFromOutsideWithinItsRanges) {
   pruner.mask().f32()[weight] = 0.0f;
   pruner.mask().f32()[bias] = 0.0f;  // outside the masked ranges (unstructured): never applied
   pruner.mask_written();
-  std::fill_n(model->grads().f32(), model->num_params(), 0.25f);
-  sgd.step(model->params().f32(), model->grads().f32(), model->num_params(), 0.1f);
+  std::fill_n(model->grads().f32(), model->arena_elements(), 0.25f);
+  sgd.step(model->params().f32(), model->grads().f32(), model->arena_elements(), 0.1f);
   pruner.after_step(1);
   EXPECT_EQ(model->params().f32()[weight], 0.0f);
   EXPECT_EQ(sgd.state()[0].tensor.f32()[weight], 0.0f);
@@ -208,7 +208,7 @@ TEST(Pruner, AppliesAMaskWrittenFromOutsideWithinItsRanges) {
 TEST(Pruner, StructuredSkipsTheOutputLayerAndShrinksToTheSameFunction) {
   auto dense = mlp(kMlp);
   dense->init_params(5);
-  Sgd sgd(dense->num_params(), SgdHyper{});
+  Sgd sgd(dense->arena_elements(), SgdHyper{});
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   PruneConfig c = gradual(0.5, 1, 1, 1);
   c.structured = true;
@@ -261,7 +261,7 @@ TEST(PruneConfigErrors, NameTheKey) {
   EXPECT_EQ(config_error("method = \"magnitude\"\nend_step = 5\nsparsity = 0.8"), "");
 
   auto model = mlp(kMlp);
-  Sgd sgd(model->num_params(), SgdHyper{});
+  Sgd sgd(model->arena_elements(), SgdHyper{});
   auto comm = make_mpi_self_communicator(AllreduceAlgo::mpi);
   PruneConfig c = gradual(0.5, 1, 1, 1);
   c.layers = {1};  // relu

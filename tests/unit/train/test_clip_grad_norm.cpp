@@ -25,7 +25,7 @@ OneStep step_with_clip(double clip) {
   Config c = Config::parse("[[layers]]\ntype = \"linear\"\nout = 3\n", "m.toml");
   auto model = build_model(c, Shape{5});
   model->init_params(2);
-  Sgd sgd(model->num_params(), SgdHyper{});
+  Sgd sgd(model->arena_elements(), SgdHyper{});
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
@@ -35,9 +35,9 @@ OneStep step_with_clip(double clip) {
   for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(std::sin(0.7 * static_cast<double>(i)));
   const std::vector<std::int32_t> labels = {0, 1, 2, 1};
   OneStep r;
-  r.before.assign(model->params().f32(), model->params().f32() + model->num_params());
+  r.before.assign(model->params().f32(), model->params().f32() + model->arena_elements());
   r.grad_norm = step.run(x, labels.data(), StepInfo{true, 1, 0, 0}, 1.0f).grad_norm;
-  r.after.assign(model->params().f32(), model->params().f32() + model->num_params());
+  r.after.assign(model->params().f32(), model->params().f32() + model->arena_elements());
   return r;
 }
 

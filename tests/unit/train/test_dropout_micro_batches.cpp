@@ -44,7 +44,7 @@ TEST(DropoutMicroBatches, TheStepPassesEachMicroBatchItsIndex) {
   const Shape sample{1, 2, 2};
   Model model(std::move(nodes), sample);
   model.init_params(1);
-  Sgd sgd(model.num_params(), SgdHyper{});
+  Sgd sgd(model.arena_elements(), SgdHyper{});
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;

@@ -56,7 +56,7 @@ std::vector<float> train_mlp(bool cuda_graph, std::string* refused, bool phase_t
   const Shape sample{1, 4, 4};
   auto model = build_model(c, sample);
   model->init_params(3);
-  Sgd sgd(model->num_params(), SgdHyper{});
+  Sgd sgd(model->arena_elements(), SgdHyper{});
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
@@ -73,7 +73,7 @@ std::vector<float> train_mlp(bool cuda_graph, std::string* refused, bool phase_t
     for (std::int64_t i = 0; i < 8; ++i) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i + s) % 10);
     step.run(x, labels.data(), StepInfo{true, 1, s, 0}, 0.1f);
   }
-  return std::vector<float>(model->params().f32(), model->params().f32() + model->num_params());
+  return std::vector<float>(model->params().f32(), model->params().f32() + model->arena_elements());
 }
 
 TEST(CudaGraphOption, ACpuModelIsRefusedAndTrainsAsWithout) {

@@ -21,7 +21,8 @@ std::vector<Bucket> mixed_buckets() {
 }
 
 TEST(ZeroGradients, BucketsTakeTheRingInTurnAndWaitForWhatTheyOverlap) {
-  ZeroGradients z(mixed_buckets(), 4, 1);
+  // pads [1190, 1250) (across buckets [200, 1200) and [1200, 1500)) and [2350, 2400) (the end of [1800, 2400))
+  ZeroGradients z(mixed_buckets(), {{1190, 60}, {2350, 50}}, 4, 1);
   const BucketStaging s = z.staging();
   ASSERT_EQ(s.data.size(), 5u);
   const float* ring = s.data[0];
@@ -31,6 +32,19 @@ TEST(ZeroGradients, BucketsTakeTheRingInTurnAndWaitForWhatTheyOverlap) {
   EXPECT_EQ(s.data[3] - ring, 0);
   EXPECT_EQ(s.data[4] - ring, 0);
   EXPECT_EQ(s.reuses, (std::vector<int>{-1, -1, 0, 2, 3}));  // the latest earlier bucket each overlaps
+  // each bucket's pads, from its start
+  ASSERT_EQ(s.unwritten.size(), 5u);
+  ASSERT_EQ(s.unwritten[0].size(), 1u);
+  EXPECT_EQ(s.unwritten[0][0].offset, 2350 - 1800);
+  EXPECT_EQ(s.unwritten[0][0].count, 50);
+  EXPECT_TRUE(s.unwritten[1].empty());
+  ASSERT_EQ(s.unwritten[2].size(), 1u);
+  EXPECT_EQ(s.unwritten[2][0].offset, 0);
+  EXPECT_EQ(s.unwritten[2][0].count, 50);
+  ASSERT_EQ(s.unwritten[3].size(), 1u);
+  EXPECT_EQ(s.unwritten[3][0].offset, 1190 - 200);
+  EXPECT_EQ(s.unwritten[3][0].count, 10) << "the pad is cut where the bucket ends";
+  ASSERT_EQ(s.unwritten[4].size(), 0u);
   // the ring, and rank 1's shard of each bucket (whole 64-element units): far below the arena
   std::int64_t shard = 0;
   for (const Bucket& b : mixed_buckets()) shard += shard_range(b.end - b.begin, 4, 1).count;
@@ -50,7 +64,7 @@ TEST(ZeroGradients, BucketsTakeTheRingInTurnAndWaitForWhatTheyOverlap) {
 TEST(ZeroGradients, ReducedShardsArePackedInArenaOrder) {
   const std::vector<Bucket> buckets = mixed_buckets();
   const int world = 4, rank = 2;
-  ZeroGradients z(buckets, world, rank);
+  ZeroGradients z(buckets, {}, world, rank);
   BucketStaging s = z.staging();
   for (std::size_t i = 0; i < buckets.size(); ++i) {  // each bucket's staged values: its arena offsets
     for (std::int64_t e = buckets[i].begin; e < buckets[i].end; ++e)
