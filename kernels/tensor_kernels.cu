@@ -1,5 +1,6 @@
-// Casts between f32/bf16/f16 (through float, with launch.cuh's host-identical rounding) and
-// f32 element-wise accumulate (into one or several targets), scale and mask.
+// Casts between f32/bf16/f16 (through float, with launch.cuh's host-identical rounding), the
+// element-wise sum of two tensors of any of those dtypes, and f32 accumulate into several
+// targets, scale and mask.
 #include "kernels/launch.cuh"
 #include "kernels/tensor_kernels.hpp"
 #include "check/cuda_check.hpp"
@@ -14,8 +15,10 @@ __global__ void cast_kernel(const From* __restrict__ src, To* __restrict__ dst, 
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] = from_float<To>(to_float(src[i]));
 }
 
-__global__ void accumulate_kernel(float* __restrict__ dst, const float* __restrict__ src, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] += src[i];
+// y may alias a or b (no __restrict__): dst += src is add(dst, dst, src).
+template <typename T>
+__global__ void add_kernel(T* y, const T* a, const T* b, std::int64_t n) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) y[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
 // The targets by value: a kernel argument, no device copy of the pointer array.
@@ -61,8 +64,12 @@ void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t 
   });
 }
 
-void launch_accumulate(float* dst, const float* src, std::int64_t n, void* stream) {
-  launch_elementwise(accumulate_kernel, "accumulate_kernel", n, stream, dst, src, n);
+void launch_add(void* y, const void* a, const void* b, std::int64_t n, DType dtype, void* stream) {
+  dispatch_float(dtype, "add", [&](auto tag) {
+    using T = decltype(tag);
+    launch_elementwise(add_kernel<T>, "add_kernel", n, stream, static_cast<T*>(y), static_cast<const T*>(a),
+                       static_cast<const T*>(b), n);
+  });
 }
 
 void launch_accumulate_each(float* const* dsts, int count, const float* src, std::int64_t n, void* stream) {

@@ -18,7 +18,7 @@ class CudaBackend final : public GpuBackend {
   std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const override;
   void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) const override;
 
-  void add_into(float* dst, const float* src, std::int64_t n) const override;
+  void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const override;
   void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const override;
   bool has_nonfinite(const float* x, std::int64_t n) const override;
   double sum_of_squares(const float* x, std::int64_t n) const override;
@@ -32,8 +32,8 @@ class CudaBackend final : public GpuBackend {
 
   std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const override;
   std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows) const override;
-  std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
-                                                 const GpuAugment* augment) const override;
+  std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType input,
+                                                 std::int64_t labels_per_row, const GpuAugment* augment) const override;
   std::unique_ptr<StepGraph> make_step_graph() const override;
 
   std::unique_ptr<Communicator> stage_through_host(std::unique_ptr<Communicator> host) const override;

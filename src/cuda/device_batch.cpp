@@ -47,9 +47,11 @@ struct RawStage {
 
 class CudaDeviceBatch final : public DeviceBatch {
  public:
-  CudaDeviceBatch(std::int64_t max_rows, const Shape& sample, DType act, const GpuAugment* augment)
-      : act_(Tensor::empty(sample.with_batch(max_rows), act, Device::cuda)),
-        labels_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)),
+  CudaDeviceBatch(std::int64_t max_rows, const Shape& sample, DType input, std::int64_t labels_per_row,
+                  const GpuAugment* augment)
+      : act_(Tensor::empty(sample.with_batch(max_rows), input, Device::cuda)),
+        labels_(Tensor::empty(Shape{max_rows * labels_per_row}, DType::i32, Device::cuda)),
+        labels_per_row_(labels_per_row),
         pinned_labels_(labels_.nbytes()) {
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
@@ -65,12 +67,13 @@ class CudaDeviceBatch final : public DeviceBatch {
 
   PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override {
     const std::int64_t n = x.shape()[0];
-    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == DType::f32 && n <= act_.shape()[0], Error,
-               "DeviceBatch: expected at most {} host f32 rows, got {} {} rows", act_.shape()[0], dtype_name(x.dtype()),
-               n);
+    const DType host = act_.dtype() == DType::i32 ? DType::i32 : DType::f32;  // token ids stay ids
+    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == host && n <= act_.shape()[0], Error,
+               "DeviceBatch: expected at most {} host {} rows, got {} {} rows", act_.shape()[0], dtype_name(host),
+               dtype_name(x.dtype()), n);
     if (pinned_x_.get() == nullptr) {  // on first use: a DeviceBatch for raw batches may never need it
-      pinned_x_ = PinnedBuffer(act_.numel() * sizeof(float));
-      staged_ = act_.dtype() == DType::f32 ? act_ : Tensor::empty(act_.shape(), DType::f32, Device::cuda);
+      pinned_x_ = PinnedBuffer(static_cast<std::size_t>(act_.numel()) * dtype_size(host));
+      staged_ = act_.dtype() == host ? act_ : Tensor::empty(act_.shape(), host, Device::cuda);
       written_on_copy_stream(staged_);
     }
     const cudaStream_t compute =
@@ -114,7 +117,8 @@ class CudaDeviceBatch final : public DeviceBatch {
   }
 
   Part labels_part(const std::int32_t* labels, std::int64_t n) const {
-    return Part{labels_.raw(), pinned_labels_.get(), labels, static_cast<std::size_t>(n) * sizeof(std::int32_t)};
+    return Part{labels_.raw(), pinned_labels_.get(), labels,
+                static_cast<std::size_t>(n * labels_per_row_) * sizeof(std::int32_t)};
   }
 
   // Copies the parts to the device on the copy stream and orders the compute stream (returned)
@@ -154,7 +158,8 @@ class CudaDeviceBatch final : public DeviceBatch {
   }
 
   Tensor act_, labels_;
-  Tensor staged_;          // f32 batches: their device copy (act_ itself when activations are f32)
+  std::int64_t labels_per_row_ = 1;
+  Tensor staged_;          // host batches: their device copy (act_ itself when no cast is needed)
   PinnedBuffer pinned_x_;  // f32 batches: their staging; both made on the first f32 upload
   PinnedBuffer pinned_labels_;
   std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
@@ -165,9 +170,10 @@ class CudaDeviceBatch final : public DeviceBatch {
 
 }  // namespace
 
-std::unique_ptr<DeviceBatch> cuda::CudaBackend::make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
+std::unique_ptr<DeviceBatch> cuda::CudaBackend::make_device_batch(std::int64_t max_rows, const Shape& sample,
+                                                                  DType input, std::int64_t labels_per_row,
                                                                   const GpuAugment* augment) const {
-  return std::make_unique<CudaDeviceBatch>(max_rows, sample, act, augment);
+  return std::make_unique<CudaDeviceBatch>(max_rows, sample, input, labels_per_row, augment);
 }
 
 }  // namespace ringtrain

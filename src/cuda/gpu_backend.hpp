@@ -54,7 +54,7 @@ class GpuBackend {
 
   // tensor_ops on the device (tensor_ops.cpp), on the compute stream; synchronize waits for
   // the whole device.
-  virtual void add_into(float* dst, const float* src, std::int64_t n) const = 0;
+  virtual void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const = 0;
   virtual void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const = 0;
   virtual bool has_nonfinite(const float* x, std::int64_t n) const = 0;
   virtual double sum_of_squares(const float* x, std::int64_t n) const = 0;
@@ -72,7 +72,8 @@ class GpuBackend {
   // step_graph.cpp here); their interfaces say what each does.
   virtual std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const = 0;
   virtual std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows) const = 0;
-  virtual std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType act,
+  virtual std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType input,
+                                                         std::int64_t labels_per_row,
                                                          const GpuAugment* augment) const = 0;
   virtual std::unique_ptr<StepGraph> make_step_graph() const = 0;
 

@@ -9,8 +9,8 @@
 
 namespace ringtrain::cuda {
 
-void CudaBackend::add_into(float* dst, const float* src, std::int64_t n) const {
-  kernels::launch_accumulate(dst, src, n, compute_stream());
+void CudaBackend::add_into(void* dst, const void* src, std::int64_t n, DType dtype) const {
+  kernels::launch_add(dst, dst, src, n, dtype, compute_stream());
 }
 
 void CudaBackend::add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const {

@@ -30,9 +30,6 @@ class LayerMaker {
   virtual std::unique_ptr<Layer> attention(std::int64_t n_head) = 0;
 };
 
-// The error for a layer type the CUDA backend does not have yet.
-[[noreturn]] void refuse_on_gpu(std::string_view type);
-
 std::unique_ptr<LayerMaker> make_cpu_layer_maker();
 // The CPU convolution layer: oneDNN's in a build with RINGTRAIN_WITH_ONEDNN, else Conv2d;
 // cpu_conv2d_library says which ("oneDNN 2.6.3 (avx512_core)", "im2col + OpenBLAS").

@@ -179,10 +179,6 @@ std::string model_init_from(Config& model_config) {
   return model_config.get(kFamily) == "gpt" ? gpt_init_from(model_config) : std::string();
 }
 
-void refuse_on_gpu(std::string_view type) {
-  throw ConfigError(fmt::format("model.layers[].type = \"{}\": not available on the GPU yet", type));
-}
-
 std::unique_ptr<LayerMaker> make_cpu_layer_maker() { return std::make_unique<CpuLayerMaker>(); }
 
 std::unique_ptr<Model> build_model(Config& model_config, const Shape& input_shape, const ComputeOptions& compute,

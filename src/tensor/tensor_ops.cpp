@@ -12,9 +12,9 @@ constexpr const char* kOnGpu = "tensor operation on the GPU";
 }  // namespace
 
 void add_into(const Tensor& dst, const Tensor& src) {
-  RT_REQUIRE(dst.numel() == src.numel() && dst.device() == src.device(), Error,
-             "add_into: {} += {}: element counts or devices differ", dst.shape().str(), src.shape().str());
-  if (dst.device() == Device::cuda) return gpu(kOnGpu).add_into(dst.f32(), src.f32(), dst.numel());
+  RT_REQUIRE(dst.numel() == src.numel() && dst.device() == src.device() && dst.dtype() == src.dtype(), Error,
+             "add_into: {} += {}: element counts, devices or dtypes differ", dst.shape().str(), src.shape().str());
+  if (dst.device() == Device::cuda) return gpu(kOnGpu).add_into(dst.raw(), src.raw(), dst.numel(), dst.dtype());
   float* d = dst.f32();
   const float* s = src.f32();
   for (std::int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];

@@ -111,7 +111,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   float* bucket_arena = zero_grads_ ? nullptr : model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch * positions_);
-  placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.activation_dtype(),
+  placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.input_dtype(), positions_,
                               options.gpu_augment ? &*options.gpu_augment : nullptr);
   if (model.device() == Device::cuda) {
     // Accumulated gradients are added on the device after the last backward, before any bucket.

@@ -18,9 +18,10 @@ class HostBatch final : public DeviceBatch {
 
 }  // namespace
 
-std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
-                                               const GpuAugment* augment) {
-  if (device == Device::cuda) return gpu("runtime.backend=cuda").make_device_batch(max_rows, sample, act, augment);
+std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType input,
+                                               std::int64_t labels_per_row, const GpuAugment* augment) {
+  if (device == Device::cuda)
+    return gpu("runtime.backend=cuda").make_device_batch(max_rows, sample, input, labels_per_row, augment);
   return std::make_unique<HostBatch>();
 }
 

@@ -13,7 +13,7 @@
 
 namespace ringtrain {
 
-// A batch where the model computes: x in the activation dtype, labels (one per row) beside it.
+// A batch where the model computes: x in the model's input dtype, its labels beside it.
 struct PlacedBatch {
   Tensor x;
   const std::int32_t* labels = nullptr;
@@ -22,8 +22,8 @@ struct PlacedBatch {
 class DeviceBatch {
  public:
   virtual ~DeviceBatch() = default;
-  // x: [n, ...] f32 on the host, n <= max_rows; labels: n host entries. The result is valid
-  // until the next upload.
+  // x: [n, ...] on the host, n <= max_rows, f32 (or the i32 token ids of a model that reads
+  // tokens); labels: n x labels_per_row host entries. The result is valid until the next upload.
   virtual PlacedBatch upload(const Tensor& x, const std::int32_t* labels) = 0;
   // A raw loader batch (LoaderOptions::raw): raw [n, C, H, W] uint8 on the host, draws and
   // labels n host entries. The same values upload() gives for the host-decoded batch. Only on
@@ -31,9 +31,11 @@ class DeviceBatch {
   virtual PlacedBatch upload_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) = 0;
 };
 
-// sample: the per-sample shape; act: the activation dtype (f32, bf16, f16); augment: null, or
-// what raw batches are decoded with (a GPU only: its table is uploaded here, once).
-std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType act,
-                                               const GpuAugment* augment = nullptr);
+// sample: the per-sample shape; input: the model's input dtype (the activation dtype f32, bf16
+// or f16; i32 for token ids, uploaded as they are); labels_per_row: 1, or the positions of a
+// language model's sample; augment: null, or what raw batches are decoded with (a GPU only: its
+// table is uploaded here, once).
+std::unique_ptr<DeviceBatch> make_device_batch(Device device, std::int64_t max_rows, const Shape& sample, DType input,
+                                               std::int64_t labels_per_row, const GpuAugment* augment = nullptr);
 
 }  // namespace ringtrain

@@ -129,7 +129,7 @@ class Evaluator {
       : positions_(label_positions(model)),
         dlogits_(Tensor::empty(model.output_shape().with_batch(max_rows), model.activation_dtype(), model.device())),
         loss_(make_step_loss(model.device(), max_rows * positions_)),
-        placer_(make_device_batch(model.device(), max_rows, model.input_shape(), model.activation_dtype())) {}
+        placer_(make_device_batch(model.device(), max_rows, model.input_shape(), model.input_dtype(), positions_)) {}
   std::int64_t positions() const { return positions_; }
   LossSums run(Model& model, const SourceBatch& batch) {
     const StepInfo info{false, 0, 0, 0};

@@ -1,4 +1,4 @@
-// The CUDA layers end to end against the CPU model (the reference): the same MLP and CNN with
+// The CUDA layers end to end against the CPU model (the reference): the same MLP, CNN and GPT with
 // the same parameters, forward logits and every parameter gradient after one backward. For
 // bf16/f16 the CPU model emulates the same precision (rounded inputs, parameters and
 // activations), so both round alike. Logits: max relative error (f32 1e-4 — cuDNN and
@@ -29,11 +29,6 @@ using test::kCnn;
 using test::kInput;
 using test::kMlp;
 
-std::unique_ptr<Model> make(const char* text, const ComputeOptions& compute) {
-  Config c = Config::parse(text, "test.toml");
-  return build_model(c, kInput, compute);
-}
-
 // The values of a float tensor (any device), as f32.
 std::vector<float> to_host_f32(const Tensor& t) {
   std::vector<std::uint8_t> raw(t.nbytes());
@@ -60,21 +55,49 @@ double l2_rel_error(const std::vector<float>& got, const std::vector<float>& ref
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-void compare_model(const char* text, DType precision, bool tf32, double bound) {
+// A GPT small enough for the test, big enough for several warps per row and 2 heads: blocks of
+// pre-LayerNorm attention and MLP with residual additions, the LM head tied to the embedding.
+constexpr const char* kGpt = R"(
+family = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 64
+block_size = 24
+vocab_size = 50
+dropout = 0.0
+bias = true
+tie_embeddings = true
+)";
+constexpr std::int64_t kGptVocab = 50, kGptPositions = 24;
+
+// The CPU and GPU models of `text` for input `input` (f32 samples, or token ids for a GPT), the
+// GPU one starting from the CPU one's parameters: the forward outputs and every parameter
+// gradient after one backward are compared.
+void compare_model(const char* text, const Shape& input, DType precision, bool tf32, double bound) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto cpu = make(text, ComputeOptions{Device::cpu, precision, false});
-  auto gpu = make(text, ComputeOptions{Device::cuda, precision, tf32});
+  Config c_cpu = Config::parse(text, "test.toml"), c_gpu = Config::parse(text, "test.toml");
+  auto cpu = build_model(c_cpu, input, ComputeOptions{Device::cpu, precision, false});
+  auto gpu = build_model(c_gpu, input, ComputeOptions{Device::cuda, precision, tf32});
   cpu->init_params(7);
   copy_into(gpu->params(), cpu->params());
   const std::int64_t n = 16;
   Rng rng(3);
-  std::vector<float> x(static_cast<std::size_t>(n * kInput.numel()));
-  for (float& v : x) v = 2.0f * rng.uniform() - 1.0f;
-  Tensor xc = Tensor::empty(kInput.with_batch(n));
-  std::copy(x.begin(), x.end(), xc.f32());
+  Tensor xc = Tensor::empty(input.with_batch(n), cpu->input_dtype());
+  Tensor xg;
+  if (cpu->input_dtype() == DType::i32) {  // token ids, the same on both sides
+    for (std::int64_t i = 0; i < xc.numel(); ++i)
+      xc.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.uniform() * kGptVocab) % kGptVocab;
+    xg = Tensor::empty(xc.shape(), DType::i32, Device::cuda);
+    copy_into(xg, xc);
+  } else {
+    std::vector<float> x(static_cast<std::size_t>(xc.numel()));
+    for (float& v : x) v = 2.0f * rng.uniform() - 1.0f;
+    std::copy(x.begin(), x.end(), xc.f32());
+    xg = to_device(x, xc.shape(), precision);
+  }
   StepInfo info;
   const std::vector<float> ref_out = to_host_f32(cpu->forward(xc, info));
-  const std::vector<float> got_out = to_host_f32(gpu->forward(to_device(x, kInput.with_batch(n), precision), info));
+  const std::vector<float> got_out = to_host_f32(gpu->forward(xg, info));
   EXPECT_LT(test::max_rel_error(got_out, ref_out), bound) << "logits";
 
   std::vector<float> dy(ref_out.size());
@@ -104,12 +127,15 @@ TEST(CudaTensor, EmptyIsZeroedAndCopiesRoundTrip) {
   EXPECT_EQ(to_host_f32(other.flat_slice(10, Shape{990})), std::vector<float>(v.begin() + 10, v.end()));
 }
 
-TEST(CudaModel, MlpF32MatchesCpu) { compare_model(kMlp, DType::f32, false, 1e-4); }
-TEST(CudaModel, MlpTf32MatchesCpu) { compare_model(kMlp, DType::f32, true, 1e-3); }
-TEST(CudaModel, MlpBf16MatchesCpu) { compare_model(kMlp, DType::bf16, false, 2e-2); }
-TEST(CudaModel, MlpF16MatchesCpu) { compare_model(kMlp, DType::f16, false, 2e-2); }
-TEST(CudaModel, CnnF32MatchesCpu) { compare_model(kCnn, DType::f32, false, 1e-4); }
-TEST(CudaModel, CnnBf16MatchesCpu) { compare_model(kCnn, DType::bf16, false, 2e-2); }
+TEST(CudaModel, MlpF32MatchesCpu) { compare_model(kMlp, kInput, DType::f32, false, 1e-4); }
+TEST(CudaModel, MlpTf32MatchesCpu) { compare_model(kMlp, kInput, DType::f32, true, 1e-3); }
+TEST(CudaModel, MlpBf16MatchesCpu) { compare_model(kMlp, kInput, DType::bf16, false, 2e-2); }
+TEST(CudaModel, MlpF16MatchesCpu) { compare_model(kMlp, kInput, DType::f16, false, 2e-2); }
+TEST(CudaModel, CnnF32MatchesCpu) { compare_model(kCnn, kInput, DType::f32, false, 1e-4); }
+TEST(CudaModel, CnnBf16MatchesCpu) { compare_model(kCnn, kInput, DType::bf16, false, 2e-2); }
+// The GPT's CUDA layers (embedding, LayerNorm, attention, residual add, GELU, tied LM head).
+TEST(CudaModel, GptF32MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DType::f32, false, 1e-4); }
+TEST(CudaModel, GptBf16MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DType::bf16, false, 2e-2); }
 
 TEST(CudaModel, FusedOptimizerMatchesCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";

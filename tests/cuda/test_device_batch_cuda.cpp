@@ -64,8 +64,8 @@ TEST(CudaDeviceBatch, RawUploadEqualsTheHostPathBitwise) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   for (const DType act : test::kFloatDTypes) {
     SCOPED_TRACE(dtype_name(act));
-    auto host_path = make_device_batch(Device::cuda, kMaxRows, kSample, act);
-    auto gpu_path = make_device_batch(Device::cuda, kMaxRows, kSample, act, &kAugment);
+    auto host_path = make_device_batch(Device::cuda, kMaxRows, kSample, act, 1);
+    auto gpu_path = make_device_batch(Device::cuda, kMaxRows, kSample, act, 1, &kAugment);
     // Batches of changing size through the same staging buffers; some flips and crops in each.
     for (const auto& [n, seed] : {std::pair<std::int64_t, std::uint64_t>{6, 1}, {8, 2}, {1, 3}, {8, 4}}) {
       SCOPED_TRACE("n " + std::to_string(n));
@@ -88,7 +88,7 @@ TEST(CudaDeviceBatch, RawUploadEqualsTheHostPathBitwise) {
 
 TEST(CudaDeviceBatch, RawUploadNeedsGpuAugmentation) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  auto plain = make_device_batch(Device::cuda, kMaxRows, kSample, DType::f32);
+  auto plain = make_device_batch(Device::cuda, kMaxRows, kSample, DType::f32, 1);
   const BothForms b = make_batch(2, 5, kSample);
   test::expect_error_naming([&] { plain->upload_raw(b.raw.raw, b.raw.draws.data(), b.raw.labels.data()); },
                             "without GPU augmentation");

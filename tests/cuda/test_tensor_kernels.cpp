@@ -119,7 +119,7 @@ TEST(CudaTensorKernels, AccumulateScaleAndMaskMatchLoops) {
     }
     const auto len = static_cast<std::int64_t>(n);
     auto da = DeviceBuffer::of(a), db = DeviceBuffer::of(b), dm = DeviceBuffer::of(mask);
-    kernels::launch_accumulate(da.as<float>(), db.as<float>(), len, nullptr);
+    kernels::launch_add(da.get(), da.get(), db.get(), len, DType::f32, nullptr);
     test::expect_same_bits(da.read<float>(), sum);
     da = DeviceBuffer::of(a);
     kernels::launch_scale(da.as<float>(), -0.375f, len, nullptr);
@@ -147,7 +147,7 @@ TEST(CudaTensorKernels, NoElementsLaunchNothing) {
   DeviceBuffer poisoned(16);
   for (DType from : kFloatDTypes)
     for (DType to : kFloatDTypes) kernels::launch_cast(poisoned.get(), from, poisoned.get(), to, 0, nullptr);
-  kernels::launch_accumulate(poisoned.as<float>(), poisoned.as<float>(), 0, nullptr);
+  for (DType t : kFloatDTypes) kernels::launch_add(poisoned.get(), poisoned.get(), poisoned.get(), 0, t, nullptr);
   float* const targets[] = {poisoned.as<float>()};
   kernels::launch_accumulate_each(targets, 1, poisoned.as<float>(), 0, nullptr);
   kernels::launch_scale(poisoned.as<float>(), 2.0f, 0, nullptr);

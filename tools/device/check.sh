@@ -233,6 +233,19 @@ step gpu-vs-pytorch 240 60 "grep -E '^\\| (mlp|cnn)' $logs/gpu_vs_pytorch.md | a
   -- gpu_vs_pytorch
 
 # ---- optional checks, while time is left
+# The GPT example's CUDA layers (embedding, LayerNorm, attention, residual add) training on
+# synthetic tokens in bf16 (the byte-tokenized docs give the vocabulary): tokens/s and step time
+# from bench train's JSON (a refusal or a crash fails the step).
+train_gpt() {
+  "$exe" data convert --text "$root/README.md" "$root/docs/ARCHITECTURE.md" --out-dir "$work/tokens" || return
+  $launch -np 1 "$exe" bench train "$root/examples/shakespeare/gpt.toml" --synthetic --steps 20 --warmup 3 --json \
+    --set runtime.backend=cuda --set train.precision=bf16 --set "data.train=$work/tokens/train.h5" \
+    --set "data.test=$work/tokens/val.h5" >"$logs/train_gpt.json"
+}
+export -f train_gpt
+step train-gpt-bf16 90 20 "python3 -c \"import json; j=json.load(open('$logs/train_gpt.json')); print({k: j.get(k) for k in ('backend', 'precision', 'tokens_per_s', 'step_ms', 'cuda_graph')})\"" \
+  -- train_gpt
+
 step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
   env RINGTRAIN_EXE="$exe" DATA_DIR="$data" "$root/tools/device/check-monitor-doctor.sh" 1
 

@@ -8,7 +8,7 @@
 
 namespace ringtrain {
 
-void add_into(const Tensor& dst, const Tensor& src);  // dst += src; f32, same element count
+void add_into(const Tensor& dst, const Tensor& src);  // dst += src; same element count and dtype (host: f32)
 // Every dst += src in one pass that reads src once (1 to 4 targets, f32, same element count):
 // memory traffic of an in-place update that reads src and rewrites each target. The targets
 // are distinct tensors, none of them src.

@@ -88,12 +88,22 @@ cublasLtHandle_t create_blaslt() {
   return handle;
 }
 
+// batch > 1: `batch` matrices, each `stride` elements after the one before.
 Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType type, std::int64_t rows, std::int64_t cols,
-                                                                       std::int64_t ld) {
+                                                                       std::int64_t ld, std::int64_t batch,
+                                                                       std::int64_t stride) {
   cublasLtMatrixLayout_t layout = nullptr;
   RT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, cuda_type(type), static_cast<std::uint64_t>(rows),
                                              static_cast<std::uint64_t>(cols), ld));
-  return Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>(layout);
+  Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> owned(layout);
+  if (batch > 1) {
+    const auto count = static_cast<std::int32_t>(batch);
+    RT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    RT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return owned;
 }
 
 }  // namespace
@@ -101,11 +111,11 @@ Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType typ
 std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
   return fmt::format(
-      "gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} {} x {} -> {}{}{} (alignment "
+      "gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} batch={} {} x {} -> {}{}{} (alignment "
       "A/B/C/vector {}/{}/{}/{} bytes)",
-      s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, dtype_name(key.ab_type), dtype_name(key.ab_type),
-      dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "", epilogue_name(key.epilogue), key.align_a,
-      key.align_b, key.align_c, key.align_vector);
+      s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, s.batch, dtype_name(key.ab_type),
+      dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
+      epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector);
 }
 
 BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspace_(workspace_bytes) {}
@@ -127,6 +137,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   RT_REQUIRE(key.c_type == DType::f32 || key.c_type == key.ab_type, Error, "{}: C must be f32 or of A's type",
              describe(key));
   RT_REQUIRE(s.m > 0 && s.n > 0 && s.k > 0, Error, "{}: m, n and k must be > 0", describe(key));
+  RT_REQUIRE(s.batch >= 1 && s.batch <= std::int64_t{1} << 30 && (s.batch == 1 || key.epilogue == Epilogue::none),
+             Error, "{}: a batch of {} (1 to 2^30, no epilogue when > 1)", describe(key), s.batch);
   RT_REQUIRE(s.lda >= (s.trans_a ? s.m : s.k) && s.ldb >= (s.trans_b ? s.k : s.n) && s.ldc >= s.n, Error,
              "{}: a leading dimension is shorter than its row", describe(key));
   RT_REQUIRE(key.align_a > 0 && key.align_b > 0 && key.align_c > 0, Error, "{}: null pointer", describe(key));
@@ -148,9 +160,9 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
   // Column-major views of the row-major buffers: B is [n, k] (or [k, n] when transposed), A is
   // [k, m] (or [m, k]), C is [n, m].
-  plan->first = make_layout(key.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb);
-  plan->second = make_layout(key.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda);
-  plan->c = make_layout(key.c_type, s.n, s.m, s.ldc);
+  plan->first = make_layout(key.ab_type, s.trans_b ? s.k : s.n, s.trans_b ? s.n : s.k, s.ldb, s.batch, s.stride_b);
+  plan->second = make_layout(key.ab_type, s.trans_a ? s.m : s.k, s.trans_a ? s.k : s.m, s.lda, s.batch, s.stride_a);
+  plan->c = make_layout(key.c_type, s.n, s.m, s.ldc, s.batch, s.stride_c);
   if (key.epilogue != Epilogue::none) {
     const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
     RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));

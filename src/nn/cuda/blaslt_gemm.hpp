@@ -20,9 +20,12 @@
 namespace ringtrain::cuda {
 
 // Row-major like blas::sgemm: C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X^T when trans_X.
+// With batch > 1: `batch` such products, matrix i of A, B and C starting stride_a, stride_b and
+// stride_c elements after matrix i - 1 (attention's per-head GEMMs; no epilogue).
 struct GemmShape {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
+  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
   // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads the synthesised 0 of a defaulted <=>
   auto operator<=>(const GemmShape&) const = default;
 };

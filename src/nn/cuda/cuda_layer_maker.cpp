@@ -11,8 +11,7 @@ class CudaLayerMaker final : public LayerMaker {
  public:
   CudaLayerMaker(DType precision, bool tf32) : compute_(std::make_shared<cuda::CudaCompute>(precision, tf32)) {}
   std::unique_ptr<Layer> linear(std::int64_t out, bool bias, double init_std) override {
-    if (init_std > 0.0) refuse_on_gpu("linear with GPT-2 initialisation");
-    return std::make_unique<cuda::CudaLinear>(compute_, out, bias);
+    return std::make_unique<cuda::CudaLinear>(compute_, out, bias, init_std);
   }
   std::unique_ptr<Layer> conv2d(const Conv2dOptions& o) override {
     return std::make_unique<cuda::CudaConv2d>(compute_, o);
@@ -28,11 +27,15 @@ class CudaLayerMaker final : public LayerMaker {
   std::unique_ptr<Layer> batchnorm2d(double momentum, double eps) override {
     return std::make_unique<cuda::CudaBatchNorm2d>(compute_, momentum, eps);
   }
-  std::unique_ptr<Layer> add() override { refuse_on_gpu("add"); }
-  std::unique_ptr<Layer> embedding(std::int64_t, std::int64_t, std::int64_t) override { refuse_on_gpu("embedding"); }
-  std::unique_ptr<Layer> layernorm(double) override { refuse_on_gpu("layernorm"); }
+  std::unique_ptr<Layer> add() override { return std::make_unique<cuda::CudaAdd>(compute_); }
+  std::unique_ptr<Layer> embedding(std::int64_t vocab, std::int64_t block, std::int64_t n_embd) override {
+    return std::make_unique<cuda::CudaEmbedding>(compute_, vocab, block, n_embd);
+  }
+  std::unique_ptr<Layer> layernorm(double eps) override { return std::make_unique<cuda::CudaLayerNorm>(compute_, eps); }
   std::unique_ptr<Layer> gelu() override { return std::make_unique<cuda::CudaGelu>(compute_); }
-  std::unique_ptr<Layer> attention(std::int64_t) override { refuse_on_gpu("attention"); }
+  std::unique_ptr<Layer> attention(std::int64_t n_head) override {
+    return std::make_unique<cuda::CudaCausalSelfAttention>(compute_, n_head);
+  }
 
  private:
   cuda::ComputePtr compute_;

@@ -34,7 +34,7 @@ class PerBatchOp {
 
 class CudaLinear final : public Linear {
  public:
-  CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias);
+  CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias, double init_std);
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
@@ -139,6 +139,74 @@ class CudaBatchNorm2d final : public BatchNorm2d {
   Tensor x_f32_, y_f32_;             // bf16 only: f32 copies of x, and of y (forward) or dy (backward)
   Tensor dx_scratch_;                // dx when the caller needs none or it is cast back
   PerBatchOp<BatchNormOp> op_;
+};
+
+// The residual addition: y = a + b in the activation dtype; backward copies dy to both inputs.
+class CudaAdd final : public Add {
+ public:
+  explicit CudaAdd(ComputePtr compute) : compute_(std::move(compute)) {}
+  void forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo& info) override;
+  void backward_many(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
+
+ private:
+  ComputePtr compute_;
+};
+
+class CudaLayerNorm final : public LayerNorm {
+ public:
+  CudaLayerNorm(ComputePtr compute, double eps) : LayerNorm(eps), compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+
+ private:
+  ComputePtr compute_;
+  Tensor mean_dev_, rstd_dev_;  // f32 [rows] of the last forward
+  Tensor scratch_;              // the parameter gradients' partial sums
+};
+
+// Training only: decoding (generation) runs on the CPU. The token table's gradient is written
+// whole (a tied table goes through the model's scratch).
+class CudaEmbedding final : public Embedding {
+ public:
+  CudaEmbedding(ComputePtr compute, std::int64_t vocab_size, std::int64_t block_size, std::int64_t n_embd)
+      : Embedding(vocab_size, block_size, n_embd), compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void start_decoding(std::int64_t max_positions) override;
+  bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
+
+ private:
+  ComputePtr compute_;
+  Tensor scratch_;  // u8: the sort of positions by token
+};
+
+// Causal self-attention with per-head matrices: the fused input split into q, k, v [N*heads,
+// T, hs], the scores of all heads as one batched cuBLASLt GEMM, the causal softmax kernel, the
+// output GEMM, and the heads merged back. Like the CPU layer it keeps only each row's
+// log-sum-exp; backward splits x again and recomputes the probabilities. Its [N*heads, T, T]
+// matrices live in the layers' shared scratch (CudaCompute::layer_scratch). Training only.
+class CudaCausalSelfAttention final : public CausalSelfAttention {
+ public:
+  CudaCausalSelfAttention(ComputePtr compute, std::int64_t n_head)
+      : CausalSelfAttention(n_head), compute_(std::move(compute)) {}
+  void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  void start_decoding(std::int64_t max_positions) override;
+
+ private:
+  // The scratch for n samples, carved: q, k, v, a fourth and fifth per-head buffer ([B, T, hs]
+  // each, B = n * heads), then the f32 scores [B, T, T] and the probabilities [B, T, T].
+  struct Carved {
+    void *q, *k, *v, *a, *b;
+    float* scores;
+    void* probs;
+  };
+  Carved carve(std::int64_t n);
+  // Splits x into q, k, v and computes the scaled scores into c.scores (both passes start so).
+  void scores(const Tensor& x, std::int64_t n, const Carved& c);
+  ComputePtr compute_;
+  Tensor lse_dev_;  // f32 [N*heads, T] of the last forward
 };
 
 // Copies `bytes` between device buffers on the stream.

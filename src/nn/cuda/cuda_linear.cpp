@@ -4,8 +4,8 @@
 
 namespace ringtrain::cuda {
 
-CudaLinear::CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias)
-    : Linear(out_features, bias), compute_(std::move(compute)) {}
+CudaLinear::CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias, double init_std)
+    : Linear(out_features, bias, init_std), compute_(std::move(compute)) {}
 
 void CudaLinear::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
   Linear::bind(params, grads);
