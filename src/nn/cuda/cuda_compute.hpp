@@ -21,9 +21,9 @@ struct CudaCompute {
   // The rank's compute stream (cuda/compute_stream.hpp): capturable into a CUDA graph, and
   // blocking, so host copies and the NCCL communicator's input event still order after it.
   void* stream = compute_stream();
-  // Scratch that one layer's forward or backward uses and leaves (the attention layers' per-head
-  // matrices and scores): the layers run one at a time on the stream, so they share it.
-  Tensor layer_scratch;
+  // Scratch that one layer's forward or backward uses and leaves (cuDNN's workspaces, the
+  // attention layers' per-head matrices and scores): one buffer for all the model's layers.
+  void* workspace(std::size_t bytes) { return dnn.workspace().get(bytes); }
 };
 
 // A compute-dtype copy of an f32 master parameter (weights feed GEMMs and convolutions in the

@@ -185,7 +185,7 @@ class CudaEmbedding final : public Embedding {
 // T, hs], the scores of all heads as one batched cuBLASLt GEMM, the causal softmax kernel, the
 // output GEMM, and the heads merged back. Like the CPU layer it keeps only each row's
 // log-sum-exp; backward splits x again and recomputes the probabilities. Its [N*heads, T, T]
-// matrices live in the layers' shared scratch (CudaCompute::layer_scratch). Training only.
+// matrices live in the model's shared workspace (CudaCompute::workspace). Training only.
 class CudaCausalSelfAttention final : public CausalSelfAttention {
  public:
   CudaCausalSelfAttention(ComputePtr compute, std::int64_t n_head)

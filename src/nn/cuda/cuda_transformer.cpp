@@ -63,8 +63,8 @@ CudaCausalSelfAttention::Carved CudaCausalSelfAttention::carve(std::int64_t n) {
   const auto act = static_cast<std::int64_t>(dtype_size(compute_->act));
   auto aligned = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
   const std::int64_t head_bytes = aligned(per_head * act), score_bytes = aligned(scores * 4);
-  const Tensor& all = scratch(compute_->layer_scratch, 5 * head_bytes + score_bytes + scores * act, DType::u8);
-  auto* base = static_cast<char*>(all.raw());
+  auto* base =
+      static_cast<char*>(compute_->workspace(static_cast<std::size_t>(5 * head_bytes + score_bytes + scores * act)));
   Carved c{};
   void** heads[] = {&c.q, &c.k, &c.v, &c.a, &c.b};
   for (std::size_t i = 0; i < 5; ++i) *heads[i] = base + static_cast<std::int64_t>(i) * head_bytes;

@@ -183,24 +183,26 @@ ConvOp::ConvOp(Cudnn& dnn, const ConvGeometry& g, DType dtype, MathMode math, st
         },
         "backward-filter", problem, &bwd_filter_bytes);
   }
-  workspace_ = DeviceBuffer(std::max({fwd_bytes, bwd_data_bytes, bwd_filter_bytes}));
+  workspace_bytes_ = std::max({fwd_bytes, bwd_data_bytes, bwd_filter_bytes});
+  dnn_.workspace().get(workspace_bytes_);  // grown now, outside any graph capture
 }
 
 void ConvOp::forward(const void* x, const void* w, void* y, void* stream) {
   RT_CUDNN_CHECK(cudnnConvolutionForward(dnn_.on(stream), &kOne, x_desc_.get(), x, w_desc_.get(), w, fwd_desc_.get(),
-                                         fwd_algo_, workspace_.get(), workspace_.bytes(), &kZero, y_desc_.get(), y));
+                                         fwd_algo_, dnn_.workspace().get(workspace_bytes_), workspace_bytes_, &kZero,
+                                         y_desc_.get(), y));
 }
 
 void ConvOp::backward_data(const void* w, const void* dy, void* dx, void* stream) {
-  RT_CUDNN_CHECK(cudnnConvolutionBackwardData(dnn_.on(stream), &kOne, w_desc_.get(), w, y_desc_.get(), dy,
-                                              bwd_data_desc_.get(), bwd_data_algo_, workspace_.get(),
-                                              workspace_.bytes(), &kZero, x_desc_.get(), dx));
+  RT_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      dnn_.on(stream), &kOne, w_desc_.get(), w, y_desc_.get(), dy, bwd_data_desc_.get(), bwd_data_algo_,
+      dnn_.workspace().get(workspace_bytes_), workspace_bytes_, &kZero, x_desc_.get(), dx));
 }
 
 void ConvOp::backward_filter(const void* x, const void* dy, void* dw, void* stream) {
-  RT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_.on(stream), &kOne, x_desc_.get(), x, y_desc_.get(), dy,
-                                                bwd_filter_desc_.get(), bwd_filter_algo_, workspace_.get(),
-                                                workspace_.bytes(), &kZero, w_desc_.get(), dw));
+  RT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      dnn_.on(stream), &kOne, x_desc_.get(), x, y_desc_.get(), dy, bwd_filter_desc_.get(), bwd_filter_algo_,
+      dnn_.workspace().get(workspace_bytes_), workspace_bytes_, &kZero, w_desc_.get(), dw));
 }
 
 // ---- MaxPoolOp ----------------------------------------------------------------------------

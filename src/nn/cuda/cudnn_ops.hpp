@@ -15,17 +15,20 @@
 
 namespace ringtrain::cuda {
 
-// One per rank; the ops below keep a reference to it, so it must outlive them. Throws Error
-// when cuDNN cannot start (no GPU or driver).
+// One per model (its layers share it); the ops below keep a reference to it, so it must
+// outlive them. Throws Error when cuDNN cannot start (no GPU or driver).
 class Cudnn {
  public:
   Cudnn();
   cudnnHandle_t get() const { return handle_.get(); }
   // The handle with its stream set to `stream` (a cudaStream_t; nullptr is the default stream).
   cudnnHandle_t on(void* stream) const;
+  // The workspace every op of the model uses (one at a time, on the model's stream).
+  SharedWorkspace& workspace() { return workspace_; }
 
  private:
   Owned<cudnnHandle_t, cudnnDestroy> handle_;
+  SharedWorkspace workspace_;
 };
 
 struct ConvGeometry {  // NCHW input, square kernel, symmetric zero padding
@@ -38,15 +41,15 @@ using TensorDesc = Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 // all of `dtype` (f32, bf16 or f16) with f32 compute. Tensor cores are allowed for bf16/f16,
 // and for f32 only when math == tf32 (strict f32 runs FMA kernels only). Each direction takes
 // the first algorithm of cuDNN's heuristic (cudnnGet*Algorithm_v7) whose workspace fits
-// max_workspace_bytes; one workspace serves all three, so calls on different streams must not
-// overlap. Throws Error when no algorithm fits.
+// max_workspace_bytes; the Cudnn's shared workspace serves all three (and every other op), so
+// calls on different streams must not overlap. Throws Error when no algorithm fits.
 class ConvOp {
  public:
   ConvOp(Cudnn& dnn, const ConvGeometry& g, DType dtype, MathMode math,
          std::size_t max_workspace_bytes = std::size_t{256} << 20);
   std::int64_t out_h() const { return out_h_; }
   std::int64_t out_w() const { return out_w_; }
-  std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  std::size_t workspace_bytes() const { return workspace_bytes_; }  // what its algorithms need
 
   void forward(const void* x, const void* w, void* y, void* stream);            // overwrites y
   void backward_data(const void* w, const void* dy, void* dx, void* stream);    // overwrites dx
@@ -64,7 +67,7 @@ class ConvOp {
   cudnnConvolutionFwdAlgo_t fwd_algo_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_algo_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo_{};
-  DeviceBuffer workspace_;
+  std::size_t workspace_bytes_ = 0;
 };
 
 // Max pooling without padding (as the CPU MaxPool2d): out = (in - kernel) / stride + 1. NaN
