@@ -36,6 +36,12 @@ struct HeldForOneTransfer {
   }
 };
 
+// Unpacks the host buffers a save packed in place (TrainCheckpoints::unpack_host_sources).
+struct UnpackedOnExit {
+  const TrainCheckpoints& checkpoints;
+  ~UnpackedOnExit() { checkpoints.unpack_host_sources(); }
+};
+
 }  // namespace
 
 TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Model& model, Optimizer& optimizer,
@@ -58,11 +64,11 @@ TrainCheckpoints::TrainCheckpoints(const Context& ctx, const TrainConfig& tc, Mo
 
 float* TrainCheckpoints::staged(const std::string& name, const Tensor& t,
                                 std::optional<ParamLayout::Packing> packing) const {
+  if (packing && packing->identity()) packing.reset();
   const bool on_host = t.device() == Device::cpu;
-  if (on_host && (!packing || packing->identity())) return t.f32();
-  Tensor host = Tensor::empty(on_host ? Shape{packing->elements()} : t.shape());
-  staged_.push_back({name, t, host, std::move(packing)});
-  return host.f32();
+  if (on_host && !packing) return t.f32();
+  staged_.push_back({name, t, on_host ? Tensor() : Tensor::empty(t.shape()), std::move(packing)});
+  return staged_.back().file_data();
 }
 
 CheckpointBuffer TrainCheckpoints::arena_buffer(const std::string& name, const Tensor& t,
@@ -76,20 +82,28 @@ CheckpointBuffer TrainCheckpoints::arena_buffer(const std::string& name, const T
 }
 
 void TrainCheckpoints::download() const {
-  for (const Staged& s : staged_) {
-    const bool on_host = s.source.device() == Device::cpu;
-    if (!on_host) copy_into(s.host, s.source);
-    if (s.packing) pack(*s.packing, on_host ? s.source.f32() : s.host.f32(), s.host.f32());
+  for (Staged& s : staged_) {
+    if (s.host.raw() != nullptr) copy_into(s.host, s.source);
+    if (!s.packing) continue;
+    pack(*s.packing, s.file_data(), s.file_data());
+    s.host_packed = s.host.raw() == nullptr;
   }
 }
 
 void TrainCheckpoints::upload() const {
   for (const Staged& s : staged_) {
     if (!restored(s.name)) continue;
-    const bool on_host = s.source.device() == Device::cpu;
-    if (s.packing) unpack(*s.packing, s.host.f32(), on_host ? s.source.f32() : s.host.f32());
-    if (!on_host) copy_into(s.source, s.host);
+    if (s.packing) unpack(*s.packing, s.file_data(), s.file_data());
+    if (s.host.raw() != nullptr) copy_into(s.source, s.host);
   }
+}
+
+void TrainCheckpoints::unpack_host_sources() const {
+  for (Staged& s : staged_)
+    if (s.host_packed) {
+      unpack(*s.packing, s.file_data(), s.file_data());
+      s.host_packed = false;
+    }
 }
 
 bool TrainCheckpoints::sharded_params() const { return tc_.zero_stage >= 3; }
@@ -281,11 +295,16 @@ void TrainCheckpoints::save(const TrainPosition& at, const std::string& why) {
   m.skipped_steps = scaler_.state().skipped_steps;
   const HeldForOneTransfer held{param_shard_, staged_};
   const std::vector<CheckpointBuffer> b = buffers();
+  SavedCheckpoint saved;
   const WatchedScope watch(watchdog_, fmt::format("checkpoint save of step {} into {}", at.step, dir_->dir()),
                            io_budget(b));
   pack_params();  // before download() packs the shard's parameters for the file
-  download();
-  const SavedCheckpoint saved = dir_->save(m, b);
+  {
+    // The host buffers packed in place for the file get their layout back, however the save ends.
+    const UnpackedOnExit unpacked{*this};
+    download();
+    saved = dir_->save(m, b);
+  }
   log::info("checkpoint: {} ({}) at step {}: {:.1f} MB in {:.3f} s ({:.0f} MB/s)", saved.path, why, at.step,
             static_cast<double>(saved.bytes) / 1e6, saved.seconds,
             static_cast<double>(saved.bytes) / 1e6 / std::max(saved.seconds, 1e-9));

@@ -57,12 +57,20 @@ class TrainCheckpoints {
   // Writes a checkpoint of the current state at `at` (collective) and logs it.
   void save(const TrainPosition& at, const std::string& why);
 
+  // A buffer the file reads and writes other than as its tensor is: a device tensor's host
+  // copy, and/or packed to the logical parameters (in place: a host tensor is packed for the
+  // transfer and unpacked after it, so a save takes no memory for the packing).
   struct Staged {
     std::string name;  // the dataset's
-    Tensor source;     // on the device, or on the host when packed
-    Tensor host;       // what the file reads and writes: source's size on a device (packed in place), else packed
+    Tensor source;     // the tensor the run uses
+    Tensor host;       // a device source's host copy; empty for a host source
     std::optional<ParamLayout::Packing> packing;
+    bool host_packed = false;  // a host source, packed in place until unpack_host_sources()
+    float* file_data() const { return host.raw() != nullptr ? host.f32() : source.f32(); }
   };
+  // After a save (also one that failed): the host sources download() packed in place get their
+  // arena layout back.
+  void unpack_host_sources() const;
 
  private:
   std::vector<CheckpointBuffer> buffers() const;  // collective
@@ -74,9 +82,9 @@ class TrainCheckpoints {
   // checkpoint.overwrite, else a CollectiveError names them, `why`, and the ways on.
   void refuse_or_discard(const std::vector<std::string>& others, const std::string& why) const;
   // Where the checkpoint reads and writes tensor t (packed by `packing` when given): t's own data
-  // when that is on the host and needs no packing, else a host copy kept in staged_ for one
-  // transfer, filled by download() before a save and moved back by upload() after a resume
-  // (unless the resumed file lacked dataset `name`).
+  // on the host (packed in place by download(), unpacked by upload() or after the save), or a
+  // device tensor's host copy; staged_ holds what download() and upload() (unless the resumed
+  // file lacked dataset `name`) do, for one transfer.
   float* staged(const std::string& name, const Tensor& t, std::optional<ParamLayout::Packing> packing) const;
   // The buffer `name` of an arena-shaped tensor t: the whole arena, or (shard not null) a ZeRO
   // shard holding the arena elements of *shard. The file holds the logical parameters (no pads).

@@ -21,6 +21,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "integration/run_command.hpp"
@@ -174,6 +175,8 @@ TEST_P(BitwiseResume, StoppedAndResumedEqualsStraight) {
   }
   // The runs' own end-of-training checksums agree too.
   const std::string sa = read_text(dir / "straight" / "summary.json"), sb = read_text(dir / "split" / "summary.json");
+  // The file holds the logical parameters (the arena's alignment pads are not stored).
+  EXPECT_EQ(read_floats(a, "params").size(), nlohmann::json::parse(sa).at("parameters").get<std::size_t>());
   const auto checksum = [](const std::string& s) { return s.substr(s.find("\"param_checksum\""), 40); };
   EXPECT_EQ(checksum(sa), checksum(sb));
 }
