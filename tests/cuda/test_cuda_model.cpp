@@ -26,6 +26,9 @@ namespace {
 
 using test::bind_gpu;
 using test::kCnn;
+using test::kGpt;
+using test::kGptPositions;
+using test::kGptVocab;
 using test::kInput;
 using test::kMlp;
 
@@ -55,29 +58,15 @@ double l2_rel_error(const std::vector<float>& got, const std::vector<float>& ref
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-// A GPT small enough for the test, big enough for several warps per row and 2 heads: blocks of
-// pre-LayerNorm attention and MLP with residual additions, the LM head tied to the embedding.
-constexpr const char* kGpt = R"(
-family = "gpt"
-n_layer = 2
-n_head = 2
-n_embd = 64
-block_size = 24
-vocab_size = 50
-dropout = 0.0
-bias = true
-tie_embeddings = true
-)";
-constexpr std::int64_t kGptVocab = 50, kGptPositions = 24;
-
 // The CPU and GPU models of `text` for input `input` (f32 samples, or token ids for a GPT), the
 // GPU one starting from the CPU one's parameters: the forward outputs and every parameter
 // gradient after one backward are compared.
 void compare_model(const char* text, const Shape& input, DType precision, bool tf32, double bound) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  Config c_cpu = Config::parse(text, "test.toml"), c_gpu = Config::parse(text, "test.toml");
-  auto cpu = build_model(c_cpu, input, ComputeOptions{Device::cpu, precision, false});
-  auto gpu = build_model(c_gpu, input, ComputeOptions{Device::cuda, precision, tf32});
+  Config c = Config::parse(text, "test.toml");
+  Config m = c.has("model") ? c.section("model") : c;  // a GPT's keys are read in [model]
+  auto cpu = build_model(m, input, ComputeOptions{Device::cpu, precision, false});
+  auto gpu = build_model(m, input, ComputeOptions{Device::cuda, precision, tf32});
   cpu->init_params(7);
   copy_into(gpu->params(), cpu->params());
   const std::int64_t n = 16;

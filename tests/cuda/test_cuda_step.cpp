@@ -2,8 +2,10 @@
 // loss and backward replayed from a CUDA graph give bitwise the parameters of the eager step
 // (same kernels, same order), in f32 and bf16, for the MLP (dropout p = 0) and the CNN with
 // batch norm of cuda_test_models.hpp; the eager GPU step stays within 1e-4 (L2, relative) of
-// the CPU step after 12 SGD steps; and with dropout p > 0, whose mask changes every step, the
-// graph still equals the eager step. Skips without a GPU.
+// the CPU step after 12 SGD steps, also with 2 accumulated micro-batches, for the GPT on token
+// batches, and in fp16 with dynamic loss scaling whose first steps overflow and are skipped on
+// both alike; and with dropout p > 0, whose mask changes every step, the graph still equals the
+// eager step. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,7 @@
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/nn/model.hpp"
+#include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 
@@ -23,6 +26,8 @@ namespace {
 
 using test::bind_gpu;
 using test::kCnn;
+using test::kGpt;
+using test::kGptPositions;
 using test::kInput;
 using test::kMlp;
 
@@ -33,12 +38,21 @@ struct Trained {
   bool graphed = false;
   std::uint64_t replays = 0;
   std::string refused;
+  std::int64_t skipped = 0;  // steps skipped for an fp16 overflow
+};
+
+// How a run of train() differs from the plain one.
+struct TrainSetup {
+  Shape input = kInput;                    // Shape{T}: token windows (a GPT)
+  std::int64_t accumulation_steps = 1;     // micro-batches per step
+  const LossScaleOptions* fp16 = nullptr;  // dynamic loss scaling (precision f16)
 };
 
 // kSteps SGD-momentum steps of one rank on deterministic batches (a new batch every step).
-Trained train(const char* text, Device device, DType precision, bool cuda_graph) {
+Trained train(const char* text, Device device, DType precision, bool cuda_graph, const TrainSetup& setup = {}) {
   Config c = Config::parse(text, "test.toml");
-  auto model = build_model(c, kInput, ComputeOptions{device, precision, false});
+  Config m = c.has("model") ? c.section("model") : c;  // a GPT's keys are read in [model]
+  auto model = build_model(m, setup.input, ComputeOptions{device, precision, false});
   model->init_params(7);
   SgdHyper h;
   h.momentum = 0.9f;
@@ -47,21 +61,31 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph)
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
-  DataParallelStep step(*model, sgd, *stats, *grads, kBatch, options, nullptr);
-  Tensor x = Tensor::empty(kInput.with_batch(kBatch));
-  std::vector<std::int32_t> labels(kBatch);
+  options.accumulation_steps = setup.accumulation_steps;
+  GradScaler scaler = setup.fp16 != nullptr ? GradScaler(*setup.fp16) : GradScaler();
+  DataParallelStep step(*model, sgd, *stats, *grads, kBatch / setup.accumulation_steps, options, nullptr,
+                        setup.fp16 != nullptr ? &scaler : nullptr);
+  const bool tokens = model->input_dtype() == DType::i32;
+  const std::int64_t classes = model->output_shape().dims().back(), positions = tokens ? setup.input[0] : 1;
+  Tensor x = Tensor::empty(setup.input.with_batch(kBatch), tokens ? DType::i32 : DType::f32);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(kBatch * positions));
   for (std::int64_t s = 0; s < kSteps; ++s) {
-    for (std::int64_t i = 0; i < x.numel(); ++i)
-      x.f32()[i] = static_cast<float>(std::sin(0.013 * static_cast<double>(i) + 0.7 * static_cast<double>(s)));
-    for (std::int64_t i = 0; i < kBatch; ++i)
-      labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 3 + s) % 10);
+    for (std::int64_t i = 0; i < x.numel(); ++i) {
+      const double v = std::sin(0.013 * static_cast<double>(i) + 0.7 * static_cast<double>(s));
+      if (tokens)
+        x.data<std::int32_t>()[i] = static_cast<std::int32_t>((i * 7 + s * 3) % classes);
+      else
+        x.f32()[i] = static_cast<float>(v);
+    }
+    for (std::size_t i = 0; i < labels.size(); ++i)
+      labels[i] = static_cast<std::int32_t>((static_cast<std::int64_t>(i) * 3 + s) % classes);
     const StepResult r = step.run(x, labels.data(), StepInfo{true, 1, s, 0}, 0.05f);
-    EXPECT_TRUE(std::isfinite(r.loss)) << "step " << s;
+    EXPECT_TRUE(std::isfinite(r.loss) || r.skipped) << "step " << s;
   }
   Tensor host = Tensor::empty(model->params().shape());
   copy_into(host, model->params());
   return Trained{std::vector<float>(host.f32(), host.f32() + host.numel()), step.graphed(), step.graph_replays(),
-                 step.graph_refused()};
+                 step.graph_refused(), scaler.skipped_steps()};
 }
 
 double l2_rel(const std::vector<float>& got, const std::vector<float>& ref) {
@@ -99,6 +123,52 @@ TEST(CudaStep, EagerGpuStepMatchesCpuStep) {
     const Trained cpu = train(text, Device::cpu, DType::f32, false);
     const Trained gpu = train(text, Device::cuda, DType::f32, false);
     EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+  }
+}
+
+TEST(CudaStep, EagerGpuStepMatchesCpuStepAccumulatingTwoMicroBatches) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  TrainSetup two;
+  two.accumulation_steps = 2;
+  for (const char* text : {kMlp, kCnn}) {
+    const Trained cpu = train(text, Device::cpu, DType::f32, false, two);
+    const Trained gpu = train(text, Device::cuda, DType::f32, false, two);
+    EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+  }
+}
+
+// The GPT's CUDA layers in training: token batches uploaded as ids, a label per position.
+TEST(CudaStep, EagerGpuGptStepMatchesCpuStep) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  TrainSetup gpt;
+  gpt.input = Shape{kGptPositions};
+  const Trained cpu = train(kGpt, Device::cpu, DType::f32, false, gpt);
+  const Trained gpu = train(kGpt, Device::cuda, DType::f32, false, gpt);
+  EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+  const Trained graph = train(kGpt, Device::cuda, DType::f32, true, gpt);
+  EXPECT_TRUE(graph.graphed) << graph.refused;
+  EXPECT_EQ(std::memcmp(graph.params.data(), gpu.params.data(), gpu.params.size() * sizeof(float)), 0)
+      << "L2 relative difference " << l2_rel(graph.params, gpu.params);
+}
+
+// fp16 end to end, with the scale far from the overflow threshold either way (so both sides
+// decide alike): a fixed 2^40 overflows f16 in every step, which is skipped, leaving the initial
+// parameters; a scale of 2^8 never overflows, and the GPU trains as the CPU's f16 emulation.
+TEST(CudaStep, Fp16LossScalingSkipsAndTrainsAsTheCpu) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  LossScaleOptions overflowing;
+  overflowing.init = 1099511627776.0;  // 2^40
+  overflowing.dynamic = false;
+  LossScaleOptions fitting;
+  fitting.init = 256.0;
+  for (const LossScaleOptions* scaling : {&overflowing, &fitting}) {
+    TrainSetup fp16;
+    fp16.fp16 = scaling;
+    const Trained cpu = train(kMlp, Device::cpu, DType::f16, false, fp16);
+    const Trained gpu = train(kMlp, Device::cuda, DType::f16, false, fp16);
+    EXPECT_EQ(cpu.skipped, scaling == &overflowing ? kSteps : 0) << "scale " << scaling->init;
+    EXPECT_EQ(gpu.skipped, cpu.skipped) << "scale " << scaling->init;
+    EXPECT_LE(l2_rel(gpu.params, cpu.params), scaling == &overflowing ? 0.0 : 2e-2) << "scale " << scaling->init;
   }
 }
 
