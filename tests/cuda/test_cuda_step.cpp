@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
+#include "ringtrain/prune/pruner.hpp"
+#include "support/prune_schedule.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 
 namespace ringtrain {
@@ -46,6 +49,7 @@ struct TrainSetup {
   Shape input = kInput;                    // Shape{T}: token windows (a GPT)
   std::int64_t accumulation_steps = 1;     // micro-batches per step
   const LossScaleOptions* fp16 = nullptr;  // dynamic loss scaling (precision f16)
+  const PruneConfig* prune = nullptr;      // a pruner after every step (its mask kernel after the update)
 };
 
 // kSteps SGD-momentum steps of one rank on deterministic batches (a new batch every step).
@@ -65,6 +69,8 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
   GradScaler scaler = setup.fp16 != nullptr ? GradScaler(*setup.fp16) : GradScaler();
   DataParallelStep step(*model, sgd, *stats, *grads, kBatch / setup.accumulation_steps, options, nullptr,
                         setup.fp16 != nullptr ? &scaler : nullptr);
+  std::unique_ptr<Pruner> pruner;
+  if (setup.prune != nullptr) pruner = std::make_unique<Pruner>(*setup.prune, *model, sgd, *stats, kSteps);
   const bool tokens = model->input_dtype() == DType::i32;
   const std::int64_t classes = model->output_shape().dims().back(), positions = tokens ? setup.input[0] : 1;
   Tensor x = Tensor::empty(setup.input.with_batch(kBatch), tokens ? DType::i32 : DType::f32);
@@ -81,6 +87,7 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
       labels[i] = static_cast<std::int32_t>((static_cast<std::int64_t>(i) * 3 + s) % classes);
     const StepResult r = step.run(x, labels.data(), StepInfo{true, 1, s, 0}, 0.05f);
     EXPECT_TRUE(std::isfinite(r.loss) || r.skipped) << "step " << s;
+    if (pruner) pruner->after_step(s + 1);
   }
   Tensor host = Tensor::empty(model->params().shape());
   copy_into(host, model->params());
@@ -170,6 +177,31 @@ TEST(CudaStep, Fp16LossScalingSkipsAndTrainsAsTheCpu) {
     EXPECT_EQ(gpu.skipped, cpu.skipped) << "scale " << scaling->init;
     EXPECT_LE(l2_rel(gpu.params, cpu.params), scaling == &overflowing ? 0.0 : 2e-2) << "scale " << scaling->init;
   }
+}
+
+// Pruning with the CUDA graph: the masks (recomputed at steps 3, 6 and 9) and the mask kernel after
+// each update leave the graphed run's parameters bitwise those of the eager run, and the eager
+// GPU run's masks those of the CPU run (the same weights fall below the threshold).
+TEST(CudaStep, PruningWithTheGraphEqualsEagerAndTheCpu) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  const PruneConfig prune = test::gradual(0.5, 3, 9, 3);
+  TrainSetup pruned;
+  pruned.prune = &prune;
+  const Trained cpu = train(kMlp, Device::cpu, DType::f32, false, pruned);
+  const Trained eager = train(kMlp, Device::cuda, DType::f32, false, pruned);
+  const Trained graph = train(kMlp, Device::cuda, DType::f32, true, pruned);
+  EXPECT_TRUE(graph.graphed) << graph.refused;
+  EXPECT_EQ(std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)), 0)
+      << "L2 relative difference " << l2_rel(graph.params, eager.params);
+  std::int64_t zeros_cpu = 0, zeros_gpu = 0, differ = 0;
+  for (std::size_t i = 0; i < cpu.params.size(); ++i) {
+    zeros_cpu += cpu.params[i] == 0.0f;
+    zeros_gpu += eager.params[i] == 0.0f;
+    differ += (cpu.params[i] == 0.0f) != (eager.params[i] == 0.0f);
+  }
+  EXPECT_GT(zeros_cpu, static_cast<std::int64_t>(cpu.params.size() / 4)) << "half the weights should be pruned";
+  EXPECT_EQ(differ, 0) << zeros_cpu << " zeros on the CPU, " << zeros_gpu << " on the GPU";
+  EXPECT_LT(l2_rel(eager.params, cpu.params), 1e-4);
 }
 
 TEST(CudaStep, MlpWithDropoutGraphEqualsEager) {
