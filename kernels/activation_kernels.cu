@@ -1,5 +1,10 @@
-// Bias + activation forward, ReLU and GELU forward/backward and bias gradient. The bias gradient
-// reduces each channel in one block: per-thread strided sums, then a fixed shared-memory tree.
+// Bias + activation forward, ReLU and GELU forward/backward and bias gradient. With a bias the
+// forward runs on a 2-D grid (columns across x, rows across y), so no element divides its index.
+// The bias gradient of [rows][channels] (a Linear's, inner == 1) gives each block 32 adjacent
+// channels and 8 row phases (a warp reads 32 adjacent values of one row), summed per phase and
+// then over the phases in order; with inner > 1 (a convolution's [N][C][HW]) each channel is one
+// block: per-thread sums along the contiguous runs, then a fixed shared-memory tree. Every sum
+// runs in a fixed order: repeated runs give the same bits.
 #include "kernels/activation_kernels.hpp"
 #include "kernels/launch.cuh"
 #include "check/cuda_check.hpp"
@@ -10,16 +15,45 @@ namespace {
 
 using namespace detail;
 
-// y = act(x + bias[c]) over [n / (channels * inner)][channels][inner]; y may alias x.
+// y = max(x, 0) (kRelu) or x over n elements; y may alias x.
 template <typename T, bool kRelu>
-__global__ void bias_act_kernel(T* y, const T* x, const float* bias, std::int64_t n, std::int64_t channels,
-                                std::int64_t inner) {
+__global__ void act_kernel(T* y, const T* x, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     float v = to_float(x[i]);
-    if (bias != nullptr) v += bias[(i / inner) % channels];
     if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
     y[i] = from_float<T>(v);
   }
+}
+
+// In place over [rows][width]: y = act(y + bias), the bias indexed by the column (kPerColumn: a
+// Linear's [N][C]) or by row % channels (a convolution's [N*C][HW] planes, the channel advanced
+// with the row instead of divided out of it).
+template <typename T, bool kRelu, bool kPerColumn>
+__global__ void bias_act_2d_kernel(T* y, const float* bias, std::int64_t rows, std::int64_t width,
+                                   std::int64_t channels) {
+  const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (col >= width) return;
+  std::int64_t channel = blockIdx.y % channels;
+  const std::int64_t channel_step = gridDim.y % channels;
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    T& out = y[r * width + col];
+    float v = to_float(out) + bias[kPerColumn ? col : channel];
+    if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
+    out = from_float<T>(v);
+    channel += channel_step;
+    if (channel >= channels) channel -= channels;
+  }
+}
+
+template <typename T, bool kRelu, bool kPerColumn>
+void launch_bias_act_2d(T* y, const float* bias, std::int64_t rows, std::int64_t width, std::int64_t channels,
+                        void* stream) {
+  const std::int64_t x = (width + kThreads - 1) / kThreads;
+  const std::int64_t blocks_y = rows < kMaxBlocks ? rows : kMaxBlocks;
+  bias_act_2d_kernel<T, kRelu, kPerColumn>
+      <<<dim3(static_cast<unsigned>(x), static_cast<unsigned>(blocks_y)), kThreads, 0, as_stream(stream)>>>(
+          y, bias, rows, width, channels);
+  check_launch("bias_act_2d_kernel");
 }
 
 template <typename T>
@@ -47,16 +81,47 @@ __global__ void gelu_backward_kernel(T* dx, const T* x, const T* dy, std::int64_
   }
 }
 
+// [rows][channels] (inner == 1): 32 channels per block, 8 row phases; warp k of the block sums
+// rows k, k + 8, ... of its 32 channels (coalesced), then phase 0 adds the 8 sums in order.
 template <typename T>
-__global__ void bias_grad_kernel(float* db, const T* dy, std::int64_t outer, std::int64_t channels,
-                                 std::int64_t inner) {
+__global__ void bias_grad_columns_kernel(float* db, const T* dy, std::int64_t rows, std::int64_t channels) {
+  constexpr int kColumns = 32, kPhases = kThreads / kColumns;
+  __shared__ float partial[kPhases][kColumns + 1];
+  const int lane = static_cast<int>(threadIdx.x % kColumns), phase = static_cast<int>(threadIdx.x / kColumns);
+  for (std::int64_t tile = blockIdx.x; tile * kColumns < channels; tile += gridDim.x) {
+    const std::int64_t c = tile * kColumns + lane;
+    float acc = 0.0f;
+    if (c < channels)
+      for (std::int64_t r = phase; r < rows; r += kPhases) acc += to_float(dy[r * channels + c]);
+    partial[phase][lane] = acc;
+    __syncthreads();
+    if (phase == 0 && c < channels) {
+      float sum = 0.0f;
+      for (int k = 0; k < kPhases; ++k) sum += partial[k][lane];
+      db[c] = sum;
+    }
+    __syncthreads();  // partial is reused by the next tile
+  }
+}
+
+// [outer][channels][inner], inner > 1: one block per channel; the threads walk the channel's
+// outer x inner elements in steps of blockDim, (o, i) advanced without dividing.
+template <typename T>
+__global__ void bias_grad_planes_kernel(float* db, const T* dy, std::int64_t outer, std::int64_t channels,
+                                        std::int64_t inner) {
   __shared__ float partial[kThreads];
-  const std::int64_t per_channel = outer * inner;
   for (std::int64_t c = blockIdx.x; c < channels; c += gridDim.x) {
     float acc = 0.0f;
-    for (std::int64_t j = threadIdx.x; j < per_channel; j += blockDim.x) {
-      const std::int64_t o = j / inner;
-      acc += to_float(dy[(o * channels + c) * inner + (j - o * inner)]);
+    std::int64_t o = threadIdx.x / inner, i = threadIdx.x % inner;
+    const std::int64_t step_o = blockDim.x / inner, step_i = blockDim.x % inner;
+    while (o < outer) {
+      acc += to_float(dy[(o * channels + c) * inner + i]);
+      o += step_o;
+      i += step_i;
+      if (i >= inner) {
+        i -= inner;
+        ++o;
+      }
     }
     partial[threadIdx.x] = acc;
     __syncthreads();
@@ -81,22 +146,31 @@ void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std
   require_shape("bias_act_forward", outer, channels, inner);
   dispatch_float(dtype, "bias_act_forward", [&](auto tag) {
     using T = decltype(tag);
-    if (bias == nullptr && act == Activation::none) return;
     const std::int64_t n = outer * channels * inner;
     auto* out = static_cast<T*>(y);
-    if (act == Activation::relu)
-      launch_elementwise(bias_act_kernel<T, true>, "bias_act_kernel", n, stream, out, out, bias, n, channels, inner);
-    else
-      launch_elementwise(bias_act_kernel<T, false>, "bias_act_kernel", n, stream, out, out, bias, n, channels, inner);
+    const bool relu = act == Activation::relu;
+    if (n == 0 || (bias == nullptr && !relu)) return;
+    if (bias == nullptr) {
+      launch_elementwise(act_kernel<T, true>, "relu_kernel", n, stream, out, out, n);
+    } else if (inner == 1) {  // [outer][channels]: the bias by column
+      if (relu)
+        launch_bias_act_2d<T, true, true>(out, bias, outer, channels, channels, stream);
+      else
+        launch_bias_act_2d<T, false, true>(out, bias, outer, channels, channels, stream);
+    } else {  // [outer * channels][inner] planes: the bias by plane
+      if (relu)
+        launch_bias_act_2d<T, true, false>(out, bias, outer * channels, inner, channels, stream);
+      else
+        launch_bias_act_2d<T, false, false>(out, bias, outer * channels, inner, channels, stream);
+    }
   });
 }
 
 void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(bias_act_kernel<T, true>, "relu_forward_kernel", n, stream, static_cast<T*>(y),
-                       static_cast<const T*>(x), static_cast<const float*>(nullptr), n, std::int64_t{1},
-                       std::int64_t{1});
+    launch_elementwise(act_kernel<T, true>, "relu_forward_kernel", n, stream, static_cast<T*>(y),
+                       static_cast<const T*>(x), n);
   });
 }
 
@@ -134,10 +208,17 @@ void launch_bias_grad(float* db, const void* dy, std::int64_t outer, std::int64_
       RT_CUDA_CHECK(cudaMemsetAsync(db, 0, static_cast<std::size_t>(channels) * sizeof(float), as_stream(stream)));
       return;
     }
+    const auto* g = static_cast<const T*>(dy);
+    if (inner == 1) {
+      const std::int64_t tiles = (channels + 31) / 32;
+      const auto blocks = static_cast<unsigned>(tiles < kMaxBlocks ? tiles : kMaxBlocks);
+      bias_grad_columns_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(db, g, outer, channels);
+      check_launch("bias_grad_columns_kernel");
+      return;
+    }
     const auto blocks = static_cast<unsigned>(channels < kMaxBlocks ? channels : kMaxBlocks);
-    bias_grad_kernel<T>
-        <<<blocks, kThreads, 0, as_stream(stream)>>>(db, static_cast<const T*>(dy), outer, channels, inner);
-    check_launch("bias_grad_kernel");
+    bias_grad_planes_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(db, g, outer, channels, inner);
+    check_launch("bias_grad_planes_kernel");
   });
 }
 

@@ -27,9 +27,10 @@ void launch_gelu_forward(void* y, const void* x, std::int64_t n, DType dtype, vo
 // dx = dy * gelu'(x) over n elements (dx may alias dy, not x).
 void launch_gelu_backward(void* dx, const void* x, const void* dy, std::int64_t n, DType dtype, void* stream);
 
-// db[c] = sum over outer, inner of dy[o][c][i]: f32 accumulation in a fixed order (one block
-// per channel, no atomics), so repeated runs give the same bits. Overwrites db; with
-// outer * inner == 0 it is set to zeros.
+// db[c] = sum over outer, inner of dy[o][c][i]: f32 accumulation in a fixed order (no atomics),
+// so repeated runs give the same bits; inner == 1 (a Linear's [rows][channels]) reads rows
+// coalesced, 32 channels by 8 row phases per block. Overwrites db; with outer * inner == 0 it is
+// set to zeros.
 void launch_bias_grad(float* db, const void* dy, std::int64_t outer, std::int64_t channels, std::int64_t inner,
                       DType dtype, void* stream);
 
