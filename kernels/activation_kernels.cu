@@ -15,15 +15,42 @@ namespace {
 
 using namespace detail;
 
-// y = max(x, 0) (kRelu) or x over n elements; y may alias x.
-template <typename T, bool kRelu>
-__global__ void act_kernel(T* y, const T* x, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    float v = to_float(x[i]);
-    if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
-    y[i] = from_float<T>(v);
+// The element-wise ops, for launch_map (16-byte accesses where aligned).
+template <typename T>
+struct ReluOp {  // max(x, 0); NaN gives 0, as the CPU layer
+  static constexpr int kInputs = 1;
+  __device__ T operator()(T x) const {
+    const float v = to_float(x);
+    return from_float<T>(v > 0.0f ? v : 0.0f);
   }
-}
+};
+
+template <typename T>
+struct ReluGradOp {  // (y, dy) -> y > 0 ? dy : 0
+  static constexpr int kInputs = 2;
+  __device__ T operator()(T y, T dy) const { return to_float(y) > 0.0f ? dy : from_float<T>(0.0f); }
+};
+
+// GELU (tanh form) from the rule the CPU layer uses; expf for its exp.
+template <typename T>
+struct GeluOp {
+  static constexpr int kInputs = 1;
+  __device__ T operator()(T x) const {
+    const float v = to_float(x);
+    const float u = gelu_u(v);
+    return from_float<T>(gelu_value(v, u, expf(-2.0f * fabsf(u))));
+  }
+};
+
+template <typename T>
+struct GeluGradOp {  // (x, dy) -> dy * gelu'(x)
+  static constexpr int kInputs = 2;
+  __device__ T operator()(T x, T dy) const {
+    const float v = to_float(x);
+    const float u = gelu_u(v);
+    return from_float<T>(to_float(dy) * gelu_slope(v, u, expf(-2.0f * fabsf(u))));
+  }
+};
 
 // In place over [rows][width]: y = act(y + bias), the bias indexed by the column (kPerColumn: a
 // Linear's [N][C]) or by row % channels (a convolution's [N*C][HW] planes, the channel advanced
@@ -54,31 +81,6 @@ void launch_bias_act_2d(T* y, const float* bias, std::int64_t rows, std::int64_t
       <<<dim3(static_cast<unsigned>(x), static_cast<unsigned>(blocks_y)), kThreads, 0, as_stream(stream)>>>(
           y, bias, rows, width, channels);
   check_launch("bias_act_2d_kernel");
-}
-
-template <typename T>
-__global__ void relu_backward_kernel(T* dx, const T* y, const T* dy, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    dx[i] = to_float(y[i]) > 0.0f ? dy[i] : from_float<T>(0.0f);
-}
-
-// GELU (tanh form) from the rule the CPU layer uses; expf for its exp.
-template <typename T>
-__global__ void gelu_forward_kernel(T* y, const T* x, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const float v = to_float(x[i]);
-    const float u = gelu_u(v);
-    y[i] = from_float<T>(gelu_value(v, u, expf(-2.0f * fabsf(u))));
-  }
-}
-
-template <typename T>
-__global__ void gelu_backward_kernel(T* dx, const T* x, const T* dy, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const float v = to_float(x[i]);
-    const float u = gelu_u(v);
-    dx[i] = from_float<T>(to_float(dy[i]) * gelu_slope(v, u, expf(-2.0f * fabsf(u))));
-  }
 }
 
 // [rows][channels] (inner == 1): 32 channels per block, 8 row phases; warp k of the block sums
@@ -151,7 +153,8 @@ void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std
     const bool relu = act == Activation::relu;
     if (n == 0 || (bias == nullptr && !relu)) return;
     if (bias == nullptr) {
-      launch_elementwise(act_kernel<T, true>, "relu_kernel", n, stream, out, out, n);
+      launch_map("relu_kernel", ReluOp<T>{}, out, static_cast<const T*>(out), static_cast<const T*>(nullptr), n,
+                 stream);
     } else if (inner == 1) {  // [outer][channels]: the bias by column
       if (relu)
         launch_bias_act_2d<T, true, true>(out, bias, outer, channels, channels, stream);
@@ -169,32 +172,32 @@ void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std
 void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "relu_forward", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(act_kernel<T, true>, "relu_forward_kernel", n, stream, static_cast<T*>(y),
-                       static_cast<const T*>(x), n);
+    launch_map("relu_forward_kernel", ReluOp<T>{}, static_cast<T*>(y), static_cast<const T*>(x),
+               static_cast<const T*>(nullptr), n, stream);
   });
 }
 
 void launch_relu_backward(void* dx, const void* y, const void* dy, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "relu_backward", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(relu_backward_kernel<T>, "relu_backward_kernel", n, stream, static_cast<T*>(dx),
-                       static_cast<const T*>(y), static_cast<const T*>(dy), n);
+    launch_map("relu_backward_kernel", ReluGradOp<T>{}, static_cast<T*>(dx), static_cast<const T*>(y),
+               static_cast<const T*>(dy), n, stream);
   });
 }
 
 void launch_gelu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "gelu_forward", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(gelu_forward_kernel<T>, "gelu_forward_kernel", n, stream, static_cast<T*>(y),
-                       static_cast<const T*>(x), n);
+    launch_map("gelu_forward_kernel", GeluOp<T>{}, static_cast<T*>(y), static_cast<const T*>(x),
+               static_cast<const T*>(nullptr), n, stream);
   });
 }
 
 void launch_gelu_backward(void* dx, const void* x, const void* dy, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "gelu_backward", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(gelu_backward_kernel<T>, "gelu_backward_kernel", n, stream, static_cast<T*>(dx),
-                       static_cast<const T*>(x), static_cast<const T*>(dy), n);
+    launch_map("gelu_backward_kernel", GeluGradOp<T>{}, static_cast<T*>(dx), static_cast<const T*>(x),
+               static_cast<const T*>(dy), n, stream);
   });
 }
 

@@ -1,6 +1,6 @@
-// Private to kernels/: grid-stride launch helpers, launch checks, dtype dispatch and the
-// device-side f32/bf16/f16 loads and stores. Stores round to nearest even and give NaNs the
-// same bits as dtype.hpp's float_to_bf16/float_to_f16, so device results match the host's.
+// Private to kernels/: grid-stride launch helpers, launch checks, dtype dispatch, the
+// device-side f32/bf16/f16 loads and stores, and element-wise maps with 16-byte accesses. Stores round to nearest even
+// and give NaNs the same bits as dtype.hpp's float_to_bf16/float_to_f16, so device results match the host's.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -90,6 +90,67 @@ __device__ inline __half from_float<__half>(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u)
     return __ushort_as_half(static_cast<unsigned short>(((u >> 16) & 0x8000u) | 0x7e00u));
   return __float2half_rn(f);
+}
+
+// ---- element-wise maps with 16-byte accesses: out[i] = op(a[i]) or op(a[i], b[i]) ----------
+// When every pointer is 16-byte aligned, each thread moves whole 16-byte packs (4 f32 or 8
+// bf16/f16 values) and the last n % pack elements go one by one; otherwise every element goes
+// one by one. op is a functor with `__device__ T operator()(T...) const` (computed in float by
+// the caller's functor); out may alias an input (each element is read before it is written).
+
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+
+// Unary (b == nullptr) or binary map: out[i] = op(a[i]) or op(a[i], b[i]).
+template <typename T, typename Op>
+__device__ inline T apply(const Op& op, T a, const T* b, std::int64_t i) {
+  if constexpr (Op::kInputs == 1) {
+    return op(a);
+  } else {
+    return op(a, b[i]);
+  }
+}
+
+template <typename T, typename Op>
+__global__ void map_kernel(T* out, const T* a, const T* b, std::int64_t n, bool packed, Op op) {
+  constexpr int kSize = Pack<T>::kSize;
+  std::int64_t done = 0;
+  if (packed) {
+    const std::int64_t packs = n / kSize;
+    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
+    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
+    auto* po = reinterpret_cast<Pack<T>*>(out);
+    for (std::int64_t p = grid_start(); p < packs; p += grid_stride()) {
+      const Pack<T> x = pa[p];
+      Pack<T> y;
+      if constexpr (Op::kInputs == 1) {
+        for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k]);
+      } else {
+        const Pack<T> z = pb[p];
+        for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k], z.v[k]);
+      }
+      po[p] = y;
+    }
+    done = packs * kSize;
+  }
+  for (std::int64_t i = done + grid_start(); i < n; i += grid_stride()) out[i] = apply(op, a[i], b, i);
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// Launches map_kernel over n elements on stream (nothing when n == 0); b is null for a unary op
+// (Op::kInputs == 1).
+template <typename T, typename Op>
+void launch_map(const char* name, Op op, T* out, const T* a, const T* b, std::int64_t n, void* stream) {
+  require_count(name, n);
+  if (n == 0) return;
+  const bool packed = aligned16(out) && aligned16(a) && (b == nullptr || aligned16(b));
+  const std::int64_t work = packed ? (n + Pack<T>::kSize - 1) / Pack<T>::kSize : n;
+  map_kernel<T, Op><<<grid_for(work), kThreads, 0, as_stream(stream)>>>(out, a, b, n, packed, op);
+  check_launch(name);
 }
 
 }  // namespace ringtrain::kernels::detail

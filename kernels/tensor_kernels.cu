@@ -15,11 +15,12 @@ __global__ void cast_kernel(const From* __restrict__ src, To* __restrict__ dst, 
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) dst[i] = from_float<To>(to_float(src[i]));
 }
 
-// y may alias a or b (no __restrict__): dst += src is add(dst, dst, src).
+// a + b in float, rounded once (launch_map: y may alias a or b, so dst += src is add(dst, dst, src)).
 template <typename T>
-__global__ void add_kernel(T* y, const T* a, const T* b, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) y[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
-}
+struct AddOp {
+  static constexpr int kInputs = 2;
+  __device__ T operator()(T a, T b) const { return from_float<T>(to_float(a) + to_float(b)); }
+};
 
 // The targets by value: a kernel argument, no device copy of the pointer array.
 struct AccumulateTargets {
@@ -67,8 +68,8 @@ void launch_cast(const void* src, DType from, void* dst, DType to, std::int64_t 
 void launch_add(void* y, const void* a, const void* b, std::int64_t n, DType dtype, void* stream) {
   dispatch_float(dtype, "add", [&](auto tag) {
     using T = decltype(tag);
-    launch_elementwise(add_kernel<T>, "add_kernel", n, stream, static_cast<T*>(y), static_cast<const T*>(a),
-                       static_cast<const T*>(b), n);
+    launch_map("add_kernel", AddOp<T>{}, static_cast<T*>(y), static_cast<const T*>(a), static_cast<const T*>(b), n,
+               stream);
   });
 }
 
