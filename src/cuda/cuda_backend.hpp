@@ -31,7 +31,7 @@ class CudaBackend final : public GpuBackend {
   void apply_mask(float* x, const float* mask, std::int64_t n) const override;
 
   std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const override;
-  std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows) const override;
+  std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows, std::int64_t slots) const override;
   std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType input,
                                                  std::int64_t labels_per_row, const GpuAugment* augment) const override;
   std::unique_ptr<StepGraph> make_step_graph() const override;

@@ -71,7 +71,7 @@ class GpuBackend {
   // The parts of a training step (src/nn/cuda's layers; step_loss.cpp, device_batch.cpp,
   // step_graph.cpp here); their interfaces say what each does.
   virtual std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const = 0;
-  virtual std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows) const = 0;
+  virtual std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows, std::int64_t slots) const = 0;
   virtual std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType input,
                                                          std::int64_t labels_per_row,
                                                          const GpuAugment* augment) const = 0;

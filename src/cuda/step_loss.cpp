@@ -1,6 +1,9 @@
 // The CUDA StepLoss: the fused softmax cross-entropy kernel and its deterministic sums on the
-// compute stream (capturable: no host transfer in compute()); the two sums come back in sums().
+// compute stream (capturable: no host transfer in compute()), each micro-batch's two sums in its
+// slot of a device array; sums() copies the step's slots back (one wait) and adds them in order.
 #include <cuda_runtime.h>
+
+#include <vector>
 
 #include "cuda/compute_stream.hpp"
 #include "check/cuda_check.hpp"
@@ -13,24 +16,35 @@ namespace {
 
 class CudaStepLoss final : public StepLoss {
  public:
-  explicit CudaStepLoss(std::int64_t max_rows)
+  CudaStepLoss(std::int64_t max_rows, std::int64_t slots)
       : row_loss_(Tensor::empty(Shape{max_rows}, DType::f32, Device::cuda)),
         row_correct_(Tensor::empty(Shape{max_rows}, DType::i32, Device::cuda)),
-        out_(Tensor::empty(Shape{2}, DType::f64, Device::cuda)) {}
+        out_(Tensor::empty(Shape{2 * slots}, DType::f64, Device::cuda)) {}
 
-  void compute(const Tensor& logits, const std::int32_t* labels, Tensor& dlogits, float loss_scale) override {
+  void compute(const Tensor& logits, const std::int32_t* labels, Tensor& dlogits, float loss_scale,
+               std::int64_t slot) override {
     const std::int64_t n = logits.shape()[0], k = logits.shape()[1];
     RT_REQUIRE(n <= row_loss_.numel(), Error, "CudaStepLoss: batch of {} rows, sized for {}", n, row_loss_.numel());
+    RT_REQUIRE(slot >= 0 && 2 * slot < out_.numel(), Error, "CudaStepLoss: slot {} of {}", slot, out_.numel() / 2);
     const cudaStream_t stream = cuda::compute_stream();
     kernels::launch_softmax_xent(logits.raw(), logits.dtype(), labels, n, k, loss_scale / static_cast<float>(n),
                                  dlogits.raw(), row_loss_.f32(), row_correct_.data<std::int32_t>(), stream);
-    kernels::launch_loss_sums(row_loss_.f32(), row_correct_.data<std::int32_t>(), n, out_.data<double>(), stream);
+    kernels::launch_loss_sums(row_loss_.f32(), row_correct_.data<std::int32_t>(), n, out_.data<double>() + 2 * slot,
+                              stream);
   }
 
-  LossSums sums() override {
-    double host[2] = {0.0, 0.0};  // a synchronous copy on the legacy stream: waits for the compute stream
-    RT_CUDA_CHECK(cudaMemcpy(host, out_.raw(), sizeof(host), cudaMemcpyDeviceToHost));
-    return LossSums{host[0], host[1]};
+  LossSums sums(std::int64_t count) override {
+    RT_REQUIRE(count >= 0 && 2 * count <= out_.numel(), Error, "CudaStepLoss: {} slots of {}", count, out_.numel() / 2);
+    std::vector<double> host(static_cast<std::size_t>(2 * count));
+    // A synchronous copy on the legacy stream: waits for the compute stream's queued work.
+    if (count > 0)
+      RT_CUDA_CHECK(cudaMemcpy(host.data(), out_.raw(), host.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    LossSums total;
+    for (std::size_t i = 0; i < host.size(); i += 2) {
+      total.loss += host[i];
+      total.correct += host[i + 1];
+    }
+    return total;
   }
 
  private:
@@ -39,8 +53,8 @@ class CudaStepLoss final : public StepLoss {
 
 }  // namespace
 
-std::unique_ptr<StepLoss> cuda::CudaBackend::make_step_loss(std::int64_t max_rows) const {
-  return std::make_unique<CudaStepLoss>(max_rows);
+std::unique_ptr<StepLoss> cuda::CudaBackend::make_step_loss(std::int64_t max_rows, std::int64_t slots) const {
+  return std::make_unique<CudaStepLoss>(max_rows, slots);
 }
 
 }  // namespace ringtrain

@@ -110,7 +110,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   }
   float* bucket_arena = zero_grads_ ? nullptr : model.grads().f32();
   bool overlap = options.overlap;
-  loss_ = make_step_loss(model.device(), micro_batch * positions_);
+  loss_ = make_step_loss(model.device(), micro_batch * positions_, k);
   placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.input_dtype(), positions_,
                               options.gpu_augment ? &*options.gpu_augment : nullptr);
   if (model.device() == Device::cuda) {
@@ -200,7 +200,7 @@ void DataParallelStep::forward_and_loss(const Tensor& x, const std::int32_t* lab
   const Tensor& logits = model_.forward(x, info);
   const Shape rows{logits.shape()[0] * positions_, logits.shape().dims().back()};
   Tensor dlogits = dlogits_.reshape(rows);
-  loss_->compute(logits.reshape(rows), labels, dlogits, loss_scale);
+  loss_->compute(logits.reshape(rows), labels, dlogits, loss_scale, info.micro_batch);
   // The loss gradient enters backward in the compute dtype (the CPU emulation rounds it).
   if (model_.device() == Device::cpu) round_in_place(dlogits_.f32(), dlogits_.numel(), model_.compute_dtype());
 }
@@ -223,7 +223,6 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   const std::int64_t n = model_.arena_elements();
   StepResult r;
   r.scale_before = scaler_ != nullptr ? scaler_->scale() : 1.0;
-  double loss_sum = 0.0, correct = 0.0;
   auto trace = [&](const char* name, Clock::time_point a, Clock::time_point b) {
     if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
   };
@@ -248,9 +247,7 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     } else {
       forward_and_loss(input, micro_labels, micro_info, scale);
     }
-    const LossSums sums = loss_->sums();  // on the GPU: waits for the queued work (honest timings)
-    loss_sum += sums.loss / static_cast<double>(micro_batch_ * positions_);
-    correct += sums.correct;
+    wait_for_phase();  // the loss sums are read after backward: no host wait here unless timing phases
     const auto t1 = Clock::now();
     trace(graph_ ? "forward+backward" : "forward", t0, t1);
     r.forward_s += between(t0, t1);
@@ -265,11 +262,13 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     r.backward_s += between(t1, backward_end);
   }
   const BucketTimes bt = bucketer_->finish();
+  const LossSums sums = loss_->sums(k);  // on the GPU: waits for the queued work
+  const double loss_sum = sums.loss / static_cast<double>(micro_batch_ * positions_);
   const auto buckets_done = Clock::now();
   const std::size_t world = shards_.size();
   std::vector<double> stats(3 + world, 0.0);  // loss, correct, then gradient_checks
   stats[0] = loss_sum;
-  stats[1] = correct;
+  stats[1] = sums.correct;
   gradient_checks(stats.data() + 2);
   const auto checked = Clock::now();
   stats_comm_.allreduce_sum(stats.data(), stats.size(), DType::f64);

@@ -128,7 +128,7 @@ class Evaluator {
   Evaluator(const Model& model, std::int64_t max_rows)
       : positions_(label_positions(model)),
         dlogits_(Tensor::empty(model.output_shape().with_batch(max_rows), model.activation_dtype(), model.device())),
-        loss_(make_step_loss(model.device(), max_rows * positions_)),
+        loss_(make_step_loss(model.device(), max_rows * positions_, 1)),
         placer_(make_device_batch(model.device(), max_rows, model.input_shape(), model.input_dtype(), positions_)) {}
   std::int64_t positions() const { return positions_; }
   LossSums run(Model& model, const SourceBatch& batch) {
@@ -137,8 +137,8 @@ class Evaluator {
     const Tensor& logits = model.forward(placed.x, info);
     const Shape rows{batch.size * positions_, logits.shape().dims().back()};
     Tensor dlogits = dlogits_.rows(0, batch.size).reshape(rows);
-    loss_->compute(logits.reshape(rows), placed.labels, dlogits, 1.0f);
-    return loss_->sums();
+    loss_->compute(logits.reshape(rows), placed.labels, dlogits, 1.0f, 0);
+    return loss_->sums(1);
   }
 
  private:

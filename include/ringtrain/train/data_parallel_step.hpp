@@ -67,8 +67,9 @@ struct StepOptions {
   // 2: its shard of the reduced gradients too, the buckets staged during backward; 3: its shard of
   // the parameters too, each bucket's gathered around its uses (CPU only).
   int zero_stage = 0;
-  // GPU: wait for the device at the end of backward and of the optimizer (monitor.phase_timing);
-  // otherwise only the loss read waits. No effect on the CPU.
+  // GPU: wait for the device at the end of forward, backward and the optimizer
+  // (monitor.phase_timing); otherwise only the step's loss read waits, after every micro-batch's
+  // backward is queued. No effect on the CPU.
   bool phase_timing = false;
 };
 
