@@ -16,8 +16,10 @@ class CpuStepLoss final : public StepLoss {
   explicit CpuStepLoss(std::int64_t slots) : sums_(static_cast<std::size_t>(slots)) {}
   void compute(const Tensor& logits, const std::int32_t* labels, Tensor& dlogits, float loss_scale,
                std::int64_t slot) override {
+    RT_REQUIRE(slot >= 0 && slot < static_cast<std::int64_t>(sums_.size()), Error, "StepLoss: slot {} of {}", slot,
+               sums_.size());
     const double mean = loss_.forward(logits, labels);
-    sums_.at(static_cast<std::size_t>(slot)) =
+    sums_[static_cast<std::size_t>(slot)] =
         LossSums{mean * static_cast<double>(logits.shape()[0]), static_cast<double>(loss_.correct())};
     loss_.backward(dlogits);
     if (loss_scale != 1.0f) {
