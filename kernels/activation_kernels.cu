@@ -75,11 +75,8 @@ __global__ void bias_act_2d_kernel(T* y, const float* bias, std::int64_t rows, s
 template <typename T, bool kRelu, bool kPerColumn>
 void launch_bias_act_2d(T* y, const float* bias, std::int64_t rows, std::int64_t width, std::int64_t channels,
                         void* stream) {
-  const std::int64_t x = (width + kThreads - 1) / kThreads;
-  const std::int64_t blocks_y = rows < kMaxBlocks ? rows : kMaxBlocks;
   bias_act_2d_kernel<T, kRelu, kPerColumn>
-      <<<dim3(static_cast<unsigned>(x), static_cast<unsigned>(blocks_y)), kThreads, 0, as_stream(stream)>>>(
-          y, bias, rows, width, channels);
+      <<<column_row_grid(width, rows), kThreads, 0, as_stream(stream)>>>(y, bias, rows, width, channels);
   check_launch("bias_act_2d_kernel");
 }
 

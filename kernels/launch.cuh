@@ -44,8 +44,31 @@ void launch_elementwise(void (*kernel)(Params...), const char* name, std::int64_
   check_launch(name);
 }
 
+// Blocks of kThreads columns by up to kMaxBlocks rows, for kernels with columns across x and
+// rows across y (grid-stride over the rows).
+inline dim3 column_row_grid(std::int64_t columns, std::int64_t rows) {
+  const std::int64_t x = (columns + kThreads - 1) / kThreads;
+  const std::int64_t y = rows < 1 ? 1 : (rows < kMaxBlocks ? rows : kMaxBlocks);
+  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
+}
+
+constexpr int kWarp = 32;
+
+// The sum of v over the warp's 32 lanes by a butterfly: every lane gets the same bits.
+template <typename V>
+__device__ inline V warp_sum(V v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
 __device__ inline std::int64_t grid_start() { return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; }
 __device__ inline std::int64_t grid_stride() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// One warp per row: the grid for `rows` rows, this warp's first row and the warps in the grid
+// (the kernel strides over rows by warp_count()).
+inline unsigned warp_grid(std::int64_t rows) { return grid_for(rows * kWarp); }
+__device__ inline std::int64_t warp_index() { return grid_start() / kWarp; }
+__device__ inline std::int64_t warp_count() { return grid_stride() / kWarp; }
 
 // Calls f(T{}) with T the device type of an activation dtype (float, __nv_bfloat16, __half);
 // any other dtype throws Error naming it and the caller.

@@ -1,7 +1,6 @@
 // Fused softmax cross-entropy: one warp per row (arg-max, then sum of exponentials in double,
 // both by butterfly shuffles, which give every lane the same bits), then the row's gradient.
 // The batch sums run in one block with a fixed shared-memory tree.
-#include <algorithm>
 #include <cmath>
 
 #include "kernels/launch.cuh"
@@ -13,7 +12,6 @@ namespace {
 
 using namespace detail;
 
-constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // The better of two (value, index) candidates: larger value, then smaller index; index -1 is
@@ -30,8 +28,7 @@ template <typename T>
 __global__ void softmax_xent_kernel(const T* logits, const std::int32_t* labels, std::int64_t n, std::int64_t k,
                                     float grad_scale, T* dlogits, float* row_loss, std::int32_t* row_correct) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t warps = grid_stride() / kWarp;
-  for (std::int64_t row = grid_start() / kWarp; row < n; row += warps) {
+  for (std::int64_t row = warp_index(); row < n; row += warp_count()) {
     const T* z = logits + row * k;
     float best = 0.0f;
     std::int64_t best_j = -1;
@@ -43,7 +40,7 @@ __global__ void softmax_xent_kernel(const T* logits, const std::int32_t* labels,
     }
     double sum = 0.0;
     for (std::int64_t j = lane; j < k; j += kWarp) sum += static_cast<double>(expf(to_float(z[j]) - best));
-    for (int offset = kWarp / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullMask, sum, offset);
+    sum = warp_sum(sum);
 
     const std::int32_t label = labels[row];
     const bool valid = label >= 0 && label < k;
@@ -93,10 +90,7 @@ void launch_softmax_xent(const void* logits, DType dtype, const std::int32_t* la
     require_count("softmax_xent", n);
     if (n == 0) return;
     RT_REQUIRE(k >= 1, Error, "softmax_xent: {} classes (need at least 1)", k);
-    const std::int64_t rows_per_block = kThreads / kWarp;
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::int64_t>((n + rows_per_block - 1) / rows_per_block, kMaxBlocks));
-    softmax_xent_kernel<T><<<blocks, kThreads, 0, as_stream(stream)>>>(
+    softmax_xent_kernel<T><<<warp_grid(n), kThreads, 0, as_stream(stream)>>>(
         static_cast<const T*>(logits), labels, n, k, grad_scale, static_cast<T*>(dlogits), row_loss, row_correct);
     check_launch("softmax_xent_kernel");
   });

@@ -16,19 +16,7 @@ namespace {
 
 using namespace detail;
 
-constexpr int kWarp = 32;
 constexpr std::int64_t kLayerNormChunk = 32;  // rows per partial sum of the parameter gradients
-
-__device__ inline float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// Warps over rows: the global warp index and the number of warps in the grid.
-__device__ inline std::int64_t warp_index() { return grid_start() / kWarp; }
-__device__ inline std::int64_t warp_count() { return grid_stride() / kWarp; }
-
-unsigned warp_grid(std::int64_t rows) { return grid_for(rows * kWarp); }
 
 template <typename T>
 __global__ void layernorm_forward_kernel(T* y, const T* x, const float* w, const float* b, float* mean_out,
@@ -227,13 +215,6 @@ __global__ void softmax_backward_kernel(T* p_ds, const float* dp, std::int64_t r
     d = warp_sum(d);  // every lane has read its elements of the row before any writes
     for (std::int64_t j = lane; j < t; j += kWarp) row[j] = from_float<T>(to_float(row[j]) * (g[j] - d));
   }
-}
-
-// Blocks of kThreads columns by up to kMaxBlocks rows.
-dim3 column_row_grid(std::int64_t c, std::int64_t rows) {
-  const std::int64_t x = (c + kThreads - 1) / kThreads;
-  const std::int64_t y = rows < 1 ? 1 : (rows < kMaxBlocks ? rows : kMaxBlocks);
-  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y));
 }
 
 int bits_for(std::int64_t vocab) {
