@@ -11,7 +11,9 @@ gathered_parameters, gradients, optimizer_state, activations, comm_buffers, peak
 Printed, as a markdown table per world size: each stage's training state per rank (parameters +
 gradients + optimizer state) and its ratio to stage 0 next to the ideal for AdamW in f32
 (stage 1: (4 + 4 + 8/W) / 16; stage 2: (4 + 12/W) / 16; stage 3: 1/W), stage 3's gathered groups
-(other ranks' parameter shards held at once, reported apart as the issue asks), peak RSS per rank,
+(other ranks' parameter shards held at once, reported apart as the issue asks), the comm buffers
+(stage 2/3's gradient staging ring: temporary buffers, not model state, in the ZeRO paper's
+terms) and the state with them, peak RSS per rank,
 samples/s (median [min-max]) and the
 throughput ratio to stage 0 (median of the per-repeat ratios). --out writes every raw result.
 
@@ -80,16 +82,20 @@ def report(world, stages, runs):
     base = runs[0]
     print(f"\n### World {world}\n")
     print("| stage | params + grads + optimizer state per rank (MiB) | vs stage 0 | ideal (AdamW f32) |"
-          " gathered parameters (MiB) | optimizer state (MiB) | activations (MiB) | peak RSS per rank (MiB) |"
+          " gathered parameters (MiB) | comm buffers (MiB) | state + comm buffers vs stage 0 |"
+          " optimizer state (MiB) | activations (MiB) | peak RSS per rank (MiB) |"
           " samples/s median [min-max] | throughput vs stage 0 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     base_state = statistics.median(sum(r["memory"][p] for p in STATE_PARTS) for r in base)
     for stage in stages:
         rs = runs[stage]
         state = statistics.median(sum(r["memory"][p] for p in STATE_PARTS) for r in rs)
+        with_comm = statistics.median(sum(r["memory"][p] for p in STATE_PARTS + ("comm_buffers",)) for r in rs)
         ratios = [r["samples_per_s"] / b["samples_per_s"] for r, b in zip(rs, base)]
         print(f"| {stage} | {mib(state)} | {state / base_state:.4f} | {ideal_ratio(stage, world):.4f} |"
               f" {mib(statistics.median(r['memory']['gathered_parameters'] for r in rs))} |"
+              f" {mib(statistics.median(r['memory']['comm_buffers'] for r in rs))} |"
+              f" {with_comm / base_state:.4f} |"
               f" {mib(statistics.median(r['memory']['optimizer_state'] for r in rs))} |"
               f" {mib(statistics.median(r['memory']['activations'] for r in rs))} |"
               f" {mib(statistics.median(r['memory']['peak_rss'] for r in rs))} |"

@@ -147,11 +147,12 @@ StepMemory DataParallelStep::memory() const {
   m.parameters = zero_params_ ? zero_params_->kept_bytes() : model_.parameter_bytes();
   m.gathered_parameters = zero_params_ ? zero_params_->gathered_bytes() : 0;
   m.gradients = static_cast<std::int64_t>(allocated_bytes(model_.grads()) + allocated_bytes(carry_)) +
-                model_.tied_gradient_bytes() + (zero_grads_ ? zero_grads_->bytes() : 0);
+                model_.tied_gradient_bytes() + (zero_grads_ ? zero_grads_->shard_bytes() : 0);
   for (const Optimizer::StateBuffer& b : optimizer_.state())
     m.optimizer_state += static_cast<std::int64_t>(allocated_bytes(b.tensor));
   m.activations = model_.activation_bytes();
-  m.comm_buffers = static_cast<std::int64_t>(grad_comm_.staging_bytes());
+  m.comm_buffers =
+      static_cast<std::int64_t>(grad_comm_.staging_bytes()) + (zero_grads_ ? zero_grads_->staging_bytes() : 0);
   return m;
 }
 

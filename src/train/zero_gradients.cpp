@@ -65,8 +65,8 @@ BucketStaging ZeroGradients::staging() {
   return s;
 }
 
-std::int64_t ZeroGradients::bytes() const {
-  return static_cast<std::int64_t>(allocated_bytes(ring_) + allocated_bytes(shard_));
-}
+std::int64_t ZeroGradients::shard_bytes() const { return static_cast<std::int64_t>(allocated_bytes(shard_)); }
+
+std::int64_t ZeroGradients::staging_bytes() const { return static_cast<std::int64_t>(allocated_bytes(ring_)); }
 
 }  // namespace ringtrain

@@ -26,7 +26,8 @@ class ZeroGradients {
   BucketStaging staging();
   // This rank's shard of the reduced gradients, packed; complete after GradBucketer::finish.
   const Tensor& shard() const { return shard_; }
-  std::int64_t bytes() const;  // the staging ring and the shard
+  std::int64_t shard_bytes() const;    // the reduced shard, kept for the whole step
+  std::int64_t staging_bytes() const;  // the staging ring, a communication buffer reused bucket by bucket
 
  private:
   std::vector<Bucket> buckets_;

@@ -160,10 +160,13 @@ TEST(GptTrain, ZeroStagesReduceALargeTiedTableBlockByBlock) {
   const auto stage3 = train(2, "table3", with("3"));
   EXPECT_EQ(stage2["param_checksum"], stage0["param_checksum"]);
   EXPECT_EQ(stage3["param_checksum"], stage0["param_checksum"]);
-  // stage 2: the rank's half of the gradients plus a staging ring of one block (1 MiB), not the
-  // table's 2.4 MiB gradient on top
+  // stage 2: the rank's half of the gradients, and a staging ring (a comm buffer) of one block
+  // (1 MiB), not the table's 2.4 MiB gradient
   const double full = stage0["memory"]["gradients"].get<double>();
-  EXPECT_LT(stage2["memory"]["gradients"].get<double>(), full / 2 + 1.05 * (1 << 20)) << stage2["memory"].dump();
+  EXPECT_LT(stage2["memory"]["gradients"].get<double>(), full / 2 + 4096) << stage2["memory"].dump();
+  EXPECT_GT(stage2["memory"]["comm_buffers"].get<double>(), 0) << stage2["memory"].dump();
+  EXPECT_LT(stage2["memory"]["comm_buffers"].get<double>(), 1.05 * (1 << 20)) << stage2["memory"].dump();
+  EXPECT_EQ(stage0["memory"]["comm_buffers"].get<double>(), 0) << stage0["memory"].dump();
 }
 
 // fp16 with a loss scale so large that the first steps overflow: every rank skips the same

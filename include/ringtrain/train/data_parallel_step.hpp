@@ -97,11 +97,14 @@ struct StepResult {
 struct StepMemory {
   std::int64_t parameters = 0;           // the f32 master arena (+ the low-precision compute copy); stage 3: its shard
   std::int64_t gathered_parameters = 0;  // stage 3: the buffers of gathered groups (the most held at once)
-  std::int64_t gradients = 0;            // the gradient arena or stage 2's staging + shard, tied weights' scratch
+  std::int64_t gradients = 0;            // the gradient arena or stage 2/3's reduced shard, tied weights' scratch
                                          // (+ the accumulation carry)
   std::int64_t optimizer_state = 0;      // momentum / moments: this rank's shard under ZeRO
   std::int64_t activations = 0;          // Model::activation_bytes at the largest batch run so far
-  std::int64_t comm_buffers = 0;         // the pinned host memory a GPU's MPI gradient path stages buckets in
+  // Buffers a collective goes through, reused bucket by bucket (the ZeRO paper's "temporary
+  // buffers", not model state): stage 2/3's gradient staging ring, the pinned host memory a GPU's
+  // MPI gradient path stages buckets in.
+  std::int64_t comm_buffers = 0;
 };
 
 // Labels per sample of a model: its output's positions (every dimension but the last, the classes).
