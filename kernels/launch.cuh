@@ -1,11 +1,13 @@
 // Private to kernels/: grid-stride launch helpers, launch checks, dtype dispatch, the
-// device-side f32/bf16/f16 loads and stores, and element-wise maps with 16-byte accesses. Stores round to nearest even
-// and give NaNs the same bits as dtype.hpp's float_to_bf16/float_to_f16, so device results match the host's.
+// device-side f32/bf16/f16 loads and stores, vectorised element-wise loops and maps with
+// 16-byte accesses. Stores round to nearest even and give NaNs the same bits as dtype.hpp's
+// float_to_bf16/float_to_f16, so device results match the host's.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
@@ -115,17 +117,51 @@ __device__ inline __half from_float<__half>(float f) {
   return __float2half_rn(f);
 }
 
-// ---- element-wise maps with 16-byte accesses: out[i] = op(a[i]) or op(a[i], b[i]) ----------
-// When every pointer is 16-byte aligned, each thread moves whole 16-byte packs (4 f32 or 8
-// bf16/f16 values) and the last n % pack elements go one by one; otherwise every element goes
-// one by one. op is a functor with `__device__ T operator()(T...) const` (computed in float by
-// the caller's functor); out may alias an input (each element is read before it is written).
-
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / static_cast<int>(sizeof(T));
-  T v[kSize];
+// ---- vectorised element-wise loops ----------------------------------------------------------
+// K consecutive elements of T moved as one access (aligned as a whole: a 16-byte Vec is one
+// 128-bit load or store, a 32-byte one two).
+template <typename T, int K>
+struct alignas(sizeof(T) * K) Vec {
+  T v[K];
 };
+
+// Elements of T in one 16-byte access.
+template <typename T>
+constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+
+inline bool aligned_to(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
+// Grid-stride over n elements: when `vectorized`, vector(p) for each whole vector p < n / K
+// (elements K*p .. K*p + K - 1), then one(i) for the n % K left; otherwise one(i) for every
+// element. No integer division per element.
+template <int K, typename Vector, typename One>
+__device__ inline void for_each_vector(std::int64_t n, bool vectorized, const Vector& vector, const One& one) {
+  std::int64_t done = 0;
+  if (vectorized) {
+    const std::int64_t vectors = n / K;
+    for (std::int64_t p = grid_start(); p < vectors; p += grid_stride()) vector(p);
+    done = vectors * K;
+  }
+  for (std::int64_t i = done + grid_start(); i < n; i += grid_stride()) one(i);
+}
+
+// Launches kernel for n elements taken K at a time when `vectorized` (grid-stride, so one thread
+// per vector up to the grid's limit); n == 0 launches nothing.
+template <int K, typename... Params, typename... Args>
+void launch_vectorized(void (*kernel)(Params...), const char* name, std::int64_t n, bool vectorized, void* stream,
+                       Args&&... args) {
+  require_count(name, n);
+  if (n == 0) return;
+  const std::int64_t work = vectorized ? (n + K - 1) / K : n;
+  kernel<<<grid_for(work), kThreads, 0, as_stream(stream)>>>(std::forward<Args>(args)...);
+  check_launch(name);
+}
+
+// ---- element-wise maps: out[i] = op(a[i]) or op(a[i], b[i]) ---------------------------------
+// When every pointer is 16-byte aligned each thread moves whole 16-byte packs (4 f32 or 8
+// bf16/f16 values); otherwise every element goes one by one. op is a functor with
+// `__device__ T operator()(T...) const` (computed in float by the caller's functor); out may
+// alias an input (each element is read before it is written).
 
 // Unary (b == nullptr) or binary map: out[i] = op(a[i]) or op(a[i], b[i]).
 template <typename T, typename Op>
@@ -139,41 +175,30 @@ __device__ inline T apply(const Op& op, T a, const T* b, std::int64_t i) {
 
 template <typename T, typename Op>
 __global__ void map_kernel(T* out, const T* a, const T* b, std::int64_t n, bool packed, Op op) {
-  constexpr int kSize = Pack<T>::kSize;
-  std::int64_t done = 0;
-  if (packed) {
-    const std::int64_t packs = n / kSize;
-    const auto* pa = reinterpret_cast<const Pack<T>*>(a);
-    const auto* pb = reinterpret_cast<const Pack<T>*>(b);
-    auto* po = reinterpret_cast<Pack<T>*>(out);
-    for (std::int64_t p = grid_start(); p < packs; p += grid_stride()) {
-      const Pack<T> x = pa[p];
-      Pack<T> y;
-      if constexpr (Op::kInputs == 1) {
-        for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k]);
-      } else {
-        const Pack<T> z = pb[p];
-        for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k], z.v[k]);
-      }
-      po[p] = y;
-    }
-    done = packs * kSize;
-  }
-  for (std::int64_t i = done + grid_start(); i < n; i += grid_stride()) out[i] = apply(op, a[i], b, i);
+  constexpr int kSize = kPack<T>;
+  using V = Vec<T, kSize>;
+  for_each_vector<kSize>(
+      n, packed,
+      [&](std::int64_t p) {
+        const V x = reinterpret_cast<const V*>(a)[p];
+        V y;
+        if constexpr (Op::kInputs == 1) {
+          for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k]);
+        } else {
+          const V z = reinterpret_cast<const V*>(b)[p];
+          for (int k = 0; k < kSize; ++k) y.v[k] = op(x.v[k], z.v[k]);
+        }
+        reinterpret_cast<V*>(out)[p] = y;
+      },
+      [&](std::int64_t i) { out[i] = apply(op, a[i], b, i); });
 }
-
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // Launches map_kernel over n elements on stream (nothing when n == 0); b is null for a unary op
 // (Op::kInputs == 1).
 template <typename T, typename Op>
 void launch_map(const char* name, Op op, T* out, const T* a, const T* b, std::int64_t n, void* stream) {
-  require_count(name, n);
-  if (n == 0) return;
-  const bool packed = aligned16(out) && aligned16(a) && (b == nullptr || aligned16(b));
-  const std::int64_t work = packed ? (n + Pack<T>::kSize - 1) / Pack<T>::kSize : n;
-  map_kernel<T, Op><<<grid_for(work), kThreads, 0, as_stream(stream)>>>(out, a, b, n, packed, op);
-  check_launch(name);
+  const bool packed = aligned_to(out, 16) && aligned_to(a, 16) && (b == nullptr || aligned_to(b, 16));
+  launch_vectorized<kPack<T>>(map_kernel<T, Op>, name, n, packed, stream, out, a, b, n, packed, op);
 }
 
 }  // namespace ringtrain::kernels::detail

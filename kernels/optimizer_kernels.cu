@@ -1,34 +1,68 @@
-// Optimizer update kernels: one thread per element (grid-stride), applying exactly the
-// per-element rules the CPU optimizers use (include/ringtrain/optim/update_rules.hpp).
+// Optimizer update kernels: grid-stride, float4 vectors when every arena is 16-byte aligned,
+// applying exactly the per-element rules the CPU optimizers use
+// (include/ringtrain/optim/update_rules.hpp).
+#include <initializer_list>
+
 #include "kernels/launch.cuh"
 #include "kernels/optimizer_kernels.hpp"
 
 namespace ringtrain::kernels {
 namespace {
 
-using detail::grid_start;
-using detail::grid_stride;
+constexpr int kF32Vector = detail::kPack<float>;
+using F32Vector = detail::Vec<float, kF32Vector>;
+
+// Every arena of an update 16-byte aligned: the kernel moves float4 vectors.
+bool all_aligned(std::initializer_list<const void*> arenas) {
+  for (const void* a : arenas)
+    if (!detail::aligned_to(a, sizeof(F32Vector))) return false;
+  return true;
+}
 
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v, std::int64_t n,
-                           float grad_scale, SgdHyper h) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) sgd_update(p[i], g[i] * grad_scale, v[i], h);
+                           float grad_scale, SgdHyper h, bool vectorized) {
+  detail::for_each_vector<kF32Vector>(
+      n, vectorized,
+      [&](std::int64_t i) {
+        F32Vector pv = reinterpret_cast<F32Vector*>(p)[i], vv = reinterpret_cast<F32Vector*>(v)[i];
+        const F32Vector gv = reinterpret_cast<const F32Vector*>(g)[i];
+        for (int k = 0; k < kF32Vector; ++k) sgd_update(pv.v[k], gv.v[k] * grad_scale, vv.v[k], h);
+        reinterpret_cast<F32Vector*>(p)[i] = pv;
+        reinterpret_cast<F32Vector*>(v)[i] = vv;
+      },
+      [&](std::int64_t i) { sgd_update(p[i], g[i] * grad_scale, v[i], h); });
 }
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, std::int64_t n, float grad_scale, AdamWHyper h) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) adamw_update(p[i], g[i] * grad_scale, m[i], v[i], h);
+                             float* __restrict__ v, std::int64_t n, float grad_scale, AdamWHyper h, bool vectorized) {
+  detail::for_each_vector<kF32Vector>(
+      n, vectorized,
+      [&](std::int64_t i) {
+        F32Vector pv = reinterpret_cast<F32Vector*>(p)[i], mv = reinterpret_cast<F32Vector*>(m)[i],
+                  vv = reinterpret_cast<F32Vector*>(v)[i];
+        const F32Vector gv = reinterpret_cast<const F32Vector*>(g)[i];
+        for (int k = 0; k < kF32Vector; ++k) adamw_update(pv.v[k], gv.v[k] * grad_scale, mv.v[k], vv.v[k], h);
+        reinterpret_cast<F32Vector*>(p)[i] = pv;
+        reinterpret_cast<F32Vector*>(m)[i] = mv;
+        reinterpret_cast<F32Vector*>(v)[i] = vv;
+      },
+      [&](std::int64_t i) { adamw_update(p[i], g[i] * grad_scale, m[i], v[i], h); });
 }
 
 }  // namespace
 
 void launch_sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
                        const SgdHyper& hyper, void* stream) {
-  detail::launch_elementwise(sgd_kernel, "sgd_kernel", n, stream, params, grads, velocity, n, grad_scale, hyper);
+  const bool vectorized = all_aligned({params, grads, velocity});
+  detail::launch_vectorized<kF32Vector>(sgd_kernel, "sgd_kernel", n, vectorized, stream, params, grads, velocity, n,
+                                        grad_scale, hyper, vectorized);
 }
 
 void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
                          const AdamWHyper& hyper, void* stream) {
-  detail::launch_elementwise(adamw_kernel, "adamw_kernel", n, stream, params, grads, m, v, n, grad_scale, hyper);
+  const bool vectorized = all_aligned({params, grads, m, v});
+  detail::launch_vectorized<kF32Vector>(adamw_kernel, "adamw_kernel", n, vectorized, stream, params, grads, m, v, n,
+                                        grad_scale, hyper, vectorized);
 }
 
 }  // namespace ringtrain::kernels

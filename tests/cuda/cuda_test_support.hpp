@@ -122,6 +122,8 @@ class DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr_); }
 
   void* get() const { return ptr_; }
+  // The address `offset` bytes in (a view starting there: one element in is not 16-byte aligned).
+  void* at(std::size_t offset) const { return static_cast<char*>(ptr_) + offset; }
   template <typename T>
   T* as() const {
     return static_cast<T*>(ptr_);
@@ -137,6 +139,11 @@ class DeviceBuffer {
     return host;
   }
   std::vector<float> read_values(DType dtype) const { return decode(read<std::uint8_t>(), dtype); }
+  // The bytes from `offset` on, after the device has finished its work.
+  std::vector<std::uint8_t> bytes_from(std::size_t offset) const {
+    const std::vector<std::uint8_t> all = read<std::uint8_t>();
+    return {all.begin() + static_cast<std::ptrdiff_t>(std::min(offset, all.size())), all.end()};
+  }
 
  private:
   void* ptr_ = nullptr;

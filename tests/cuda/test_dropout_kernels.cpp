@@ -100,6 +100,36 @@ TEST(CudaDropoutKernels, InPlaceAndAcrossKeys) {
   EXPECT_NE(mask_b.read<std::uint8_t>(), mask_a.read<std::uint8_t>());
 }
 
+// 16-byte vectors (and mask vectors of as many bytes) when x, y and the mask are aligned,
+// single elements otherwise: views one element in give the same mask and bits, since the draw
+// depends on the element's index in the view alone.
+TEST(CudaDropoutKernels, UnalignedViewsGiveTheSameBitsAsAlignedOnes) {
+  RT_SKIP_WITHOUT_GPU();
+  const auto d_key = DeviceBuffer::of(std::vector<std::uint64_t>{dropout_key(kSeed, kStep, kRank, kLayer)});
+  const auto* key = d_key.as<std::uint64_t>();
+  for (DType dtype : kFloatDTypes) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const std::size_t n = 1'003, size = dtype_size(dtype);
+    const auto len = static_cast<std::int64_t>(n);
+    const auto x = test::random_values(n + 1, 54, dtype), dy = test::random_values(n + 1, 55, dtype);
+    const auto x_whole = DeviceBuffer::of_values(x, dtype), dy_whole = DeviceBuffer::of_values(dy, dtype);
+    const auto x_aligned = DeviceBuffer::of_values({x.begin() + 1, x.end()}, dtype);
+    const auto dy_aligned = DeviceBuffer::of_values({dy.begin() + 1, dy.end()}, dtype);
+    DeviceBuffer y_aligned(n * size), mask_aligned(n), dx_aligned(n * size);
+    DeviceBuffer y_whole((n + 1) * size), mask_whole(n + 1), dx_whole((n + 1) * size);
+    auto* mask1 = static_cast<std::uint8_t*>(mask_whole.at(1));
+    kernels::launch_dropout_forward(x_aligned.get(), y_aligned.get(), mask_aligned.as<std::uint8_t>(), len, 0.3f, key,
+                                    dtype, nullptr);
+    kernels::launch_dropout_forward(x_whole.at(size), y_whole.at(size), mask1, len, 0.3f, key, dtype, nullptr);
+    test::expect_same_bits(mask_whole.bytes_from(1), mask_aligned.read<std::uint8_t>());
+    test::expect_same_bits(y_whole.bytes_from(size), y_aligned.read<std::uint8_t>());
+    kernels::launch_dropout_backward(dy_aligned.get(), mask_aligned.as<std::uint8_t>(), dx_aligned.get(), len, 0.3f,
+                                     dtype, nullptr);
+    kernels::launch_dropout_backward(dy_whole.at(size), mask1, dx_whole.at(size), len, 0.3f, dtype, nullptr);
+    test::expect_same_bits(dx_whole.bytes_from(size), dx_aligned.read<std::uint8_t>());
+  }
+}
+
 TEST(CudaDropoutKernels, NoElementsLaunchNothing) {
   RT_SKIP_WITHOUT_GPU();
   DeviceBuffer poisoned(16);

@@ -59,6 +59,39 @@ TEST(CudaOptimizerKernels, AdamWMatchesCpu) {
   EXPECT_LT(test::max_update_error(dp.read<float>(), p, before), test::kTolF32);
 }
 
+// The kernels move float4 vectors when every arena is 16-byte aligned and single elements
+// otherwise (a ZeRO shard or weight-decay group starting mid-vector): arenas one element in must
+// give the same bits as aligned ones.
+TEST(CudaOptimizerKernels, UnalignedArenasGiveTheSameBitsAsAlignedOnes) {
+  RT_SKIP_WITHOUT_GPU();
+  const std::size_t n = 1'003, f = sizeof(float);
+  const auto len = static_cast<std::int64_t>(n);
+  std::vector<std::vector<float>> host;  // p, g, m, v: n + 1 values each
+  for (std::uint64_t seed : {11, 12, 13, 14}) host.push_back(random_values(n + 1, seed));
+  for (float& x : host[3]) x = std::fabs(x);  // second moments are not negative
+  std::vector<DeviceBuffer> whole, aligned;
+  for (const auto& h : host) {
+    whole.push_back(DeviceBuffer::of(h));
+    aligned.push_back(DeviceBuffer::of(std::vector<float>(h.begin() + 1, h.end())));
+  }
+  auto view = [&](std::size_t k) { return static_cast<float*>(whole[k].at(f)); };
+  AdamWHyper adam;
+  adam.lr = 1e-3f;
+  adam.weight_decay = 0.1f;
+  kernels::launch_adamw_update(aligned[0].as<float>(), aligned[1].as<float>(), aligned[2].as<float>(),
+                               aligned[3].as<float>(), len, kGradScale, adam, nullptr);
+  kernels::launch_adamw_update(view(0), view(1), view(2), view(3), len, kGradScale, adam, nullptr);
+  for (std::size_t k : {0u, 2u, 3u}) test::expect_same_bits(whole[k].bytes_from(f), aligned[k].read<std::uint8_t>());
+  SgdHyper sgd;
+  sgd.lr = 0.05f;
+  sgd.momentum = 0.9f;
+  sgd.weight_decay = 1e-4f;
+  kernels::launch_sgd_update(aligned[0].as<float>(), aligned[1].as<float>(), aligned[2].as<float>(), len, kGradScale,
+                             sgd, nullptr);
+  kernels::launch_sgd_update(view(0), view(1), view(2), len, kGradScale, sgd, nullptr);
+  for (std::size_t k : {0u, 2u}) test::expect_same_bits(whole[k].bytes_from(f), aligned[k].read<std::uint8_t>());
+}
+
 TEST(CudaOptimizerKernels, EmptyArenaLaunchesNothing) {
   RT_SKIP_WITHOUT_GPU();
   DeviceBuffer poisoned(4 * sizeof(float));

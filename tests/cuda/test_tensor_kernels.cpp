@@ -91,6 +91,14 @@ TEST(CudaTensorKernels, CastIsBitExactWithHostConversions) {
           test::expect_same_bits(ddst.read<std::uint32_t>(), as_words<std::uint32_t>(ref));
         else
           test::expect_same_bits(ddst.read<std::uint16_t>(), as_words<std::uint16_t>(ref));
+        // Views one element in (not 16-byte aligned: element by element, not in vectors): the same bits.
+        std::vector<std::uint8_t> shifted_src(dtype_size(from), 0);
+        shifted_src.insert(shifted_src.end(), src.begin(), src.end());
+        auto dsrc1 = DeviceBuffer::of(shifted_src);
+        DeviceBuffer ddst1(ref.size() + dtype_size(to));
+        kernels::launch_cast(dsrc1.at(dtype_size(from)), from, ddst1.at(dtype_size(to)), to,
+                             static_cast<std::int64_t>(n), nullptr);
+        test::expect_same_bits(ddst1.bytes_from(dtype_size(to)), ref);
       }
 }
 
