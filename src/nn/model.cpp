@@ -214,12 +214,26 @@ void Model::plan_grad_slots() {
   // the backward of its producer (which reads it as dy); values whose lives do not overlap share
   // a buffer, the smallest free one that fits (grown when none does). A sequential stack needs
   // two buffers whatever its depth.
+  // A pass-through's only input, read by nothing else, takes its output's gradient buffer.
   grad_slot_.assign(nodes_.size(), -1);
+  grad_passed_.assign(nodes_.size(), false);
   slot_elems_.clear();
+  std::vector<int> readers(nodes_.size(), 0);
+  for (const auto& r : reads_)
+    for (const int v : r)
+      if (v != kInput) ++readers[static_cast<std::size_t>(v)];
   std::vector<bool> slot_free;
   const std::size_t last = nodes_.size() - 1;
   for (std::size_t i = last + 1; i-- > 0;) {
     if (!needs_grad_[i]) continue;
+    if (i != last && always_passes_through(i) && reads_[i].size() == 1 && reads_[i][0] != kInput) {
+      const auto v = static_cast<std::size_t>(reads_[i][0]);
+      if (readers[v] == 1 && needs_grad_[v] && grad_slot_[i] >= 0) {
+        grad_slot_[v] = grad_slot_[i];  // stays taken until v's producer consumes it
+        grad_passed_[i] = true;
+        continue;
+      }
+    }
     for (const int v : reads_[i]) {
       if (v == kInput || !needs_grad_[static_cast<std::size_t>(v)] || grad_slot_[static_cast<std::size_t>(v)] >= 0)
         continue;
@@ -353,8 +367,9 @@ void Model::ensure_batch(std::int64_t n) {
     act_storage_.clear();
     grad_storage_.clear();
     for (std::size_t i = 0; i < shapes_.size(); ++i)
-      act_storage_.push_back(
-          absorbed_by_[i] >= 0 ? Tensor() : Tensor::empty(shapes_[i].with_batch(n), activation_dtype(), device_));
+      act_storage_.push_back(absorbed_by_[i] >= 0 || always_passes_through(i)
+                                 ? Tensor()
+                                 : Tensor::empty(shapes_[i].with_batch(n), activation_dtype(), device_));
     for (const std::int64_t elems : slot_elems_)
       grad_storage_.push_back(Tensor::empty(Shape{elems * n}, activation_dtype(), device_));
     if (emulated() && !reads_tokens_) input_storage_ = Tensor::empty(input_shape_.with_batch(n));
@@ -369,11 +384,12 @@ void Model::ensure_batch(std::int64_t n) {
       }
     capacity_ = n;
   }
-  if (acts_.empty() || acts_[0].shape()[0] != n) {
+  if (acts_.empty() || views_batch_ != n) {
+    views_batch_ = n;
     acts_.clear();
     dacts_.clear();
     for (std::size_t i = 0; i < shapes_.size(); ++i) {
-      acts_.push_back(absorbed_by_[i] >= 0 ? Tensor() : act_storage_[i].rows(0, n));
+      acts_.push_back(act_storage_[i].raw() == nullptr ? Tensor() : act_storage_[i].rows(0, n));  // forward views
       const int slot = grad_slot_[i];
       dacts_.push_back(
           slot < 0 ? Tensor() : grad_storage_[static_cast<std::size_t>(slot)].flat_slice(0, shapes_[i].with_batch(n)));
@@ -397,6 +413,11 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
     if (absorbed_by_[i] >= 0) continue;  // its reader does its work
     in.clear();
     for (const int v : reads_[i]) in.push_back(&value(v));
+    if (nodes_[i].layer->passes_through(info.training)) {  // a view of the input, no pass over it
+      acts_[i] = in.front()->reshape(shapes_[i].with_batch(n));
+      continue;
+    }
+    if (acts_[i].raw() != act_storage_[i].raw()) acts_[i] = act_storage_[i].rows(0, n);  // a view last pass
     acquire_params(i, ParameterResidency::Pass::forward);
     const auto begin = layer_times_ != nullptr ? LayerClock::now() : LayerClock::time_point{};
     nodes_[i].layer->forward_many(in, acts_[i], info);
@@ -437,7 +458,7 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
   std::vector<Tensor*> dx;
   if (residency_ != nullptr) residency_->begin_pass(ParameterResidency::Pass::backward, true);
   for (std::size_t i = last + 1; i-- > 0;) {
-    if (!needs_grad_[i]) continue;
+    if (!needs_grad_[i] || grad_passed_[i]) continue;  // a passed gradient is already its input's
     const Tensor& dy = i == last ? dlogits : dacts_[i];
     x.clear();
     dx.clear();

@@ -92,6 +92,12 @@ class Layer {
   // (and that input's gradient); saves the passes over producer's output (ReLU into max-pool).
   virtual bool absorb_producer(const Layer& /*producer*/) { return false; }
 
+  // True when, in a training pass (or not), this one-input layer's output is its input unchanged,
+  // only reshaped (Flatten; Dropout when not training or p == 0). The model then calls neither
+  // forward nor backward: readers get a view of the input, and a layer that passes through in
+  // training too gets no output buffer and hands its output's gradient on as its input's.
+  virtual bool passes_through(bool /*training*/) const { return false; }
+
   // Called before each training step's forward, outside any captured CUDA graph: a layer whose
   // work depends on StepInfo::step (a dropout mask) puts that step's state in device memory
   // here, so a graph replay of its forward uses it.

@@ -107,6 +107,7 @@ class Flatten : public Layer {
  public:
   std::string_view kind() const override { return "flatten"; }
   Shape configure(const Shape& input) override { return Shape{input.numel()}; }
+  bool passes_through(bool /*training*/) const override { return true; }
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 };
@@ -116,6 +117,7 @@ class Dropout : public Layer {
   Dropout(double p, int layer_index);
   std::string_view kind() const override { return "dropout"; }
   Shape configure(const Shape& input) override { return input; }
+  bool passes_through(bool training) const override { return !training || p_ == 0.0f; }
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
 

@@ -212,6 +212,7 @@ class Model {
   void plan_backward();
   // Which gradient buffer each value's gradient uses (buffers shared between disjoint lives).
   void plan_grad_slots();
+  bool always_passes_through(std::size_t i) const { return nodes_[i].layer->passes_through(true); }
   void ensure_batch(std::int64_t n);
   void bind_layers(const Tensor& params);
   // Binds node i's parameters to param_view(arena offset, shape) and its gradients where they live.
@@ -274,8 +275,12 @@ class Model {
   std::vector<Tensor> act_storage_;                // per node output, at capacity_
   std::vector<Tensor> grad_storage_;               // per gradient slot, at capacity_
   std::vector<int> grad_slot_;                     // per node: its output gradient's slot (-1: none)
+  // per node: a pass-through (Layer::passes_through in training) whose input's gradient is its
+  // output's, the same slot: backward has nothing to do for it
+  std::vector<bool> grad_passed_;
   std::vector<std::int64_t> slot_elems_;           // per slot: elements per sample
   std::vector<Tensor> acts_, dacts_;               // views of the current batch size
+  std::int64_t views_batch_ = 0;                   // that batch size
   std::vector<Tensor> scratch_storage_, scratch_;  // per input slot: gradients to add (see adds_grad_)
   Tensor input_;                                   // view of the last forward's (rounded) input
 };

@@ -75,7 +75,7 @@ class CudaElementwise final : public CpuLayer {
 };
 using CudaReLU = CudaElementwise<ReLU>;
 using CudaGelu = CudaElementwise<Gelu>;
-using CudaFlatten = CudaElementwise<Flatten>;  // a device copy
+using CudaFlatten = CudaElementwise<Flatten>;  // a device copy run on its own; a Model passes it through
 // The specialisations cuda_elementwise.cpp defines (declared, so no other file instantiates the
 // undefined primary members).
 template <>

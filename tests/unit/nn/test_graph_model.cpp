@@ -89,6 +89,79 @@ TEST(GraphModel, ResidualGradientsMatchFiniteDifferences) {
   expect_gradients_match(*m, x, r);
 }
 
+// Flatten and an identity Dropout (p = 0, or any p outside training) pass their input through:
+// the model hands readers a view and, where the input has no other reader, the output's gradient
+// buffer as the input's. The results are bitwise those of the model without them, with no
+// activation or gradient memory of their own; where the input has another reader the gradient
+// takes the copying path, and is the same sum.
+std::unique_ptr<Model> chain(std::vector<std::unique_ptr<Layer>> layers,
+                             std::vector<std::vector<std::string>> inputs = {}) {
+  std::vector<ModelNode> nodes;
+  for (std::size_t i = 0; i < layers.size(); ++i)
+    nodes.push_back({std::move(layers[i]), "v" + std::to_string(i),
+                     i < inputs.size() ? inputs[i] : std::vector<std::string>{}, {}});
+  auto m = std::make_unique<Model>(std::move(nodes), Shape{4});
+  m->init_params(7);
+  return m;
+}
+
+template <typename... L>
+std::vector<std::unique_ptr<Layer>> layers(std::unique_ptr<L>... l) {
+  std::vector<std::unique_ptr<Layer>> out;
+  (out.push_back(std::move(l)), ...);
+  return out;
+}
+
+// Forward and backward of `a` and `b` (b given a's parameters) give the same bits.
+void expect_same_training(Model& a, Model& b, const Tensor& x, const Tensor& r) {
+  ASSERT_EQ(a.arena_elements(), b.arena_elements());
+  copy_into(b.params(), a.params());
+  const Tensor& ya = a.forward(x, StepInfo{});
+  const Tensor& yb = b.forward(x, StepInfo{});
+  ASSERT_EQ(ya.numel(), yb.numel());
+  EXPECT_EQ(std::memcmp(ya.raw(), yb.raw(), ya.nbytes()), 0) << "outputs differ";
+  a.backward(r);
+  b.backward(r);
+  EXPECT_EQ(std::memcmp(a.grads().raw(), b.grads().raw(), a.grads().nbytes()), 0) << "gradients differ";
+}
+
+TEST(GraphModel, PassThroughLayersAreViewsWithTheSameResults) {
+  Rng rng(12);
+  Tensor x = Tensor::empty(Shape{3, 4});
+  Tensor r = Tensor::empty(Shape{3, 3});
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  auto plain = [] { return chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Linear>(3, true))); };
+  auto reference = plain();
+
+  auto viewed = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Flatten>(),
+                             std::make_unique<Dropout>(0.0, 2), std::make_unique<Linear>(3, true)));
+  expect_same_training(*viewed, *reference, x, r);
+  EXPECT_EQ(viewed->activation_bytes(), reference->activation_bytes()) << "no buffers of their own";
+
+  // h read by the dropout and the add: the dropout's gradient is copied and added, as add(h, h)'s
+  auto shared = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.0, 1), std::make_unique<Add>(),
+                             std::make_unique<Linear>(3, true)),
+                      {{}, {"v0"}, {"v1", "v0"}});
+  auto doubled = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Add>(), std::make_unique<Linear>(3, true)),
+                       {{}, {"v0", "v0"}});
+  expect_same_training(*shared, *doubled, x, r);
+  expect_gradients_match(*shared, x, r);
+
+  // Dropout with p > 0 is a view outside training only: evaluation, training (its mask), evaluation.
+  auto dropped = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.5, 1),
+                              std::make_unique<Linear>(3, true)));
+  copy_into(reference->params(), dropped->params());
+  StepInfo eval;
+  eval.training = false;
+  const Tensor expected = Tensor::empty(Shape{3, 3});
+  copy_into(expected, reference->forward(x, eval));
+  auto same_as_expected = [&](const Tensor& y) { return std::memcmp(y.raw(), expected.raw(), y.nbytes()) == 0; };
+  EXPECT_TRUE(same_as_expected(dropped->forward(x, eval)));
+  EXPECT_FALSE(same_as_expected(dropped->forward(x, StepInfo{}))) << "half the hidden units dropped";
+  EXPECT_TRUE(same_as_expected(dropped->forward(x, eval)));
+}
+
 // y = W2 W x with W2 tied to W: one 4x4 weight used twice, its gradient the sum of both uses
 // (no activation between them: a ReLU kink inside the finite difference would blur the check).
 TEST(GraphModel, TiedWeightsGetTheSumOfBothGradients) {
