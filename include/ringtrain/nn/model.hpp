@@ -268,13 +268,13 @@ class Model {
   LayerTimes* layer_times_ = nullptr;  // set_layer_times
   Device device_;
   DType compute_dtype_ = DType::f32;
-  Tensor compute_params_;                          // not f32: the rounded copy the layers are bound to
-  bool compute_stale_ = true;                      // compute_params_ must be refreshed from params_
-  Tensor input_storage_;                           // not f32: the rounded input, at capacity_
-  std::int64_t capacity_ = 0;                      // batch size the activation buffers hold
-  std::vector<Tensor> act_storage_;                // per node output, at capacity_
-  std::vector<Tensor> grad_storage_;               // per gradient slot, at capacity_
-  std::vector<int> grad_slot_;                     // per node: its output gradient's slot (-1: none)
+  Tensor compute_params_;             // not f32: the rounded copy the layers are bound to
+  bool compute_stale_ = true;         // compute_params_ must be refreshed from params_
+  Tensor input_storage_;              // not f32: the rounded input, at capacity_
+  std::int64_t capacity_ = 0;         // batch size the activation buffers hold
+  std::vector<Tensor> act_storage_;   // per node output, at capacity_
+  std::vector<Tensor> grad_storage_;  // per gradient slot, at capacity_
+  std::vector<int> grad_slot_;        // per node: its output gradient's slot (-1: none)
   // per node: a pass-through (Layer::passes_through in training) whose input's gradient is its
   // output's, the same slot: backward has nothing to do for it
   std::vector<bool> grad_passed_;

@@ -1,6 +1,6 @@
-// CUDA ReLU, GELU, Flatten (a device copy, where a Model does not pass it through as a view) and Dropout (the mask drawn on the device from the same
-// key the CPU layer uses, read from device memory so a CUDA graph replay picks up the key
-// begin_step stored for its step; kept as u8 flags for backward).
+// CUDA ReLU, GELU, Flatten (a device copy, where a Model does not pass it through as a view) and Dropout (the mask
+// drawn on the device from the same key the CPU layer uses, read from device memory so a CUDA graph replay picks up the
+// key begin_step stored for its step; kept as u8 flags for backward).
 #include <cuda_runtime.h>
 
 #include "check/cuda_check.hpp"

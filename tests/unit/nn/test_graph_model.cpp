@@ -98,8 +98,10 @@ std::unique_ptr<Model> chain(std::vector<std::unique_ptr<Layer>> layers,
                              std::vector<std::vector<std::string>> inputs = {}) {
   std::vector<ModelNode> nodes;
   for (std::size_t i = 0; i < layers.size(); ++i)
-    nodes.push_back({std::move(layers[i]), "v" + std::to_string(i),
-                     i < inputs.size() ? inputs[i] : std::vector<std::string>{}, {}});
+    nodes.push_back({std::move(layers[i]),
+                     "v" + std::to_string(i),
+                     i < inputs.size() ? inputs[i] : std::vector<std::string>{},
+                     {}});
   auto m = std::make_unique<Model>(std::move(nodes), Shape{4});
   m->init_params(7);
   return m;
@@ -140,17 +142,18 @@ TEST(GraphModel, PassThroughLayersAreViewsWithTheSameResults) {
   EXPECT_EQ(viewed->activation_bytes(), reference->activation_bytes()) << "no buffers of their own";
 
   // h read by the dropout and the add: the dropout's gradient is copied and added, as add(h, h)'s
-  auto shared = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.0, 1), std::make_unique<Add>(),
-                             std::make_unique<Linear>(3, true)),
+  auto shared = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.0, 1),
+                             std::make_unique<Add>(), std::make_unique<Linear>(3, true)),
                       {{}, {"v0"}, {"v1", "v0"}});
-  auto doubled = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Add>(), std::make_unique<Linear>(3, true)),
-                       {{}, {"v0", "v0"}});
+  auto doubled =
+      chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Add>(), std::make_unique<Linear>(3, true)),
+            {{}, {"v0", "v0"}});
   expect_same_training(*shared, *doubled, x, r);
   expect_gradients_match(*shared, x, r);
 
   // Dropout with p > 0 is a view outside training only: evaluation, training (its mask), evaluation.
-  auto dropped = chain(layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.5, 1),
-                              std::make_unique<Linear>(3, true)));
+  auto dropped = chain(
+      layers(std::make_unique<Linear>(6, true), std::make_unique<Dropout>(0.5, 1), std::make_unique<Linear>(3, true)));
   copy_into(reference->params(), dropped->params());
   StepInfo eval;
   eval.training = false;
