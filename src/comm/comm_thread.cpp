@@ -29,6 +29,11 @@ CommThread::Ticket CommThread::allreduce_sum(void* data, std::size_t count, DTyp
   return submit(Job{Op::allreduce_sum, data, count, dtype, std::move(done), ready});
 }
 
+CommThread::Ticket CommThread::enqueue_allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done,
+                                                     std::uint64_t ready) {
+  return submit(Job{Op::enqueue_allreduce_sum, data, count, dtype, std::move(done), ready});
+}
+
 CommThread::Ticket CommThread::reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done,
                                                   std::uint64_t ready) {
   return submit(Job{Op::reduce_scatter_sum, data, count, dtype, std::move(done), ready});
@@ -78,6 +83,9 @@ void CommThread::run() {
         const auto begin = Clock::now();
         switch (job.op) {
           case Op::allreduce_sum: comm_.allreduce_sum_after(job.ready, job.data, job.count, job.dtype); break;
+          case Op::enqueue_allreduce_sum:
+            comm_.enqueue_allreduce_sum_after(job.ready, job.data, job.count, job.dtype);
+            break;
           case Op::reduce_scatter_sum: comm_.reduce_scatter_sum_after(job.ready, job.data, job.count, job.dtype); break;
           case Op::allgather: comm_.allgather(job.data, job.count, job.dtype); break;
         }

@@ -126,9 +126,13 @@ void GradBucketer::launch(std::size_t index) {
                     Tracer::kComm);
   };
   if (thread_ != nullptr) {  // a device communicator's collective waits for this bucket's backward only
-    tickets_[index] =
-        scatter ? thread_->reduce_scatter_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready())
-                : thread_->allreduce_sum(data, count, DType::f32, std::move(done), comm_.mark_inputs_ready());
+    const std::uint64_t ready = comm_.mark_inputs_ready();
+    if (scatter)
+      tickets_[index] = thread_->reduce_scatter_sum(data, count, DType::f32, std::move(done), ready);
+    else if (staging_)  // the staging's on_reduced needs the reduced bucket when the job is done
+      tickets_[index] = thread_->allreduce_sum(data, count, DType::f32, std::move(done), ready);
+    else  // NCCL queues it behind the earlier buckets; finish() completes them all at once
+      tickets_[index] = thread_->enqueue_allreduce_sum(data, count, DType::f32, std::move(done), ready);
   } else {
     const auto begin = CommThread::Clock::now();
     if (scatter)
@@ -146,6 +150,7 @@ BucketTimes GradBucketer::finish() {
     launch(next_);
   }
   if (thread_ != nullptr) thread_->wait_all();
+  allreduce_s_ += comm_.complete();  // enqueued collectives: their device time
   BucketTimes t;
   t.exposed_s = std::chrono::duration<double>(CommThread::Clock::now() - begin).count();
   t.allreduce_s = allreduce_s_;

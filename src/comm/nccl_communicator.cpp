@@ -1,6 +1,9 @@
 // NcclCommunicator: the GPU backend of Communicator. One NCCL communicator per rank over the
 // world (its id made by rank 0 and broadcast over MPI), collectives on a private stream and
-// waited for by polling, so that a dead or failed peer ends in an abort and a CommError.
+// waited for by polling, so that a dead or failed peer ends in an abort and a CommError. The
+// gradient buckets' allreduces are only enqueued (enqueue_allreduce_sum_after), each after its
+// own inputs, back to back on the stream; complete() then polls once for all of them and sums
+// their device time from events recorded around each.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
@@ -14,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "check/nccl_check.hpp"
 #include "comm/nccl_unique_id.hpp"
@@ -119,14 +123,35 @@ class NcclCommunicator final : public Communicator {
   }
 
   void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
-    const auto type = nccl_type(dtype);  // before any early return: the error must not depend on size
-    RT_REQUIRE(type.has_value(), CommError, "allreduce: dtype {} not supported (supported: f32, f64, bf16, f16, i32)",
-               dtype_name(dtype));
-    require_usable("allreduce");
-    if (count == 0) return;
-    require_device_pointer("allreduce", data);
+    const auto type = allreduce_type("allreduce", data, count, dtype);
+    if (!type) return;
     run("allreduce", count, dtype_name(dtype), ready,
         [&] { return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_); });
+  }
+
+  void enqueue_allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    const auto type = allreduce_type("allreduce", data, count, dtype);
+    if (!type) return;
+    const Timing& timing = next_timing();
+    guarded(fmt::format("nccl allreduce of {} x {}", count, dtype_name(dtype)), [&] {
+      enqueue_after(ready, &timing, [&] { return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_); });
+    });
+  }
+
+  double complete() override {
+    if (timed_ == 0) return 0.0;
+    guarded(fmt::format("completion of {} enqueued nccl collectives", timed_), [&] {
+      check::bind_thread_to_device(device_);
+      wait();
+    });
+    double seconds = 0.0;
+    for (std::size_t i = 0; i < timed_; ++i) {
+      float ms = 0.0f;
+      RT_CUDA_CHECK(cudaEventElapsedTime(&ms, timings_[i].start, timings_[i].end));
+      seconds += static_cast<double>(ms) / 1e3;
+    }
+    timed_ = 0;
+    return seconds;
   }
 
   void broadcast(void* data, std::size_t bytes, int root) override {
@@ -212,32 +237,94 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
-  // Enqueues one collective after its inputs (the mark `ready`, or 0: all work queued so far)
-  // and waits for it. On any failure or the timeout the NCCL communicator is aborted (peers
-  // stuck in the same collective then fail or time out too) and the error names the
-  // operation, its size and the cause.
+  // The NCCL type of an allreduce's dtype (checked before any early return: the error must not
+  // depend on the size); nullopt when there is nothing to do (count 0).
+  std::optional<ncclDataType_t> allreduce_type(const char* op, const void* data, std::size_t count, DType dtype) {
+    const auto type = nccl_type(dtype);
+    RT_REQUIRE(type.has_value(), CommError, "{}: dtype {} not supported (supported: f32, f64, bf16, f16, i32)", op,
+               dtype_name(dtype));
+    require_usable(op);
+    if (count == 0) return std::nullopt;
+    require_device_pointer(op, data);
+    return type;
+  }
+
+  // Enqueues one collective after its inputs and waits for it (and for everything enqueued before).
   template <typename Enqueue>
   void run(const char* op, std::size_t count, std::string_view unit, std::uint64_t ready, Enqueue&& enqueue) {
-    const std::string what = fmt::format("nccl {} of {} x {}", op, count, unit);
-    try {
-      check::bind_thread_to_device(device_);  // collectives may come from the communication thread
-      // Inputs written by work on the legacy default stream (or a blocking stream) must be
-      // complete before NCCL reads them; an event on the legacy stream covers both.
-      if (ready == 0) RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
-      RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready == 0 ? inputs_ready_ : marks_[ready % kMarks], 0));
-      RT_NCCL_CHECK_ASYNC(ncclGroupStart());
-      const ncclResult_t enqueued = enqueue();
-      const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
-      if (enqueued != ncclSuccess && enqueued != ncclInProgress)
-        throw CommError(fmt::format("enqueue failed: {}", check::describe_nccl_error(enqueued)));
-      if (ended != ncclSuccess && ended != ncclInProgress)
-        throw CommError(fmt::format("ncclGroupEnd failed: {}", check::describe_nccl_error(ended)));
+    guarded(fmt::format("nccl {} of {} x {}", op, count, unit), [&] {
+      enqueue_after(ready, nullptr, enqueue);
       wait();
+    });
+  }
+
+  // Runs `step`; on any failure (or the timeout) the NCCL communicator is aborted (peers stuck in
+  // the same collective then fail or time out too) and the error names `what` and the cause.
+  template <typename Step>
+  void guarded(const std::string& what, Step&& step) {
+    try {
+      step();
     } catch (const std::exception& e) {
       if (comm_ != nullptr) abort_comm();
       broken_ = fmt::format("{} failed", what);
       throw CommError(fmt::format("{} failed on rank {} (device {}): {}; the NCCL communicator was aborted", what,
                                   rank_, device_, e.what()));
+    }
+  }
+
+  // Events recorded around one enqueued collective on the stream, for its device time.
+  struct Timing {
+    cudaEvent_t start = nullptr, end = nullptr;
+  };
+
+  // The events for the next enqueued collective (created once, reused after each complete()).
+  const Timing& next_timing() {
+    check::bind_thread_to_device(device_);
+    if (timed_ == timings_.size()) {
+      Timing t;
+      RT_CUDA_CHECK(cudaEventCreate(&t.start));
+      const cudaError_t rc = cudaEventCreate(&t.end);
+      if (rc != cudaSuccess) (void)cudaEventDestroy(t.start);
+      check::cuda(rc, "cudaEventCreate(&t.end)", __FILE__, __LINE__);
+      timings_.push_back(t);
+    }
+    return timings_[timed_++];
+  }
+
+  // Enqueues one collective on the stream after its inputs (the mark `ready`, or 0: all work
+  // queued so far), between the events of `timing` when given, and returns once NCCL has it
+  // (a non-blocking communicator may still be enqueuing when the call returns, and no other
+  // NCCL call may come before it has).
+  template <typename Enqueue>
+  void enqueue_after(std::uint64_t ready, const Timing* timing, Enqueue&& enqueue) {
+    check::bind_thread_to_device(device_);  // collectives may come from the communication thread
+    // Inputs written by work on the legacy default stream (or a blocking stream) must be
+    // complete before NCCL reads them; an event on the legacy stream covers both.
+    if (ready == 0) RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
+    RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready == 0 ? inputs_ready_ : marks_[ready % kMarks], 0));
+    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->start, stream_));
+    RT_NCCL_CHECK_ASYNC(ncclGroupStart());
+    const ncclResult_t enqueued = enqueue();
+    const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
+    if (enqueued != ncclSuccess && enqueued != ncclInProgress)
+      throw CommError(fmt::format("enqueue failed: {}", check::describe_nccl_error(enqueued)));
+    if (ended != ncclSuccess && ended != ncclInProgress)
+      throw CommError(fmt::format("ncclGroupEnd failed: {}", check::describe_nccl_error(ended)));
+    if (ended == ncclInProgress) wait_until_enqueued();
+    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->end, stream_));
+  }
+
+  // Until NCCL reports no pending state (the enqueue of a non-blocking communicator finished).
+  void wait_until_enqueued() {
+    const Deadline deadline(options_.timeout_s);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      RT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress)
+        throw CommError(fmt::format("asynchronous NCCL error: {}", check::describe_nccl_error(state)));
+      if (deadline.passed()) throw CommError(fmt::format("not enqueued after {} s (timeout_s)", options_.timeout_s));
+      deadline.pause();
     }
   }
 
@@ -323,6 +410,11 @@ class NcclCommunicator final : public Communicator {
         if (mark != nullptr) (void)cudaEventDestroy(mark);
         mark = nullptr;
       }
+      for (const Timing& t : timings_) {
+        (void)cudaEventDestroy(t.start);
+        (void)cudaEventDestroy(t.end);
+      }
+      timings_.clear();
       if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
       barrier_word_ = nullptr;
       inputs_ready_ = nullptr;
@@ -342,6 +434,8 @@ class NcclCommunicator final : public Communicator {
   static constexpr std::size_t kMarks = 64;  // mark_inputs_ready() tokens in flight (a ring)
   std::array<cudaEvent_t, kMarks> marks_{};
   std::atomic<std::uint64_t> next_mark_{0};
+  std::vector<Timing> timings_;  // per collective enqueued since the last complete(), the first timed_
+  std::size_t timed_ = 0;
   int* barrier_word_ = nullptr;  // device scratch for barrier()
   std::string broken_;           // why the communicator was aborted; empty while usable
 };

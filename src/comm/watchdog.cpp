@@ -83,6 +83,15 @@ class WatchedCommunicator : public Communicator {
   void allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
     watched(describe("allreduce", count, dtype), [&] { inner_->allreduce_sum_after(ready, data, count, dtype); });
   }
+  void enqueue_allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    watched(describe("enqueued allreduce", count, dtype),
+            [&] { inner_->enqueue_allreduce_sum_after(ready, data, count, dtype); });
+  }
+  double complete() override {
+    double seconds = 0.0;
+    watched("completion of the enqueued collectives", [&] { seconds = inner_->complete(); });
+    return seconds;
+  }
   void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
     watched(describe("reduce-scatter", count, dtype), [&] { inner_->reduce_scatter_sum(data, count, dtype); });
   }

@@ -40,6 +40,9 @@ class CommThread {
   Ticket allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   Ticket reduce_scatter_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   Ticket allgather(void* data, std::size_t count, DType dtype, DoneHook done = {});
+  // Communicator::enqueue_allreduce_sum_after: a device communicator's job finishes once the
+  // allreduce is enqueued (its result is there after Communicator::complete()).
+  Ticket enqueue_allreduce_sum(void* data, std::size_t count, DType dtype, DoneHook done = {}, std::uint64_t ready = 0);
   // Blocks until every submitted job has finished; rethrows the first error a job raised.
   void wait_all();
   // Blocks until job `ticket` (and so every earlier one) has finished; rethrows the first
@@ -47,7 +50,7 @@ class CommThread {
   void wait_for(Ticket ticket);
 
  private:
-  enum class Op { allreduce_sum, reduce_scatter_sum, allgather };
+  enum class Op { allreduce_sum, enqueue_allreduce_sum, reduce_scatter_sum, allgather };
   struct Job {
     Op op;
     void* data;

@@ -66,6 +66,17 @@ class Communicator {
     (void)ready;
     allreduce_sum(data, count, dtype);
   }
+  // allreduce_sum_after that a device communicator whose collectives run on a stream of its own
+  // (NCCL) only enqueues: the call returns once the collective is queued, so that the next one
+  // queues right behind it with no host wait between them; the data is reduced after
+  // complete(). Host communicators reduce here (the default).
+  virtual void enqueue_allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) {
+    allreduce_sum_after(ready, data, count, dtype);
+  }
+  // Waits once for every collective enqueued since the last call (with the communicator's
+  // timeout; a failure aborts it and throws CommError) and returns the seconds they ran on the
+  // device; 0 when none was (host communicators).
+  virtual double complete() { return 0.0; }
   // ZeRO-style sharding: the two halves of allreduce_sum on the shard layout of
   // ringtrain/comm/shard.hpp. The defaults throw CommError naming the communicator (the same
   // error on every rank, without communicating) for backends that do not have them yet.

@@ -41,7 +41,8 @@ enum class BucketReduction { allreduce, reduce_scatter };
 
 struct BucketTimes {
   double exposed_s = 0.0;    // from the end of backward until the last bucket was reduced
-  double allreduce_s = 0.0;  // sum of the buckets' allreduce durations
+  double allreduce_s = 0.0;  // sum of the buckets' allreduce durations (enqueued ones: the enqueue calls and
+                             // their device time, Communicator::complete)
 };
 
 // Where each bucket's gradients are while backward writes them, when not in one arena (ZeRO

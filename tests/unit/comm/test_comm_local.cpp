@@ -216,6 +216,49 @@ TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReadyEachAfterItsMark) {
   for (const std::thread::id& id : comm.mark_threads_) EXPECT_EQ(id, std::this_thread::get_id());
 }
 
+// A stream-style Communicator (NCCL's shape): allreduces are only enqueued, and reduced when
+// complete() is called, which reports their "device time".
+class EnqueuingComm : public MarkingComm {
+ public:
+  void enqueue_allreduce_sum_after(std::uint64_t ready, void* data, std::size_t count, DType) override {
+    tokens_.push_back(ready);
+    pending_.emplace_back(static_cast<float*>(data), count);
+  }
+  double complete() override {
+    completions_.push_back(pending_.size());
+    for (const auto& [data, count] : pending_) {
+      calls_.push_back(count);
+      data[0] += 1.0f;
+    }
+    pending_.clear();
+    return 0.25;
+  }
+  std::vector<std::pair<float*, std::size_t>> pending_;
+  std::vector<std::size_t> completions_;  // per complete(): how many it found enqueued
+};
+
+// With a communicator that enqueues, every bucket is queued behind the previous one with no
+// wait between them, and finish() completes them all at once and counts their device time.
+TEST(GradBucketer, EnqueuedBucketsAreCompletedOnceAtTheEnd) {
+  EnqueuingComm comm;
+  std::vector<float> grads(50, 0.0f);
+  GradBucketer bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr);
+  bucketer.begin_step(nullptr);
+  bucketer.on_ready(40);
+  bucketer.on_ready(25);
+  const BucketTimes t = bucketer.finish();
+  EXPECT_EQ(comm.completions_, (std::vector<std::size_t>{4})) << "one completion, after all four";
+  EXPECT_EQ(comm.calls_, (std::vector<std::size_t>{10, 15, 15, 10}));
+  EXPECT_EQ(comm.tokens_, (std::vector<std::uint64_t>{1, 2, 3, 4}));
+  for (std::int64_t begin : {0, 10, 25, 40}) EXPECT_EQ(grads[static_cast<std::size_t>(begin)], 1.0f) << begin;
+  EXPECT_GE(t.allreduce_s, 0.25) << "the enqueued collectives' device time";
+  bucketer.begin_step(nullptr);
+  const double next = bucketer.finish().allreduce_s;
+  EXPECT_GE(next, 0.25);
+  EXPECT_LT(next, 0.5) << "the next step's, not a running total";
+  EXPECT_EQ(comm.completions_, (std::vector<std::size_t>{4, 4}));
+}
+
 // A reduce-scatter that takes a while and records the first value of its data when it ends.
 class SlowScatterComm : public RecordingComm {
  public:
