@@ -19,8 +19,18 @@ bool all_aligned(std::initializer_list<const void*> arenas) {
   return true;
 }
 
+// grad_scale times the device scale when there is one; false: the update is skipped.
+__device__ inline bool effective_scale(float grad_scale, const float* device_scale, float* scale) {
+  *scale = grad_scale;
+  if (device_scale == nullptr) return true;
+  const float d = *device_scale;
+  *scale = grad_scale * d;
+  return d != 0.0f;
+}
+
 __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v, std::int64_t n,
-                           float grad_scale, SgdHyper h, bool vectorized) {
+                           float grad_scale, SgdHyper h, bool vectorized, const float* device_scale) {
+  if (!effective_scale(grad_scale, device_scale, &grad_scale)) return;
   detail::for_each_vector<kF32Vector>(
       n, vectorized,
       [&](std::int64_t i) {
@@ -34,7 +44,9 @@ __global__ void sgd_kernel(float* __restrict__ p, const float* __restrict__ g, f
 }
 
 __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ m,
-                             float* __restrict__ v, std::int64_t n, float grad_scale, AdamWHyper h, bool vectorized) {
+                             float* __restrict__ v, std::int64_t n, float grad_scale, AdamWHyper h, bool vectorized,
+                             const float* device_scale) {
+  if (!effective_scale(grad_scale, device_scale, &grad_scale)) return;
   detail::for_each_vector<kF32Vector>(
       n, vectorized,
       [&](std::int64_t i) {
@@ -52,17 +64,17 @@ __global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
 }  // namespace
 
 void launch_sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                       const SgdHyper& hyper, void* stream) {
+                       const SgdHyper& hyper, void* stream, const float* device_scale) {
   const bool vectorized = all_aligned({params, grads, velocity});
   detail::launch_vectorized<kF32Vector>(sgd_kernel, "sgd_kernel", n, vectorized, stream, params, grads, velocity, n,
-                                        grad_scale, hyper, vectorized);
+                                        grad_scale, hyper, vectorized, device_scale);
 }
 
 void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                         const AdamWHyper& hyper, void* stream) {
+                         const AdamWHyper& hyper, void* stream, const float* device_scale) {
   const bool vectorized = all_aligned({params, grads, m, v});
   detail::launch_vectorized<kF32Vector>(adamw_kernel, "adamw_kernel", n, vectorized, stream, params, grads, m, v, n,
-                                        grad_scale, hyper, vectorized);
+                                        grad_scale, hyper, vectorized, device_scale);
 }
 
 }  // namespace ringtrain::kernels

@@ -2,6 +2,7 @@
 // (all writers store the same value, so the race is benign), one store per thread at most.
 #include "kernels/launch.cuh"
 #include "kernels/scaler_kernels.hpp"
+#include "ringtrain/train/step_decision.hpp"
 
 namespace ringtrain::kernels {
 namespace {
@@ -47,7 +48,46 @@ __global__ void sum_doubles_kernel(const double* __restrict__ x, int n, double* 
   if (threadIdx.x == 0) *out = sums[0];
 }
 
+__global__ void step_stats_kernel(const double* loss_slots, std::int64_t slots, double rows,
+                                  const std::int32_t* nonfinite_flag, const double* range_sums,
+                                  const std::int32_t* shard_ranges, int shards, bool with_sums, double* stats) {
+  double loss = 0.0, correct = 0.0;
+  for (std::int64_t i = 0; i < slots; ++i) {
+    loss += loss_slots[2 * i];
+    correct += loss_slots[2 * i + 1];
+  }
+  stats[0] = loss / rows;
+  stats[1] = correct;
+  stats[2] = *nonfinite_flag != 0 ? 1.0 : 0.0;
+  int next = 0;
+  for (int q = 0; q < shards; ++q) {
+    double sum = 0.0;
+    for (int r = 0; r < shard_ranges[q]; ++r) sum += range_sums[next++];
+    stats[kStepStatsHeader + q] = with_sums ? sum : 0.0;
+  }
+}
+
+__global__ void decide_step_kernel(const double* stats, int shards, double world_k, double loss_scale, double clip,
+                                   float* update_scale) {
+  const StepDecision d = decide_step(stats, shards, world_k, loss_scale, clip);
+  *update_scale = d.overflow ? 0.0f : static_cast<float>(d.update_scale);
+}
+
 }  // namespace
+
+void launch_step_stats(const double* loss_slots, std::int64_t slots, double rows, const std::int32_t* nonfinite_flag,
+                       const double* range_sums, const std::int32_t* shard_ranges, int shards, bool with_sums,
+                       double* stats, void* stream) {
+  step_stats_kernel<<<1, 1, 0, as_stream(stream)>>>(loss_slots, slots, rows, nonfinite_flag, range_sums, shard_ranges,
+                                                    shards, with_sums, stats);
+  check_launch("step_stats_kernel");
+}
+
+void launch_decide_step(const double* stats, int shards, double world_k, double loss_scale, double clip,
+                        float* update_scale, void* stream) {
+  decide_step_kernel<<<1, 1, 0, as_stream(stream)>>>(stats, shards, world_k, loss_scale, clip, update_scale);
+  check_launch("decide_step_kernel");
+}
 
 void launch_sum_squares(const float* x, std::int64_t n, double* partials, double* out, void* stream) {
   sum_squares_kernel<<<kSumSquaresBlocks, kThreads, 0, as_stream(stream)>>>(x, n, partials);

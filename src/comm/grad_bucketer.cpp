@@ -143,14 +143,17 @@ void GradBucketer::launch(std::size_t index) {
   }
 }
 
-BucketTimes GradBucketer::finish() {
+BucketTimes GradBucketer::finish(bool on_device) {
   const auto begin = CommThread::Clock::now();
   for (; next_ < buckets_.size(); ++next_) {
     clear_unwritten(next_);
     launch(next_);
   }
   if (thread_ != nullptr) thread_->wait_all();
-  allreduce_s_ += comm_.complete();  // enqueued collectives: their device time
+  if (on_device)
+    comm_.join_on_device();
+  else
+    allreduce_s_ += comm_.complete();  // enqueued collectives: their device time
   BucketTimes t;
   t.exposed_s = std::chrono::duration<double>(CommThread::Clock::now() - begin).count();
   t.allreduce_s = allreduce_s_;

@@ -23,6 +23,7 @@
 #include "comm/nccl_unique_id.hpp"
 #include "check/cuda_check.hpp"
 #include "check/mpi_check.hpp"
+#include "cuda/compute_stream.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/error.hpp"
@@ -138,6 +139,15 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  void join_on_device() override {
+    if (timed_ == 0) return;
+    guarded("ordering the compute stream after the enqueued nccl collectives", [&] {
+      check::bind_thread_to_device(device_);
+      RT_CUDA_CHECK(cudaEventRecord(joined_, stream_));
+      RT_CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), joined_, 0));
+    });
+  }
+
   double complete() override {
     if (timed_ == 0) return 0.0;
     guarded(fmt::format("completion of {} enqueued nccl collectives", timed_), [&] {
@@ -202,6 +212,7 @@ class NcclCommunicator final : public Communicator {
     // code may use; inputs are ordered explicitly through inputs_ready_ instead.
     RT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     RT_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming));
+    RT_CUDA_CHECK(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming));
     for (cudaEvent_t& mark : marks_) RT_CUDA_CHECK(cudaEventCreateWithFlags(&mark, cudaEventDisableTiming));
     RT_CUDA_CHECK(cudaMalloc(&barrier_word_, sizeof(int)));
     RT_CUDA_CHECK(cudaMemset(barrier_word_, 0, sizeof(int)));
@@ -406,6 +417,7 @@ class NcclCommunicator final : public Communicator {
       }
       if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
       if (inputs_ready_ != nullptr) (void)cudaEventDestroy(inputs_ready_);
+      if (joined_ != nullptr) (void)cudaEventDestroy(joined_);
       for (cudaEvent_t& mark : marks_) {
         if (mark != nullptr) (void)cudaEventDestroy(mark);
         mark = nullptr;
@@ -418,6 +430,7 @@ class NcclCommunicator final : public Communicator {
       if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
       barrier_word_ = nullptr;
       inputs_ready_ = nullptr;
+      joined_ = nullptr;
       stream_ = nullptr;
     } catch (const std::exception& e) {
       log::warn("nccl communicator: {}", e.what());
@@ -431,6 +444,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t inputs_ready_ = nullptr;
+  cudaEvent_t joined_ = nullptr;             // join_on_device: the end of the enqueued collectives
   static constexpr std::size_t kMarks = 64;  // mark_inputs_ready() tokens in flight (a ring)
   std::array<cudaEvent_t, kMarks> marks_{};
   std::atomic<std::uint64_t> next_mark_{0};

@@ -92,6 +92,9 @@ class WatchedCommunicator : public Communicator {
     watched("completion of the enqueued collectives", [&] { seconds = inner_->complete(); });
     return seconds;
   }
+  void join_on_device() override {
+    watched("ordering the device after the enqueued collectives", [&] { inner_->join_on_device(); });
+  }
   void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
     watched(describe("reduce-scatter", count, dtype), [&] { inner_->reduce_scatter_sum(data, count, dtype); });
   }

@@ -1,6 +1,6 @@
 // CudaBackend: the GpuBackend of a CUDA build. Each of this folder's files implements the
 // methods of one concern (device.cpp, memory.cpp, tensor_ops.cpp, optimizer_update.cpp,
-// step_loss.cpp, device_batch.cpp, step_graph.cpp, host_staged_communicator.cpp, versions.cpp,
+// step_loss.cpp, step_stats.cpp, device_batch.cpp, step_graph.cpp, host_staged_communicator.cpp, versions.cpp,
 // gemm_timing.cpp;
 // cuda_backend.cpp: the layer maker and the instance). Private to src/cuda.
 #pragma once
@@ -25,13 +25,15 @@ class CudaBackend final : public GpuBackend {
   void synchronize() const override;
 
   void sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                  const SgdHyper& hyper) const override;
+                  const float* device_scale, const SgdHyper& hyper) const override;
   void adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                    const AdamWHyper& hyper) const override;
+                    const float* device_scale, const AdamWHyper& hyper) const override;
   void apply_mask(float* x, const float* mask, std::int64_t n) const override;
 
   std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const override;
   std::unique_ptr<StepLoss> make_step_loss(std::int64_t max_rows, std::int64_t slots) const override;
+  std::unique_ptr<DeviceStepStats> make_step_stats(const std::vector<std::vector<ArenaRange>>& shards,
+                                                   bool sums_here) const override;
   std::unique_ptr<DeviceBatch> make_device_batch(std::int64_t max_rows, const Shape& sample, DType input,
                                                  std::int64_t labels_per_row, const GpuAugment* augment) const override;
   std::unique_ptr<StepGraph> make_step_graph() const override;

@@ -23,6 +23,8 @@ class LayerMaker;
 class StepLoss;
 class DeviceBatch;
 class StepGraph;
+class DeviceStepStats;
+struct ArenaRange;
 struct GpuAugment;
 struct SgdHyper;
 struct AdamWHyper;
@@ -61,11 +63,13 @@ class GpuBackend {
   virtual void synchronize() const = 0;
 
   // The fused optimizer updates over a whole arena and the pruning mask (optimizer_update.cpp):
-  // one kernel each, on the compute stream. apply_mask: x[i] = 0 where mask[i] == 0.
+  // one kernel each, on the compute stream. device_scale: null, or a device f32 the gradients
+  // are also scaled by, 0 skipping the update (kernels/optimizer_kernels.hpp). apply_mask:
+  // x[i] = 0 where mask[i] == 0.
   virtual void sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                          const SgdHyper& hyper) const = 0;
+                          const float* device_scale, const SgdHyper& hyper) const = 0;
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                            const AdamWHyper& hyper) const = 0;
+                            const float* device_scale, const AdamWHyper& hyper) const = 0;
   virtual void apply_mask(float* x, const float* mask, std::int64_t n) const = 0;
 
   // The parts of a training step (src/nn/cuda's layers; step_loss.cpp, device_batch.cpp,
@@ -76,6 +80,10 @@ class GpuBackend {
                                                          std::int64_t labels_per_row,
                                                          const GpuAugment* augment) const = 0;
   virtual std::unique_ptr<StepGraph> make_step_graph() const = 0;
+  // shards: per rank, the arena ranges of its shard of the gradients; sums_here: whether this
+  // rank's sums of squares count (src/train/step_stats.hpp).
+  virtual std::unique_ptr<DeviceStepStats> make_step_stats(const std::vector<std::vector<ArenaRange>>& shards,
+                                                           bool sums_here) const = 0;
 
   // The gradient communicator of a GPU rank without NCCL (host_staged_communicator.cpp): `host`
   // (MPI, host buffers) made to take device buffers, each collective's buffer staged through

@@ -33,6 +33,8 @@ class CudaStepLoss final : public StepLoss {
                               stream);
   }
 
+  const double* device_slots() const override { return out_.data<double>(); }
+
   LossSums sums(std::int64_t count) override {
     RT_REQUIRE(count >= 0 && 2 * count <= out_.numel(), Error, "CudaStepLoss: {} slots of {}", count, out_.numel() / 2);
     std::vector<double> host(static_cast<std::size_t>(2 * count));

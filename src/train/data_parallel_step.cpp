@@ -29,9 +29,11 @@
 #include "ringtrain/tensor/memory_pool.hpp"
 #include "ringtrain/tensor/rounding.hpp"
 #include "ringtrain/tensor/tensor_ops.hpp"
+#include "ringtrain/train/step_decision.hpp"
 #include "train/device_batch.hpp"
 #include "train/step_graph.hpp"
 #include "train/step_loss.hpp"
+#include "train/step_stats.hpp"
 #include "train/zero_gradients.hpp"
 #include "train/zero_parameters.hpp"
 
@@ -111,6 +113,10 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   float* bucket_arena = zero_grads_ ? nullptr : model.grads().f32();
   bool overlap = options.overlap;
   loss_ = make_step_loss(model.device(), micro_batch * positions_, k);
+  // A GPU step (stage 0, no phase timing) decides on the device; the norms of stage 0's shards
+  // count on rank 0 alone (every rank holds the same reduced gradients).
+  if (model.device() == Device::cuda && options.zero_stage == 0 && !options.phase_timing)
+    device_stats_ = gpu("runtime.backend=cuda").make_step_stats(shards_, stats_comm.rank() == 0);
   placer_ = make_device_batch(model.device(), micro_batch * k, model.input_shape(), model.input_dtype(), positions_,
                               options.gpu_augment ? &*options.gpu_augment : nullptr);
   if (model.device() == Device::cuda) {
@@ -224,9 +230,6 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   const std::int64_t n = model_.arena_elements();
   StepResult r;
   r.scale_before = scaler_ != nullptr ? scaler_->scale() : 1.0;
-  auto trace = [&](const char* name, Clock::time_point a, Clock::time_point b) {
-    if (tracer_ != nullptr) tracer_->span(name, "compute", a, b);
-  };
   const auto start = Clock::now();
   const PlacedBatch batch = place();
   const float scale = static_cast<float>(r.scale_before);
@@ -262,13 +265,20 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     trace("backward", t1, backward_end);
     r.backward_s += between(t1, backward_end);
   }
+  return device_stats_ ? finish_on_device(r, info, lr, start, backward_end)
+                       : finish_on_host(r, info, lr, start, backward_end);
+}
+
+StepResult DataParallelStep::finish_on_host(StepResult r, const StepInfo& info, float lr, Clock::time_point start,
+                                            Clock::time_point backward_end) {
+  const std::int64_t k = options_.accumulation_steps;
+  const std::int64_t n = model_.arena_elements();
   const BucketTimes bt = bucketer_->finish();
   const LossSums sums = loss_->sums(k);  // on the GPU: waits for the queued work
-  const double loss_sum = sums.loss / static_cast<double>(micro_batch_ * positions_);
   const auto buckets_done = Clock::now();
   const std::size_t world = shards_.size();
-  std::vector<double> stats(3 + world, 0.0);  // loss, correct, then gradient_checks
-  stats[0] = loss_sum;
+  std::vector<double> stats(kStepStatsHeader + world, 0.0);  // loss, correct, then gradient_checks
+  stats[0] = sums.loss / static_cast<double>(micro_batch_ * positions_);
   stats[1] = sums.correct;
   gradient_checks(stats.data() + 2);
   const auto checked = Clock::now();
@@ -276,35 +286,15 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   const auto reduced = Clock::now();
   trace("exposed communication", backward_end, buckets_done);
   trace("gradient checks", buckets_done, checked);
-  r.loss = stats[0] / (static_cast<double>(world) * static_cast<double>(k));
-  r.correct = stats[1];
-  const bool nonfinite_grads = stats[2] > 0.0;
-  bool apply = true;
-  if (scaler_ != nullptr) {  // the loss and the gradient checks are the same on every rank: all decide alike
-    try {
-      apply = scaler_->update(!std::isfinite(r.loss) || nonfinite_grads);
-    } catch (const NumericError& e) {
-      throw CollectiveError(fmt::format("global step {}: {}", info.step + 1, e.what()));
-    }
-    r.skipped = !apply;
-    r.scale_after = scaler_->scale();
-  } else if (!std::isfinite(r.loss)) {  // the same value on every rank: all stop together
-    throw CollectiveError(
-        fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss, info.step + 1));
-  }
+  const StepDecision d = decide(stats, r.scale_before);
+  settle(d, stats, info, r);
   auto optimized = reduced;
-  if (apply) {
-    double update_scale =
-        1.0 / (static_cast<double>(world) * static_cast<double>(k) * r.scale_before);  // to the average
-    if (options_.clip_grad_norm > 0.0) {
-      r.grad_norm = gradient_norm(stats.data() + 2) * update_scale;
-      if (r.grad_norm > options_.clip_grad_norm) update_scale *= options_.clip_grad_norm / r.grad_norm;
-    }
+  if (!d.overflow) {
+    const auto update_scale = static_cast<float>(d.update_scale);
     if (zero_grads_)
-      optimizer_.step_packed(model_.params().f32(), zero_grads_->shard().f32(), n, lr,
-                             static_cast<float>(update_scale));
+      optimizer_.step_packed(model_.params().f32(), zero_grads_->shard().f32(), n, lr, update_scale);
     else
-      optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, static_cast<float>(update_scale));
+      optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, update_scale);
     wait_for_phase();
     optimized = Clock::now();
     if (options_.zero_stage == 1 || options_.zero_stage == 2) allgather_params();
@@ -318,6 +308,65 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
   r.exposed_s = between(backward_end, buckets_done) + between(checked, reduced) + r.allgather_s;
   r.compute_s = between(start, end) - r.exposed_s;
   return r;
+}
+
+StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info, float lr, Clock::time_point start,
+                                              Clock::time_point backward_end) {
+  const std::int64_t k = options_.accumulation_steps;
+  const std::int64_t n = model_.arena_elements();
+  const auto world = static_cast<double>(shards_.size());
+  const BucketTimes bt = bucketer_->finish(/*on_device=*/true);
+  device_stats_->gather(*loss_, k, static_cast<double>(micro_batch_ * positions_), model_.grads().f32(), n,
+                        scaler_ != nullptr, options_.clip_grad_norm > 0.0);
+  if (shards_.size() > 1) {
+    grad_comm_.enqueue_allreduce_sum_after(0, device_stats_->stats(), static_cast<std::size_t>(device_stats_->size()),
+                                           DType::f64);
+    grad_comm_.join_on_device();
+  }
+  const float* update_scale =
+      device_stats_->decide(world * static_cast<double>(k), r.scale_before, options_.clip_grad_norm);
+  optimizer_.step_scaled_on_device(model_.params().f32(), model_.grads().f32(), n, lr, update_scale);
+  device_stats_->copy_to_host();
+  const auto queued = Clock::now();
+  const double collectives_s = grad_comm_.complete();  // the one host wait: with the timeout's abort
+  const std::vector<double> stats = device_stats_->read();
+  const auto end = Clock::now();
+  trace("queued: forward to optimizer", backward_end, queued);
+  trace("device finishing the step", queued, end);
+  const StepDecision d = decide(stats, r.scale_before);
+  if (d.overflow) optimizer_.restore_steps_taken(optimizer_.steps_taken() - 1);  // the device skipped it
+  settle(d, stats, info, r);
+  r.allreduce_s = bt.allreduce_s + collectives_s;
+  r.compute_s = between(start, end);  // queued at once and waited for once: the parts are not timed apart
+  return r;
+}
+
+StepDecision DataParallelStep::decide(const std::vector<double>& stats, double loss_scale) const {
+  const double world_k = static_cast<double>(shards_.size()) * static_cast<double>(options_.accumulation_steps);
+  return decide_step(stats.data(), static_cast<int>(shards_.size()), world_k, loss_scale, options_.clip_grad_norm);
+}
+
+void DataParallelStep::settle(const StepDecision& d, const std::vector<double>& stats, const StepInfo& info,
+                              StepResult& r) {
+  r.loss = d.loss;
+  r.correct = stats[1];
+  if (scaler_ != nullptr) {  // the loss and the gradient checks are the same on every rank: all decide alike
+    try {
+      scaler_->update(d.overflow);
+    } catch (const NumericError& e) {
+      throw CollectiveError(fmt::format("global step {}: {}", info.step + 1, e.what()));
+    }
+    r.skipped = d.overflow;
+    r.scale_after = scaler_->scale();
+  } else if (!std::isfinite(r.loss)) {  // the same value on every rank: all stop together
+    throw CollectiveError(
+        fmt::format("non-finite loss ({}) at global step {}; lower optim.lr or check the data", r.loss, info.step + 1));
+  }
+  if (!d.overflow && options_.clip_grad_norm > 0.0) r.grad_norm = d.grad_norm;
+}
+
+void DataParallelStep::trace(const char* name, Clock::time_point begin, Clock::time_point end) const {
+  if (tracer_ != nullptr) tracer_->span(name, "compute", begin, end);
 }
 
 void DataParallelStep::wait_for_phase() const {
@@ -343,12 +392,6 @@ void DataParallelStep::gradient_checks(double* checks) const {
     checks[1 + q] = whole && rank != 0 ? 0.0 : sum;
   }
   checks[0] = nonfinite ? 1.0 : 0.0;
-}
-
-double DataParallelStep::gradient_norm(const double* stats) const {
-  double sum = 0.0;
-  for (std::size_t q = 0; q < shards_.size(); ++q) sum += stats[1 + q];
-  return std::sqrt(sum);
 }
 
 void DataParallelStep::allgather_params() {

@@ -25,6 +25,9 @@ class StepLoss {
                        std::int64_t slot) = 0;
   // Slots [0, count) added in order (each written by a compute() since the last sums()).
   virtual LossSums sums(std::int64_t count) = 0;
+  // A GPU StepLoss's slots in device memory, (loss, correct) doubles per slot, for a step that
+  // sums them on the device (DeviceStepStats); null on the CPU.
+  virtual const double* device_slots() const { return nullptr; }
 };
 
 // The StepLoss for a model on `device`; max_rows: the largest batch compute() will see, slots:

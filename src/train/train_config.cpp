@@ -193,10 +193,10 @@ const BoolKey kTrace({.name = "monitor.trace",
                      false);
 const BoolKey kPhaseTiming(
     {.name = "monitor.phase_timing",
-     .doc = "GPU: wait for the device at the end of forward, of backward and of the optimizer, so that the step's "
-            "phase times are the device's (profiling: the host then no longer queues ahead); off, the phases' times "
-            "are the host's queueing and only the step's loss read (once every micro-batch's backward is queued) "
-            "waits, which keeps the step's total honest. No effect on the CPU"},
+     .doc = "GPU: wait for the device at the end of forward, of backward and of the optimizer, and decide the step "
+            "on the host, so that the step's phase times are the device's (profiling: the host then no longer "
+            "queues ahead); off, the step is decided on the device and the host waits once, after the optimizer is "
+            "queued: the step's total is the device's, its parts are not timed apart. No effect on the CPU"},
     false);
 const IntKey kMonitorIntervalMs(
     {.name = "monitor.interval_ms",

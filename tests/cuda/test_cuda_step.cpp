@@ -50,9 +50,12 @@ struct TrainSetup {
   std::int64_t accumulation_steps = 1;     // micro-batches per step
   const LossScaleOptions* fp16 = nullptr;  // dynamic loss scaling (precision f16)
   const PruneConfig* prune = nullptr;      // a pruner after every step (its mask kernel after the update)
+  bool adamw = false;                      // AdamW (bias corrections count the steps taken), not SGD
+  double clip_grad_norm = 0.0;             // optim.clip_grad_norm
+  bool phase_timing = false;               // monitor.phase_timing: the step decides on the host
 };
 
-// kSteps SGD-momentum steps of one rank on deterministic batches (a new batch every step).
+// kSteps SGD-momentum (or AdamW) steps of one rank on deterministic batches (a new batch every step).
 Trained train(const char* text, Device device, DType precision, bool cuda_graph, const TrainSetup& setup = {}) {
   Config c = Config::parse(text, "test.toml");
   Config m = c.has("model") ? c.section("model") : c;  // a GPT's keys are read in [model]
@@ -60,12 +63,16 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
   model->init_params(7);
   SgdHyper h;
   h.momentum = 0.9f;
-  Sgd sgd(model->arena_elements(), h, device);
+  Sgd sgd_optimizer(model->arena_elements(), h, device);
+  AdamW adamw(model->arena_elements(), AdamWHyper{}, device);
+  Optimizer& sgd = setup.adamw ? static_cast<Optimizer&>(adamw) : sgd_optimizer;
   auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
   auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
   options.accumulation_steps = setup.accumulation_steps;
+  options.clip_grad_norm = setup.clip_grad_norm;
+  options.phase_timing = setup.phase_timing;
   GradScaler scaler = setup.fp16 != nullptr ? GradScaler(*setup.fp16) : GradScaler();
   DataParallelStep step(*model, sgd, *stats, *grads, kBatch / setup.accumulation_steps, options, nullptr,
                         setup.fp16 != nullptr ? &scaler : nullptr);
@@ -158,16 +165,27 @@ TEST(CudaStep, EagerGpuGptStepMatchesCpuStep) {
       << "L2 relative difference " << l2_rel(graph.params, gpu.params);
 }
 
+// fp16 loss scales far from the overflow threshold either way: a fixed 2^40 overflows f16 in
+// every step, a (dynamic) 2^8 in none.
+LossScaleOptions overflowing_scale() {
+  LossScaleOptions o;
+  o.init = 1099511627776.0;  // 2^40
+  o.dynamic = false;
+  return o;
+}
+
+LossScaleOptions fitting_scale() {
+  LossScaleOptions o;
+  o.init = 256.0;
+  return o;
+}
+
 // fp16 end to end, with the scale far from the overflow threshold either way (so both sides
 // decide alike): a fixed 2^40 overflows f16 in every step, which is skipped, leaving the initial
 // parameters; a scale of 2^8 never overflows, and the GPU trains as the CPU's f16 emulation.
 TEST(CudaStep, Fp16LossScalingSkipsAndTrainsAsTheCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  LossScaleOptions overflowing;
-  overflowing.init = 1099511627776.0;  // 2^40
-  overflowing.dynamic = false;
-  LossScaleOptions fitting;
-  fitting.init = 256.0;
+  const LossScaleOptions overflowing = overflowing_scale(), fitting = fitting_scale();
   for (const LossScaleOptions* scaling : {&overflowing, &fitting}) {
     TrainSetup fp16;
     fp16.fp16 = scaling;
@@ -182,6 +200,32 @@ TEST(CudaStep, Fp16LossScalingSkipsAndTrainsAsTheCpu) {
 // Pruning with the CUDA graph: the masks (recomputed at steps 3, 6 and 9) and the mask kernel after
 // each update leave the graphed run's parameters bitwise those of the eager run, and the eager
 // GPU run's masks those of the CPU run (the same weights fall below the threshold).
+// A step decides on the device by default (the optimizer queued before the host waits) and on the
+// host with monitor.phase_timing: the same statistics, the same decision, the same update bits,
+// with AdamW (whose bias corrections count only the steps taken) and clipping, in f32 and in
+// fp16 with every step skipped or none.
+TEST(CudaStep, DecidingOnTheDeviceEqualsDecidingOnTheHost) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  const LossScaleOptions overflowing = overflowing_scale(), fitting = fitting_scale();
+  const std::vector<const LossScaleOptions*> scalings{nullptr, &fitting, &overflowing};
+  for (const LossScaleOptions* scaling : scalings) {
+    SCOPED_TRACE(scaling == nullptr ? "f32" : "fp16 scale " + std::to_string(scaling->init));
+    TrainSetup device;
+    device.fp16 = scaling;
+    device.adamw = true;
+    device.clip_grad_norm = 0.05;
+    TrainSetup host = device;
+    host.phase_timing = true;
+    const DType precision = scaling == nullptr ? DType::f32 : DType::f16;
+    const Trained on_device = train(kMlp, Device::cuda, precision, false, device);
+    const Trained on_host = train(kMlp, Device::cuda, precision, false, host);
+    EXPECT_EQ(on_device.skipped, on_host.skipped);
+    ASSERT_EQ(on_device.params.size(), on_host.params.size());
+    EXPECT_EQ(std::memcmp(on_device.params.data(), on_host.params.data(), on_host.params.size() * sizeof(float)), 0)
+        << "L2 relative difference " << l2_rel(on_device.params, on_host.params);
+  }
+}
+
 TEST(CudaStep, PruningWithTheGraphEqualsEagerAndTheCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   const PruneConfig prune = test::gradual(0.5, 3, 9, 3);

@@ -77,6 +77,10 @@ class Communicator {
   // timeout; a failure aborts it and throws CommError) and returns the seconds they ran on the
   // device; 0 when none was (host communicators).
   virtual double complete() { return 0.0; }
+  // Orders the device work queued after this call (the compute stream) after every collective
+  // enqueued so far, without a host wait; complete() is still due (it waits, times and checks
+  // them). Nothing to do for host communicators.
+  virtual void join_on_device() {}
   // ZeRO-style sharding: the two halves of allreduce_sum on the shard layout of
   // ringtrain/comm/shard.hpp. The defaults throw CommError naming the communicator (the same
   // error on every rank, without communicating) for backends that do not have them yet.

@@ -78,8 +78,11 @@ class GradBucketer {
   // Backward's hook: every gradient from element ready_from to the end is final. With staging,
   // returns once the next bucket's buffer is free to write.
   void on_ready(std::int64_t ready_from);
-  // After backward: launches what is left, waits for every bucket, returns the timings.
-  BucketTimes finish();
+  // After backward: launches what is left, waits for every bucket, returns the timings. With
+  // on_device, the collectives a device communicator enqueued are not waited for on the host:
+  // the compute stream is ordered after them (Communicator::join_on_device), and the caller
+  // completes them (Communicator::complete) when it needs the host to know.
+  BucketTimes finish(bool on_device = false);
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   bool overlap() const { return thread_ != nullptr; }

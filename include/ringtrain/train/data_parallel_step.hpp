@@ -16,6 +16,7 @@
 // (initialised, broadcast, resumed) before a stage 3 step is made: from then on the arena holds
 // only this rank's shard (readers of all of them go through parameter_shards()).
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,12 +28,14 @@
 #include "ringtrain/data/augment.hpp"
 #include "ringtrain/nn/layer.hpp"
 #include "ringtrain/tensor/tensor.hpp"
+#include "ringtrain/train/step_decision.hpp"
 
 namespace ringtrain {
 
 struct Batch;
 class Communicator;
 class DeviceBatch;
+class DeviceStepStats;
 class GradScaler;
 class Model;
 class Optimizer;
@@ -152,16 +155,28 @@ class DataParallelStep {
   const std::string& graph_refused() const { return graph_refused_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   // The step on the batch `place` puts where the model computes (its time counts as compute).
   StepResult run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr);
+  // After the micro-batches' backward, one of: the host gathers the statistics, decides and
+  // steps the optimizer, waiting where each needs it (the CPU; a GPU with ZeRO or
+  // monitor.phase_timing); or the device does (device_stats_) and the host waits once, after
+  // the optimizer is queued, then settles the same decision from the same statistics.
+  StepResult finish_on_host(StepResult r, const StepInfo& info, float lr, Clock::time_point start,
+                            Clock::time_point backward_end);
+  StepResult finish_on_device(StepResult r, const StepInfo& info, float lr, Clock::time_point start,
+                              Clock::time_point backward_end);
+  // decide_step on the ranks' summed statistics (ringtrain/train/step_decision.hpp).
+  StepDecision decide(const std::vector<double>& stats, double loss_scale) const;
+  // Into r: the loss, accuracy and gradient norm; the loss scaler's update (r.skipped) or, without
+  // one, CollectiveError on a non-finite loss.
+  void settle(const StepDecision& d, const std::vector<double>& stats, const StepInfo& info, StepResult& r);
+  void trace(const char* name, Clock::time_point begin, Clock::time_point end) const;
   // Sums of the reduced gradients over the ranges this rank checks (its shard under ZeRO):
   // [0] whether any is not finite, [1 + r] rank r's shard's sum of squares (clipping). Filled
   // into `stats` after the loss sums, which one allreduce then completes.
   void gradient_checks(double* stats) const;
   void wait_for_phase() const;  // monitor.phase_timing: the device finishes what is queued
-  // The global L2 norm of the reduced gradients from the completed stats: the sum of the
-  // shards' sums of squares in rank order, whatever the stage (so every stage clips alike).
-  double gradient_norm(const double* stats) const;
   // ZeRO: every rank's updated shard of the parameters to every rank.
   void allgather_params();
   // Backward of micro-batch micro_index_; after the last one, every bucket is launched.
@@ -181,8 +196,9 @@ class DataParallelStep {
   Tracer* tracer_;
   GradScaler* scaler_;
   std::unique_ptr<StepLoss> loss_;
-  std::unique_ptr<DeviceBatch> placer_;  // puts the host batch where the model computes
-  std::unique_ptr<StepGraph> graph_;     // null unless the step runs as a CUDA graph
+  std::unique_ptr<DeviceStepStats> device_stats_;  // a GPU step decided on the device (finish_on_device)
+  std::unique_ptr<DeviceBatch> placer_;            // puts the host batch where the model computes
+  std::unique_ptr<StepGraph> graph_;               // null unless the step runs as a CUDA graph
   std::string graph_refused_;
   Tensor dlogits_;
   Tensor carry_;  // gradients summed over the earlier micro-batches (accumulation only)
