@@ -132,6 +132,10 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
   std::vector<Model::LayerTimes> timed_layers;
   if (o.layers) run_collectively(ctx, [&] { model->set_layer_times(&layer_times); });
   std::vector<StepParts> timed;
+  // On the GPU the synthetic batch is staged again while each step runs, as training stages its
+  // next batch (DataParallelStep::set_upcoming), so its copy overlaps the step here too.
+  if (o.synthetic && model->device() == Device::cuda)
+    step.set_upcoming([&] { step.stage_next(synthetic.x, synthetic.labels.data()); });
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const auto t0 = Clock::now();
     const SourceBatch batch = o.synthetic ? SourceBatch{} : loader->next();

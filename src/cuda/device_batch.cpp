@@ -1,9 +1,10 @@
-// DeviceBatch on CUDA: the batch's parts staged in pinned memory, copied on the process's copy
-// stream (cuda::copy_stream), and the compute stream ordered after the copy with an event; then,
-// on the compute stream, the cast kernel (f32 batches, activations not f32) or the augmentation
-// kernel (raw uint8 batches).
+// DeviceBatch on CUDA: the batch's parts staged in pinned memory and copied on the process's
+// copy stream (cuda::copy_stream) into one of two landing buffers, in turn; place() orders the
+// compute stream after that copy with an event, then copies or casts (f32 batches) or augments
+// (raw uint8 batches) the landing into the one buffer the model reads, on the compute stream.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstring>
 #include <initializer_list>
 #include <utility>
@@ -38,11 +39,16 @@ class PinnedBuffer {
   void* p_ = nullptr;
 };
 
-// What raw batches need on the device beyond the f32 path's buffers.
-struct RawStage {
-  std::int64_t crop_padding = 0;
-  Tensor bytes, draws, table;  // device: [max_rows, C, H, W] u8, max_rows AugmentDraw, [C][256] f32
-  PinnedBuffer pinned_bytes, pinned_draws;
+// One of the two landing buffers a batch is copied into: pinned host staging, the device copy,
+// and the events that order it. Device buffers are made on first use (a DeviceBatch for raw
+// batches may never see an f32 one).
+struct Landing {
+  Tensor x, labels, bytes, draws;  // device: host-dtype rows, labels; raw: u8 samples, AugmentDraws
+  PinnedBuffer pinned_x, pinned_labels, pinned_bytes, pinned_draws;
+  cudaEvent_t copied = nullptr;    // the copy into this landing (copy stream)
+  cudaEvent_t consumed = nullptr;  // the compute work that last read it (compute stream)
+  std::int64_t rows = 0;
+  bool raw = false;
 };
 
 class CudaDeviceBatch final : public DeviceBatch {
@@ -52,38 +58,42 @@ class CudaDeviceBatch final : public DeviceBatch {
       : act_(Tensor::empty(sample.with_batch(max_rows), input, Device::cuda)),
         labels_(Tensor::empty(Shape{max_rows * labels_per_row}, DType::i32, Device::cuda)),
         labels_per_row_(labels_per_row),
-        pinned_labels_(labels_.nbytes()) {
-    RT_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
-    RT_CUDA_CHECK(cudaEventCreateWithFlags(&consumed_, cudaEventDisableTiming));
-    written_on_copy_stream(labels_);
-    if (augment != nullptr) set_up_raw(max_rows, sample, *augment);
+        host_dtype_(input == DType::i32 ? DType::i32 : DType::f32) {  // token ids stay ids
+    for (Landing& l : landings_) {
+      RT_CUDA_CHECK(cudaEventCreateWithFlags(&l.copied, cudaEventDisableTiming));
+      RT_CUDA_CHECK(cudaEventCreateWithFlags(&l.consumed, cudaEventDisableTiming));
+      l.labels = device_buffer(labels_.shape(), DType::i32);
+      l.pinned_labels = PinnedBuffer(static_cast<std::size_t>(labels_.nbytes()));
+    }
+    if (augment != nullptr) set_up_raw(sample, *augment);
+    for (Landing& l : landings_) zeroed_before_copies(l);
   }
   ~CudaDeviceBatch() override {
-    cudaEventDestroy(consumed_);
-    cudaEventDestroy(copied_);
+    for (Landing& l : landings_) {
+      cudaEventDestroy(l.consumed);
+      cudaEventDestroy(l.copied);
+    }
   }
   CudaDeviceBatch(const CudaDeviceBatch&) = delete;
   CudaDeviceBatch& operator=(const CudaDeviceBatch&) = delete;
 
-  PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override {
+  void stage(const Tensor& x, const std::int32_t* labels) override {
     const std::int64_t n = x.shape()[0];
-    const DType host = act_.dtype() == DType::i32 ? DType::i32 : DType::f32;  // token ids stay ids
-    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == host && n <= act_.shape()[0], Error,
-               "DeviceBatch: expected at most {} host {} rows, got {} {} rows", act_.shape()[0], dtype_name(host),
-               dtype_name(x.dtype()), n);
-    if (pinned_x_.get() == nullptr) {  // on first use: a DeviceBatch for raw batches may never need it
-      pinned_x_ = PinnedBuffer(static_cast<std::size_t>(act_.numel()) * dtype_size(host));
-      staged_ = act_.dtype() == host ? act_ : Tensor::empty(act_.shape(), host, Device::cuda);
-      written_on_copy_stream(staged_);
+    RT_REQUIRE(x.device() == Device::cpu && x.dtype() == host_dtype_ && n <= act_.shape()[0], Error,
+               "DeviceBatch: expected at most {} host {} rows, got {} {} rows", act_.shape()[0],
+               dtype_name(host_dtype_), dtype_name(x.dtype()), n);
+    Landing& l = next_landing();
+    if (l.x.raw() == nullptr) {
+      l.x = device_buffer(act_.shape(), host_dtype_);
+      l.pinned_x = PinnedBuffer(static_cast<std::size_t>(l.x.nbytes()));
+      zeroed_before_copies(l);
     }
-    const cudaStream_t compute =
-        copy_in({Part{staged_.raw(), pinned_x_.get(), x.raw(), x.nbytes()}, labels_part(labels, n)});
-    if (act_.raw() != staged_.raw())
-      kernels::launch_cast(staged_.raw(), DType::f32, act_.raw(), act_.dtype(), x.numel(), compute);
-    return PlacedBatch{act_.rows(0, n), labels_.data<std::int32_t>()};
+    copy_in(l, {Part{l.x.raw(), l.pinned_x.get(), x.raw(), x.nbytes()}, labels_part(l, labels, n)});
+    l.rows = n;
+    l.raw = false;
   }
 
-  PlacedBatch upload_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) override {
+  void stage_raw(const Tensor& raw, const AugmentDraw* draws, const std::int32_t* labels) override {
     RT_REQUIRE(raw_ != nullptr, Error, "DeviceBatch: a raw batch, but this one was made without GPU augmentation");
     const std::int64_t n = raw.shape()[0];
     const Shape& shape = act_.shape();
@@ -91,13 +101,35 @@ class CudaDeviceBatch final : public DeviceBatch {
                    raw.numel() == n * shape[1] * shape[2] * shape[3],
                Error, "DeviceBatch: expected at most {} host u8 rows of {}, got {} {} rows of {} elements", shape[0],
                shape.str(), dtype_name(raw.dtype()), n, n > 0 ? raw.numel() / n : 0);
+    Landing& l = next_landing();
     const std::size_t draw_bytes = static_cast<std::size_t>(n) * sizeof(AugmentDraw);
-    const cudaStream_t compute =
-        copy_in({Part{raw_->bytes.raw(), raw_->pinned_bytes.get(), raw.raw(), raw.nbytes()},
-                 Part{raw_->draws.raw(), raw_->pinned_draws.get(), draws, draw_bytes}, labels_part(labels, n)});
-    kernels::launch_augment_u8(raw_->bytes.data<std::uint8_t>(), raw_->draws.data<AugmentDraw>(),
-                               raw_->table.data<float>(), n, shape[1], shape[2], shape[3], raw_->crop_padding,
-                               act_.raw(), act_.dtype(), compute);
+    copy_in(l, {Part{l.bytes.raw(), l.pinned_bytes.get(), raw.raw(), raw.nbytes()},
+                Part{l.draws.raw(), l.pinned_draws.get(), draws, draw_bytes}, labels_part(l, labels, n)});
+    l.rows = n;
+    l.raw = true;
+  }
+
+  PlacedBatch place() override {
+    RT_REQUIRE(staged_ >= 0, Error, "DeviceBatch: place() before any batch was staged");
+    Landing& l = landings_[static_cast<std::size_t>(staged_)];
+    const cudaStream_t compute = cuda::compute_stream();
+    RT_CUDA_CHECK(cudaStreamWaitEvent(compute, l.copied, 0));
+    const std::int64_t n = l.rows;
+    if (l.raw) {
+      const Shape& shape = act_.shape();
+      kernels::launch_augment_u8(l.bytes.data<std::uint8_t>(), l.draws.data<AugmentDraw>(), raw_->table.data<float>(),
+                                 n, shape[1], shape[2], shape[3], raw_->crop_padding, act_.raw(), act_.dtype(),
+                                 compute);
+    } else if (act_.dtype() == host_dtype_) {  // f32 activations, token ids
+      const auto bytes = static_cast<std::size_t>(n * act_.shape().sample().numel()) * dtype_size(host_dtype_);
+      if (bytes > 0) RT_CUDA_CHECK(cudaMemcpyAsync(act_.raw(), l.x.raw(), bytes, cudaMemcpyDeviceToDevice, compute));
+    } else {
+      kernels::launch_cast(l.x.raw(), DType::f32, act_.raw(), act_.dtype(), n * act_.shape().sample().numel(), compute);
+    }
+    const auto label_bytes = static_cast<std::size_t>(n * labels_per_row_) * sizeof(std::int32_t);
+    if (label_bytes > 0)
+      RT_CUDA_CHECK(cudaMemcpyAsync(labels_.raw(), l.labels.raw(), label_bytes, cudaMemcpyDeviceToDevice, compute));
+    RT_CUDA_CHECK(cudaEventRecord(l.consumed, compute));  // the landing may be written again after this
     return PlacedBatch{act_.rows(0, n), labels_.data<std::int32_t>()};
   }
 
@@ -110,46 +142,61 @@ class CudaDeviceBatch final : public DeviceBatch {
     std::size_t bytes;
   };
 
-  // A device buffer the copy stream writes: the pool hands its memory out again (after this
-  // DeviceBatch is gone) only once that stream's work is done.
-  void written_on_copy_stream(const Tensor& buffer) const {
-    if (buffer.raw() != nullptr) gpu("DeviceBatch").pool().record_stream(buffer.raw(), copy_stream_);
+  // The landing the batch before last used (the other one may still be read by queued work).
+  Landing& next_landing() {
+    staged_ = staged_ == 0 ? 1 : 0;
+    return landings_[static_cast<std::size_t>(staged_)];
   }
 
-  Part labels_part(const std::int32_t* labels, std::int64_t n) const {
-    return Part{labels_.raw(), pinned_labels_.get(), labels,
+  // New buffers are zeroed on the legacy default stream, which the non-blocking copy stream is
+  // not ordered with: the landing's first copy waits for that (an event there, as `consumed`).
+  static void zeroed_before_copies(Landing& l) { RT_CUDA_CHECK(cudaEventRecord(l.consumed, cudaStreamLegacy)); }
+
+  // A device buffer the copy stream writes: the pool hands its memory out again (after this
+  // DeviceBatch is gone) only once that stream's work is done.
+  Tensor device_buffer(const Shape& shape, DType dtype) const {
+    Tensor t = Tensor::empty(shape, dtype, Device::cuda);
+    gpu("DeviceBatch").pool().record_stream(t.raw(), copy_stream_);
+    return t;
+  }
+
+  Part labels_part(const Landing& l, const std::int32_t* labels, std::int64_t n) const {
+    return Part{l.labels.raw(), l.pinned_labels.get(), labels,
                 static_cast<std::size_t>(n * labels_per_row_) * sizeof(std::int32_t)};
   }
 
-  // Copies the parts to the device on the copy stream and orders the compute stream (returned)
-  // after them, without waiting on the host for anything but the previous batch's copy.
-  cudaStream_t copy_in(std::initializer_list<Part> parts) {
-    // The previous batch's copy must be done before the staging buffers are overwritten.
-    RT_CUDA_CHECK(cudaEventSynchronize(copied_));
+  // Copies the parts into landing l on the copy stream, after the compute work that last read l
+  // (recorded by place(); the work queued since, on the other landing's batch, runs beside the
+  // copy). The host waits only for l's previous copy out of its pinned buffers, long done.
+  void copy_in(Landing& l, std::initializer_list<Part> parts) {
+    RT_CUDA_CHECK(cudaEventSynchronize(l.copied));
     for (const Part& p : parts) std::memcpy(p.pinned, p.host, p.bytes);
-    // ... and the device work queued so far (which may still read the previous batch) first.
-    const cudaStream_t compute = cuda::compute_stream();
-    RT_CUDA_CHECK(cudaEventRecord(consumed_, compute));
-    RT_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, consumed_, 0));
+    RT_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, l.consumed, 0));
     for (const Part& p : parts)
-      RT_CUDA_CHECK(cudaMemcpyAsync(p.device, p.pinned, p.bytes, cudaMemcpyHostToDevice, copy_stream_));
-    RT_CUDA_CHECK(cudaEventRecord(copied_, copy_stream_));
-    RT_CUDA_CHECK(cudaStreamWaitEvent(compute, copied_, 0));
-    return compute;
+      if (p.bytes > 0)
+        RT_CUDA_CHECK(cudaMemcpyAsync(p.device, p.pinned, p.bytes, cudaMemcpyHostToDevice, copy_stream_));
+    RT_CUDA_CHECK(cudaEventRecord(l.copied, copy_stream_));
   }
 
-  void set_up_raw(std::int64_t max_rows, const Shape& sample, const GpuAugment& augment) {
+  // What raw batches need: per landing the u8 samples and draws, and the decoding table.
+  struct RawTable {
+    std::int64_t crop_padding = 0;
+    Tensor table;  // [C][256] f32
+  };
+
+  void set_up_raw(const Shape& sample, const GpuAugment& augment) {
     RT_REQUIRE(sample.rank() == 3, Error, "DeviceBatch: GPU augmentation needs [C, H, W] samples, got {}",
                sample.str());
-    raw_ = std::make_unique<RawStage>();
+    const std::int64_t max_rows = act_.shape()[0];
+    for (Landing& l : landings_) {
+      l.bytes = device_buffer(sample.with_batch(max_rows), DType::u8);
+      const auto draw_bytes = static_cast<std::int64_t>(static_cast<std::size_t>(max_rows) * sizeof(AugmentDraw));
+      l.draws = device_buffer(Shape{draw_bytes}, DType::u8);
+      l.pinned_bytes = PinnedBuffer(static_cast<std::size_t>(l.bytes.nbytes()));
+      l.pinned_draws = PinnedBuffer(static_cast<std::size_t>(l.draws.nbytes()));
+    }
+    raw_ = std::make_unique<RawTable>();
     raw_->crop_padding = augment.crop_padding;
-    raw_->bytes = Tensor::empty(sample.with_batch(max_rows), DType::u8, Device::cuda);
-    const auto draw_bytes = static_cast<std::int64_t>(static_cast<std::size_t>(max_rows) * sizeof(AugmentDraw));
-    raw_->draws = Tensor::empty(Shape{draw_bytes}, DType::u8, Device::cuda);
-    written_on_copy_stream(raw_->bytes);
-    written_on_copy_stream(raw_->draws);
-    raw_->pinned_bytes = PinnedBuffer(raw_->bytes.nbytes());
-    raw_->pinned_draws = PinnedBuffer(raw_->draws.nbytes());
     const std::vector<float> table = data::u8_table(augment.normalize, sample[0]);
     raw_->table = Tensor::empty(Shape{static_cast<std::int64_t>(table.size())}, DType::f32, Device::cuda);
     // Once, synchronously on the legacy stream: after the memset that zeroed the new tensor there
@@ -157,15 +204,13 @@ class CudaDeviceBatch final : public DeviceBatch {
     RT_CUDA_CHECK(cudaMemcpy(raw_->table.raw(), table.data(), table.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
 
-  Tensor act_, labels_;
+  Tensor act_, labels_;  // what the model reads: one fixed buffer each
   std::int64_t labels_per_row_ = 1;
-  Tensor staged_;          // host batches: their device copy (act_ itself when no cast is needed)
-  PinnedBuffer pinned_x_;  // f32 batches: their staging; both made on the first f32 upload
-  PinnedBuffer pinned_labels_;
-  std::unique_ptr<RawStage> raw_;  // null unless made with a GpuAugment
+  DType host_dtype_;  // of host batches: f32, or i32 token ids
+  std::array<Landing, 2> landings_;
+  int staged_ = -1;                // the landing staged last; -1: none yet
+  std::unique_ptr<RawTable> raw_;  // null unless made with a GpuAugment
   const cudaStream_t copy_stream_ = cuda::copy_stream();
-  cudaEvent_t copied_ = nullptr;
-  cudaEvent_t consumed_ = nullptr;
 };
 
 }  // namespace

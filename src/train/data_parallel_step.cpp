@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
@@ -217,12 +218,46 @@ bool DataParallelStep::graphed() const { return graph_ != nullptr && graph_->act
 std::uint64_t DataParallelStep::graph_replays() const { return graph_ != nullptr ? graph_->replays() : 0; }
 
 StepResult DataParallelStep::run(const Tensor& x, const std::int32_t* labels, const StepInfo& info, float lr) {
-  return run_placed([&] { return placer_->upload(x, labels); }, info, lr);
+  return run_placed([&] { return place(x.raw(), [&] { placer_->stage(x, labels); }); }, info, lr);
 }
 
 StepResult DataParallelStep::run(const Batch& batch, const StepInfo& info, float lr) {
   if (batch.raw.raw() == nullptr) return run(batch.x, batch.labels.data(), info, lr);
-  return run_placed([&] { return placer_->upload_raw(batch.raw, batch.draws.data(), batch.labels.data()); }, info, lr);
+  return run_placed(
+      [&] {
+        return place(batch.raw.raw(), [&] { placer_->stage_raw(batch.raw, batch.draws.data(), batch.labels.data()); });
+      },
+      info, lr);
+}
+
+void DataParallelStep::stage_next(const Tensor& x, const std::int32_t* labels) {
+  placer_->stage(x, labels);
+  staged_next_ = x.raw();
+}
+
+void DataParallelStep::stage_next(const Batch& batch) {
+  if (batch.raw.raw() == nullptr) return stage_next(batch.x, batch.labels.data());
+  placer_->stage_raw(batch.raw, batch.draws.data(), batch.labels.data());
+  staged_next_ = batch.raw.raw();
+}
+
+PlacedBatch DataParallelStep::place(const void* host, const std::function<void()>& stage) {
+  const bool staged = staged_next_ != nullptr && staged_next_ == host;
+  staged_next_ = nullptr;
+  if (!staged) stage();
+  return placer_->place();
+}
+
+template <typename Then>
+void DataParallelStep::with_upcoming(Then&& then) {
+  std::exception_ptr error;
+  try {
+    if (upcoming_) upcoming_();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  then();
+  if (error) std::rethrow_exception(error);
 }
 
 StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr) {
@@ -299,7 +334,7 @@ StepResult DataParallelStep::finish_on_host(StepResult r, const StepInfo& info, 
     optimized = Clock::now();
     if (options_.zero_stage == 1 || options_.zero_stage == 2) allgather_params();
   }
-  wait_for_phase();
+  with_upcoming([&] { wait_for_phase(); });
   const auto end = Clock::now();
   trace("optimizer", reduced, optimized);
   r.optimizer_s = between(buckets_done, checked) + between(reduced, optimized);
@@ -328,8 +363,12 @@ StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info
   optimizer_.step_scaled_on_device(model_.params().f32(), model_.grads().f32(), n, lr, update_scale);
   device_stats_->copy_to_host();
   const auto queued = Clock::now();
-  const double collectives_s = grad_comm_.complete();  // the one host wait: with the timeout's abort
-  const std::vector<double> stats = device_stats_->read();
+  double collectives_s = 0.0;
+  std::vector<double> stats;
+  with_upcoming([&] {
+    collectives_s = grad_comm_.complete();  // the one host wait: with the timeout's abort
+    stats = device_stats_->read();
+  });
   const auto end = Clock::now();
   trace("queued: forward to optimizer", backward_end, queued);
   trace("device finishing the step", queued, end);

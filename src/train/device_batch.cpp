@@ -10,10 +10,14 @@ namespace {
 
 class HostBatch final : public DeviceBatch {
  public:
-  PlacedBatch upload(const Tensor& x, const std::int32_t* labels) override { return PlacedBatch{x, labels}; }
-  PlacedBatch upload_raw(const Tensor&, const AugmentDraw*, const std::int32_t*) override {
+  void stage(const Tensor& x, const std::int32_t* labels) override { staged_ = PlacedBatch{x, labels}; }
+  void stage_raw(const Tensor&, const AugmentDraw*, const std::int32_t*) override {
     throw Error("DeviceBatch: raw uint8 batches are augmented on a GPU only; this model is on the CPU");
   }
+  PlacedBatch place() override { return staged_; }
+
+ private:
+  PlacedBatch staged_;  // the host batch itself
 };
 
 }  // namespace

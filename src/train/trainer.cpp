@@ -177,6 +177,12 @@ StepResult run_step(DataParallelStep& step, const SourceBatch& batch, const Step
   return step.run(batch.x, batch.labels, info, lr);
 }
 
+// The same batch staged ahead of its step (DataParallelStep::stage_next).
+void stage_next(DataParallelStep& step, const SourceBatch& batch) {
+  if (batch.images != nullptr) return step.stage_next(*batch.images);
+  step.stage_next(batch.x, batch.labels);
+}
+
 // Every rank must hold bitwise identical parameters at the end; a difference is a bug in
 // the data-parallel machinery and fails the run on all ranks. Sharded parameters (ZeRO stage 3)
 // are hashed group by group as they are gathered: the same value as the whole arena's.
@@ -349,12 +355,28 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   double final_loss = 0.0;
   std::optional<EvalResult> last_eval;  // none without a test set, or before the first evaluation
   std::string stopped;                  // why the run ended before its last step; empty when it completed
+  // On the GPU the next step's batch is taken from the loader and staged while a step runs on
+  // the device (DataParallelStep::set_upcoming), so its copy overlaps the step.
+  std::optional<SourceBatch> upcoming;
+  auto next_batch = [&] {
+    // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
+    return for_data_key("data.train", [&] { return setup->train_loader->next(); });
+  };
   while (at.step < s.total_steps) {
     const auto t0 = Clock::now();
-    // Prepared ahead unless data.prefetch = 0; a loader thread's error is rethrown here.
-    const SourceBatch batch = for_data_key("data.train", [&] { return setup->train_loader->next(); });
+    const SourceBatch batch = upcoming ? *upcoming : next_batch();
+    upcoming.reset();
     const auto t1 = Clock::now();
     tracer.span("data wait", "data", t0, t1);
+    if (model.device() == Device::cuda && at.step + 1 < s.total_steps)
+      dp_step.set_upcoming([&] {
+        const auto begin = Clock::now();
+        upcoming = next_batch();
+        stage_next(dp_step, *upcoming);
+        tracer.span("data wait (next step's batch, staged)", "data", begin, Clock::now());
+      });
+    else
+      dp_step.set_upcoming(nullptr);
     const double lr = s.schedule->at(at.step);
     const StepResult r =
         run_step(dp_step, batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));

@@ -1,7 +1,8 @@
 // Augmentation on the GPU in the input path: DeviceBatch's raw upload (uint8 + draws, augmented
 // and normalized on the device) gives bit for bit what the host path's upload of the same batch
 // decoded by data::SampleDecoder gives, in every activation dtype and across reused staging
-// buffers; and training steps on raw batches equal steps on host-decoded ones. Skips without a GPU.
+// buffers; a batch staged ahead keeps its values and the model's input address; and training
+// steps on raw batches equal steps on host-decoded ones. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -84,6 +85,30 @@ TEST(CudaDeviceBatch, RawUploadEqualsTheHostPathBitwise) {
       EXPECT_EQ(bytes_of(gpu_path->upload(b.decoded.x, b.decoded.labels.data()).x), bytes_of(want.x));
     }
   }
+}
+
+// Two landing buffers in turn, one buffer the model reads: a batch staged while the placed one
+// is still in use (overwriting the host batch right after stage, as the loader may) is placed
+// later with its own values, at the same device address (a CUDA graph keeps that address).
+TEST(CudaDeviceBatch, StagedAheadBatchesKeepTheirValuesAtOneAddress) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto placer = make_device_batch(Device::cuda, kMaxRows, kSample, DType::f32, 1);
+  const BothForms a = make_batch(8, 11, kSample), b = make_batch(5, 12, kSample);
+  const PlacedBatch first = placer->upload(a.decoded.x, a.decoded.labels.data());
+  const std::vector<std::byte> first_bytes = bytes_of(first.x);
+  EXPECT_EQ(first_bytes, bytes_of(a.decoded.x));
+  Tensor reused = Tensor::empty(b.decoded.x.shape());
+  std::memcpy(reused.raw(), b.decoded.x.raw(), static_cast<std::size_t>(b.decoded.x.nbytes()));
+  placer->stage(reused, b.decoded.labels.data());
+  std::memset(reused.raw(), 0xff, static_cast<std::size_t>(reused.nbytes()));  // the host buffer's next use
+  EXPECT_EQ(bytes_of(first.x), first_bytes) << "staging must not touch the placed batch";
+  const PlacedBatch second = placer->place();
+  EXPECT_EQ(second.x.raw(), first.x.raw());
+  EXPECT_EQ(second.labels, first.labels);
+  EXPECT_EQ(bytes_of(second.x), bytes_of(b.decoded.x));
+  std::vector<std::int32_t> labels(5);
+  CUDA_OK(cudaMemcpy(labels.data(), second.labels, labels.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(labels, b.decoded.labels);
 }
 
 TEST(CudaDeviceBatch, RawUploadNeedsGpuAugmentation) {

@@ -141,6 +141,13 @@ class DataParallelStep {
   // The same for a loader batch: decoded (Batch::x), or raw (LoaderOptions::raw) when made
   // with StepOptions::gpu_augment, augmented and normalized on the GPU as it is placed.
   StepResult run(const Batch& batch, const StepInfo& info, float lr);
+  // The next step's batch staged while this one runs, so that its copy to the GPU overlaps the
+  // step: `upcoming` is called in each run() once the step's work is queued, before the host
+  // waits for the device, and may hand the next batch to stage_next(); the next run() with that
+  // batch (the same host buffer) then only places it. Null: nothing is staged ahead.
+  void set_upcoming(std::function<void()> upcoming) { upcoming_ = std::move(upcoming); }
+  void stage_next(const Tensor& x, const std::int32_t* labels);
+  void stage_next(const Batch& batch);
   std::size_t num_buckets() const;
   StepMemory memory() const;
   bool overlapped() const;  // whether buckets are reduced during backward
@@ -158,6 +165,11 @@ class DataParallelStep {
   using Clock = std::chrono::steady_clock;
   // The step on the batch `place` puts where the model computes (its time counts as compute).
   StepResult run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr);
+  // The batch at `host` where the model computes: placed as staged by stage_next, or staged now.
+  PlacedBatch place(const void* host, const std::function<void()>& stage);
+  // Calls upcoming_ (its error comes after `then`, which must run: the step's collectives).
+  template <typename Then>
+  void with_upcoming(Then&& then);
   // After the micro-batches' backward, one of: the host gathers the statistics, decides and
   // steps the optimizer, waiting where each needs it (the CPU; a GPU with ZeRO or
   // monitor.phase_timing); or the device does (device_stats_) and the host waits once, after
@@ -198,6 +210,8 @@ class DataParallelStep {
   std::unique_ptr<StepLoss> loss_;
   std::unique_ptr<DeviceStepStats> device_stats_;  // a GPU step decided on the device (finish_on_device)
   std::unique_ptr<DeviceBatch> placer_;            // puts the host batch where the model computes
+  std::function<void()> upcoming_;                 // set_upcoming
+  const void* staged_next_ = nullptr;              // the host buffer of the batch stage_next staged
   std::unique_ptr<StepGraph> graph_;               // null unless the step runs as a CUDA graph
   std::string graph_refused_;
   Tensor dlogits_;

@@ -14,6 +14,7 @@
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/data/sampler.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -66,9 +67,16 @@ void fill_sample(std::int64_t index, float* x, std::int32_t* label) {
 
 using CommFactory = std::function<std::unique_ptr<Communicator>()>;
 
+// How batches reach the step: each run() given its batch, or the next batch staged from the
+// step's upcoming hook (DataParallelStep::set_upcoming, as training on a GPU does), in the other
+// of two host buffers; optionally with the hook failing once, at step kHookFails, after staging.
+enum class Staging { none, ahead, ahead_failing_once };
+constexpr std::int64_t kHookFails = 5;
+
 // Trains for kSteps over the communicators `make_comm` gives (world W, this rank r) and
 // returns the final parameters.
-std::vector<float> train(const char* model_text, const CommFactory& make_comm, const StepOptions& options = {}) {
+std::vector<float> train(const char* model_text, const CommFactory& make_comm, const StepOptions& options = {},
+                         Staging staging = Staging::none) {
   auto stats_comm = make_comm();
   auto grad_comm = make_comm();
   Config c = Config::parse(model_text, "model.toml");
@@ -85,14 +93,32 @@ std::vector<float> train(const char* model_text, const CommFactory& make_comm, c
   const std::int64_t micro = b / options.accumulation_steps;
   DistributedSampler sampler(kSamples, kGlobalBatch, stats_comm->size(), stats_comm->rank(), 3);
   DataParallelStep step(*model, sgd, *stats_comm, *grad_comm, micro, options, nullptr);
-  Tensor x = Tensor::empty(kSample.with_batch(b));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(b));
-  for (std::int64_t s = 0; s < kSteps; ++s) {
+  Tensor xs[2] = {Tensor::empty(kSample.with_batch(b)), Tensor::empty(kSample.with_batch(b))};
+  std::vector<std::int32_t> label_buffers[2] = {std::vector<std::int32_t>(static_cast<std::size_t>(b)),
+                                                std::vector<std::int32_t>(static_cast<std::size_t>(b))};
+  auto fill = [&](std::int64_t s) {  // step s's batch, into buffer s % 2
     const std::int64_t epoch = s / sampler.steps_per_epoch();
     if (epoch != sampler.epoch()) sampler.set_epoch(epoch);
     const auto idx = sampler.rank_batch(s % sampler.steps_per_epoch());
-    for (std::int64_t i = 0; i < b; ++i) fill_sample(idx[i], x.f32() + i * kSample.numel(), &labels[i]);
-    step.run(x, labels.data(), StepInfo{true, 1, s, stats_comm->rank()}, 0.05f);
+    Tensor& x = xs[s % 2];
+    for (std::int64_t i = 0; i < b; ++i) fill_sample(idx[i], x.f32() + i * kSample.numel(), &label_buffers[s % 2][i]);
+  };
+  fill(0);
+  for (std::int64_t s = 0; s < kSteps; ++s) {
+    if (staging == Staging::none && s > 0) fill(s);
+    if (staging != Staging::none && s + 1 < kSteps)
+      step.set_upcoming([&, s] {
+        fill(s + 1);
+        step.stage_next(xs[(s + 1) % 2], label_buffers[(s + 1) % 2].data());
+        if (staging == Staging::ahead_failing_once && s == kHookFails) throw DataError("injected loader failure");
+      });
+    else
+      step.set_upcoming(nullptr);
+    const StepInfo info{true, 1, s, stats_comm->rank()};
+    if (staging == Staging::ahead_failing_once && s == kHookFails)  // the step itself completes, then it rethrows
+      EXPECT_THROW(step.run(xs[s % 2], label_buffers[s % 2].data(), info, 0.05f), DataError);
+    else
+      step.run(xs[s % 2], label_buffers[s % 2].data(), info, 0.05f);
   }
   if (ZeroParameters* shards = step.parameter_shards()) {  // stage 3: the rank keeps only its shard
     const auto unit_per_bucket = static_cast<std::int64_t>(step.num_buckets()) * kShardUnit * 4;
@@ -147,6 +173,19 @@ TEST_P(DataParallel, OverlappedAndPlainPathsAreBitwiseIdentical) {
   const auto b = train(model_text, world(algo), plain);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+// The next batch staged from the step's hook is the batch the next step uses: bitwise the plain
+// run; a hook that fails does so after the step's collectives and update, which stand.
+TEST_P(DataParallel, StagingTheNextBatchAheadChangesNothing) {
+  const auto [model_text, algo] = GetParam();
+  const auto plain = train(model_text, world(algo));
+  for (Staging staging : {Staging::ahead, Staging::ahead_failing_once}) {
+    const auto ahead = train(model_text, world(algo), {}, staging);
+    ASSERT_EQ(ahead.size(), plain.size());
+    EXPECT_EQ(std::memcmp(ahead.data(), plain.data(), plain.size() * sizeof(float)), 0)
+        << (staging == Staging::ahead ? "staged ahead" : "with the hook failing once");
+  }
 }
 
 TEST_P(DataParallel, AccumulationEqualsOneLargerBatch) {
