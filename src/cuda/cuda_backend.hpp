@@ -21,13 +21,14 @@ class CudaBackend final : public GpuBackend {
   void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const override;
   void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const override;
   bool has_nonfinite(const float* x, std::int64_t n) const override;
+  void cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const override;
   double sum_of_squares(const float* x, std::int64_t n) const override;
   void synchronize() const override;
 
   void sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                  const float* device_scale, const SgdHyper& hyper) const override;
+                  const float* device_scale, const ComputeCopyOut& copy, const SgdHyper& hyper) const override;
   void adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                    const float* device_scale, const AdamWHyper& hyper) const override;
+                    const float* device_scale, const ComputeCopyOut& copy, const AdamWHyper& hyper) const override;
   void apply_mask(float* x, const float* mask, std::int64_t n) const override;
 
   std::unique_ptr<LayerMaker> make_layer_maker(DType precision, bool tf32) const override;

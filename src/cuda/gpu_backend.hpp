@@ -28,6 +28,7 @@ struct ArenaRange;
 struct GpuAugment;
 struct SgdHyper;
 struct AdamWHyper;
+struct ComputeCopyOut;
 struct CudaVersions;
 struct VisibleGpu;
 struct CudaGpu;
@@ -59,6 +60,7 @@ class GpuBackend {
   virtual void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const = 0;
   virtual void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const = 0;
   virtual bool has_nonfinite(const float* x, std::int64_t n) const = 0;
+  virtual void cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const = 0;
   virtual double sum_of_squares(const float* x, std::int64_t n) const = 0;
   virtual void synchronize() const = 0;
 
@@ -66,10 +68,11 @@ class GpuBackend {
   // one kernel each, on the compute stream. device_scale: null, or a device f32 the gradients
   // are also scaled by, 0 skipping the update (kernels/optimizer_kernels.hpp). apply_mask:
   // x[i] = 0 where mask[i] == 0.
+  // copy: where the updated parameters also go in the compute dtype (update_rules.hpp).
   virtual void sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                          const float* device_scale, const SgdHyper& hyper) const = 0;
+                          const float* device_scale, const ComputeCopyOut& copy, const SgdHyper& hyper) const = 0;
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                            const float* device_scale, const AdamWHyper& hyper) const = 0;
+                            const float* device_scale, const ComputeCopyOut& copy, const AdamWHyper& hyper) const = 0;
   virtual void apply_mask(float* x, const float* mask, std::int64_t n) const = 0;
 
   // The parts of a training step (src/nn/cuda's layers; step_loss.cpp, device_batch.cpp,

@@ -10,13 +10,13 @@
 namespace ringtrain::cuda {
 
 void CudaBackend::sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                             const float* device_scale, const SgdHyper& hyper) const {
-  kernels::launch_sgd_update(params, grads, velocity, n, grad_scale, hyper, compute_stream(), device_scale);
+                             const float* device_scale, const ComputeCopyOut& copy, const SgdHyper& hyper) const {
+  kernels::launch_sgd_update(params, grads, velocity, n, grad_scale, hyper, compute_stream(), device_scale, copy);
 }
 
 void CudaBackend::adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                               const float* device_scale, const AdamWHyper& hyper) const {
-  kernels::launch_adamw_update(params, grads, m, v, n, grad_scale, hyper, compute_stream(), device_scale);
+                               const float* device_scale, const ComputeCopyOut& copy, const AdamWHyper& hyper) const {
+  kernels::launch_adamw_update(params, grads, m, v, n, grad_scale, hyper, compute_stream(), device_scale, copy);
 }
 
 void CudaBackend::apply_mask(float* x, const float* mask, std::int64_t n) const {

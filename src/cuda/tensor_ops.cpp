@@ -17,6 +17,10 @@ void CudaBackend::add_into_each(float* const* dsts, int count, const float* src,
   kernels::launch_accumulate_each(dsts, count, src, n, compute_stream());
 }
 
+void CudaBackend::cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const {
+  kernels::launch_cast(src, from, dst, to, n, compute_stream());
+}
+
 bool CudaBackend::has_nonfinite(const float* x, std::int64_t n) const {
   // One flag word per process, reused: the check runs once per step on the compute stream.
   static std::int32_t* flag = [] {

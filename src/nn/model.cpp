@@ -263,6 +263,24 @@ void Model::plan_grad_slots() {
 void Model::bind_layers(const Tensor& params) {
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     bind_node(i, [&](std::int64_t offset, const Shape& shape) { return params.flat_slice(offset, shape); });
+  if (device_ != Device::cuda || compute_params_.raw() == nullptr) return;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    std::vector<Tensor> compute;
+    for (std::size_t j = 0; j < specs_[i].size(); ++j)
+      compute.push_back(compute_params_.flat_slice(param_offset_[i][j], specs_[i][j].shape));
+    nodes_[i].layer->bind_compute(compute);
+  }
+}
+
+ComputeCopyOut Model::compute_copy() {
+  if (device_ != Device::cuda || compute_params_.raw() == nullptr) return {};
+  return ComputeCopyOut{compute_params_.raw(), compute_dtype_};
+}
+
+void Model::refresh_compute_copy() {
+  if (device_ != Device::cuda || compute_params_.raw() == nullptr || !compute_stale_) return;
+  cast_into(compute_params_, params_);
+  compute_stale_ = false;
 }
 
 void Model::bind_node(std::size_t i, const std::function<Tensor(std::int64_t offset, const Shape& shape)>& param_view) {
@@ -282,10 +300,15 @@ void Model::set_compute_dtype(DType dtype) {
   RT_REQUIRE(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, Error,
              "model: compute dtype {} is not supported (f32, bf16, f16)", dtype_name(dtype));
   compute_dtype_ = dtype;
-  if (dtype == DType::f32 || device_ == Device::cuda) {  // CUDA layers cast the master themselves
+  if (dtype == DType::f32) {
     compute_params_ = Tensor();
     input_storage_ = Tensor();
     bind_layers(params_);
+  } else if (device_ == Device::cuda) {  // the layers read the master and the compute copy
+    compute_params_ = Tensor::empty(params_.shape(), dtype, Device::cuda);
+    input_storage_ = Tensor();
+    bind_layers(params_);
+    compute_stale_ = true;
   } else {
     compute_params_ = Tensor::empty(params_.shape());
     bind_layers(compute_params_);
@@ -429,6 +452,7 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
 }
 
 void Model::prepare_compute(const Tensor& x) {
+  refresh_compute_copy();
   if (!emulated()) {
     input_ = x;
     return;

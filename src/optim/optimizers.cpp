@@ -46,27 +46,32 @@ void Optimizer::plan_segments() {
   });
 }
 
-void Optimizer::step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale) {
-  step_segments(params, grads, false, n, lr, grad_scale, nullptr);
+void Optimizer::step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale,
+                     const ComputeCopyOut& copy) {
+  step_segments(params, grads, false, n, lr, grad_scale, nullptr, copy);
 }
 
 void Optimizer::step_scaled_on_device(float* params, const float* grads, std::int64_t n, float lr,
-                                      const float* device_scale) {
+                                      const float* device_scale, const ComputeCopyOut& copy) {
   RT_REQUIRE(device_scale != nullptr, Error, "optimizer: step_scaled_on_device without a device scale");
-  step_segments(params, grads, false, n, lr, 1.0f, device_scale);
+  step_segments(params, grads, false, n, lr, 1.0f, device_scale, copy);
 }
 
 void Optimizer::step_packed(float* params, const float* owned_grads, std::int64_t n, float lr, float grad_scale) {
-  step_segments(params, owned_grads, true, n, lr, grad_scale, nullptr);
+  step_segments(params, owned_grads, true, n, lr, grad_scale, nullptr, {});
 }
 
 void Optimizer::step_segments(float* params, const float* grads, bool packed, std::int64_t n, float lr,
-                              float grad_scale, const float* device_scale) {
+                              float grad_scale, const float* device_scale, const ComputeCopyOut& copy) {
   RT_REQUIRE(n == num_params_, Error, "optimizer: step over {} elements, made for {}", n, num_params_);
   ++steps_taken_;
-  for (const Segment& s : segments_)
+  for (const Segment& s : segments_) {
+    ComputeCopyOut at = copy;  // the copy of this segment's parameters
+    if (at.data != nullptr)
+      at.data = static_cast<char*>(at.data) + static_cast<std::size_t>(s.offset) * dtype_size(at.dtype);
     update(params + s.offset, grads + (packed ? s.state_offset : s.offset), s.state_offset, s.count, lr, grad_scale,
-           device_scale, s.weight_decay);
+           device_scale, at, s.weight_decay);
+  }
 }
 
 Sgd::Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device, std::vector<ArenaRange> owned)
@@ -75,14 +80,15 @@ Sgd::Sgd(std::int64_t num_params, const SgdHyper& hyper, Device device, std::vec
       velocity_(Tensor::empty(Shape{state_elements()}, DType::f32, device)) {}
 
 void Sgd::update(float* params, const float* grads, std::int64_t state_offset, std::int64_t n, float lr,
-                 float grad_scale, const float* device_scale, bool weight_decay) {
+                 float grad_scale, const float* device_scale, const ComputeCopyOut& copy, bool weight_decay) {
   SgdHyper h = hyper_;
   h.lr = lr;
   if (!weight_decay) h.weight_decay = 0.0f;
   float* v = velocity_.f32() + state_offset;
   if (velocity_.device() == Device::cuda)
-    return gpu("optimizer on the GPU").sgd_update(params, grads, v, n, grad_scale, device_scale, h);
-  RT_REQUIRE(device_scale == nullptr, Error, "sgd: a device scale for an optimizer on the CPU");
+    return gpu("optimizer on the GPU").sgd_update(params, grads, v, n, grad_scale, device_scale, copy, h);
+  RT_REQUIRE(device_scale == nullptr && copy.data == nullptr, Error,
+             "sgd: a device scale or compute copy for an optimizer on the CPU");
   const SgdHyper rule = h;  // as in AdamW::step
   for (std::int64_t i = 0; i < n; ++i) sgd_update(params[i], grads[i] * grad_scale, v[i], rule);
 }
@@ -94,7 +100,7 @@ AdamW::AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device, st
       v_(Tensor::empty(Shape{state_elements()}, DType::f32, device)) {}
 
 void AdamW::update(float* params, const float* grads, std::int64_t state_offset, std::int64_t n, float lr,
-                   float grad_scale, const float* device_scale, bool weight_decay) {
+                   float grad_scale, const float* device_scale, const ComputeCopyOut& copy, bool weight_decay) {
   const std::int64_t t = steps_taken();
   AdamWHyper h = hyper_;
   h.lr = lr;
@@ -104,8 +110,9 @@ void AdamW::update(float* params, const float* grads, std::int64_t state_offset,
   float* m = m_.f32() + state_offset;
   float* v = v_.f32() + state_offset;
   if (m_.device() == Device::cuda)
-    return gpu("optimizer on the GPU").adamw_update(params, grads, m, v, n, grad_scale, device_scale, h);
-  RT_REQUIRE(device_scale == nullptr, Error, "adamw: a device scale for an optimizer on the CPU");
+    return gpu("optimizer on the GPU").adamw_update(params, grads, m, v, n, grad_scale, device_scale, copy, h);
+  RT_REQUIRE(device_scale == nullptr && copy.data == nullptr, Error,
+             "adamw: a device scale or compute copy for an optimizer on the CPU");
   const AdamWHyper rule = h;  // h's address escaped above: a fresh copy lets the loop vectorise
   for (std::int64_t i = 0; i < n; ++i) adamw_update(params[i], grads[i] * grad_scale, m[i], v[i], rule);
 }

@@ -11,6 +11,12 @@ namespace {
 constexpr const char* kOnGpu = "tensor operation on the GPU";
 }  // namespace
 
+void cast_into(const Tensor& dst, const Tensor& src) {
+  RT_REQUIRE(dst.numel() == src.numel() && dst.device() == Device::cuda && src.device() == Device::cuda, Error,
+             "cast_into: {} -> {}: element counts differ or not both on the GPU", src.shape().str(), dst.shape().str());
+  gpu(kOnGpu).cast(dst.raw(), dst.dtype(), src.raw(), src.dtype(), dst.numel());
+}
+
 void add_into(const Tensor& dst, const Tensor& src) {
   RT_REQUIRE(dst.numel() == src.numel() && dst.device() == src.device() && dst.dtype() == src.dtype(), Error,
              "add_into: {} += {}: element counts, devices or dtypes differ", dst.shape().str(), src.shape().str());

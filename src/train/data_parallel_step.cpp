@@ -276,8 +276,9 @@ StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& plac
     StepInfo micro_info = info;  // each micro-batch draws its own dropout masks
     micro_info.micro_batch = m;
     const auto t0 = Clock::now();
-    model_.begin_step(micro_info);  // per-step device state (dropout keys), outside the graph
-    if (graph_) {                   // one micro-batch: forward, loss and backward as one graph launch
+    model_.begin_step(micro_info);    // per-step device state (dropout keys), outside the graph
+    if (graph_) {                     // one micro-batch: forward, loss and backward as one graph launch
+      model_.refresh_compute_copy();  // outside the graph: a replay runs no host code
       const StepGraphKey key{micro_batch_, scale, gpu("train.cuda_graph").pool().stats().allocations};
       graph_->run(key, [&] {
         forward_and_loss(input, micro_labels, micro_info, scale);
@@ -326,10 +327,13 @@ StepResult DataParallelStep::finish_on_host(StepResult r, const StepInfo& info, 
   auto optimized = reduced;
   if (!d.overflow) {
     const auto update_scale = static_cast<float>(d.update_scale);
-    if (zero_grads_)
+    if (zero_grads_) {
       optimizer_.step_packed(model_.params().f32(), zero_grads_->shard().f32(), n, lr, update_scale);
-    else
-      optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, update_scale);
+    } else {
+      const ComputeCopyOut copy = model_.compute_copy();  // bf16/f16 on a GPU: written by the same pass
+      optimizer_.step(model_.params().f32(), model_.grads().f32(), n, lr, update_scale, copy);
+      if (copy.data != nullptr) model_.compute_copy_written();
+    }
     wait_for_phase();
     optimized = Clock::now();
     if (options_.zero_stage == 1 || options_.zero_stage == 2) allgather_params();
@@ -360,7 +364,9 @@ StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info
   }
   const float* update_scale =
       device_stats_->decide(world * static_cast<double>(k), r.scale_before, options_.clip_grad_norm);
-  optimizer_.step_scaled_on_device(model_.params().f32(), model_.grads().f32(), n, lr, update_scale);
+  const ComputeCopyOut copy = model_.compute_copy();  // bf16/f16: written by the same pass (or left, skipped)
+  optimizer_.step_scaled_on_device(model_.params().f32(), model_.grads().f32(), n, lr, update_scale, copy);
+  if (copy.data != nullptr) model_.compute_copy_written();
   device_stats_->copy_to_host();
   const auto queued = Clock::now();
   double collectives_s = 0.0;

@@ -1,7 +1,10 @@
 // CUDA optimizer kernels against the CPU optimizers (the reference), gradient scale included:
 // the updates (not the parameters) agree element by element to f32 error < 1e-5, over an arena
-// larger than one launch grid. Skips cleanly when no GPU is visible (login nodes, CI).
+// larger than one launch grid; vector and element paths give the same bits; the compute copy
+// they write is the updated parameters rounded as the host rounds. Skips cleanly when no GPU is
+// visible (login nodes, CI).
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_test_support.hpp"
@@ -90,6 +93,38 @@ TEST(CudaOptimizerKernels, UnalignedArenasGiveTheSameBitsAsAlignedOnes) {
                              sgd, nullptr);
   kernels::launch_sgd_update(view(0), view(1), view(2), len, kGradScale, sgd, nullptr);
   for (std::size_t k : {0u, 2u}) test::expect_same_bits(whole[k].bytes_from(f), aligned[k].read<std::uint8_t>());
+}
+
+// The model's compute copy written by the update's own pass: each updated parameter rounded to
+// bf16/f16 exactly as the host rounds it, in the vector path and the element path (arenas one
+// element in); a step the device scale skips (0) leaves the copy as it was.
+TEST(CudaOptimizerKernels, TheComputeCopyIsTheUpdatedParametersRounded) {
+  RT_SKIP_WITHOUT_GPU();
+  const std::size_t n = 1'003;
+  const auto len = static_cast<std::int64_t>(n);
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (std::size_t offset : {0u, 1u}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (offset != 0 ? " one element in" : " aligned"));
+      const auto p = random_values(n + 1, 21), g = random_values(n + 1, 22);
+      const std::vector<float> zeros(n + 1, 0.0f);
+      auto dp = DeviceBuffer::of(p), dg = DeviceBuffer::of(g), dm = DeviceBuffer::of(zeros),
+           dv = DeviceBuffer::of(zeros);
+      DeviceBuffer copy((n + 1) * sizeof(std::uint16_t));  // poisoned
+      auto at = [&](const DeviceBuffer& b) { return static_cast<float*>(b.at(offset * sizeof(float))); };
+      const ComputeCopyOut out{copy.at(offset * sizeof(std::uint16_t)), dtype};
+      AdamWHyper h;
+      h.lr = 1e-3f;
+      kernels::launch_adamw_update(at(dp), at(dg), at(dm), at(dv), len, kGradScale, h, nullptr, nullptr, out);
+      const std::vector<float> updated = dp.read<float>();
+      const std::vector<std::uint16_t> got = copy.read<std::uint16_t>();
+      for (std::size_t i = offset; i < offset + n; ++i)
+        ASSERT_EQ(got[i], dtype == DType::bf16 ? float_to_bf16(updated[i]) : float_to_f16(updated[i])) << i;
+      // skipped on the device: parameters and copy untouched
+      const auto skip = DeviceBuffer::of(std::vector<float>{0.0f});
+      kernels::launch_sgd_update(at(dp), at(dg), at(dm), len, kGradScale, SgdHyper{}, nullptr, skip.as<float>(), out);
+      test::expect_same_bits(dp.read<float>(), updated);
+      test::expect_same_bits(copy.read<std::uint16_t>(), got);
+    }
 }
 
 TEST(CudaOptimizerKernels, EmptyArenaLaunchesNothing) {

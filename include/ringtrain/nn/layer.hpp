@@ -52,6 +52,10 @@ class Layer {
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   // Views into the flat parameter/gradient arenas, in param_specs() order.
   virtual void bind(const std::vector<Tensor>& /*params*/, const std::vector<Tensor>& /*grads*/) {}
+  // A GPU model computing in bf16/f16: views of its compute copy of the parameters (that dtype),
+  // in param_specs() order, after bind; the model keeps them current (Model::compute_copy). A
+  // layer reading parameters in the compute dtype uses them instead of casting its own.
+  virtual void bind_compute(const std::vector<Tensor>& /*compute*/) {}
   // Row blocks of a 2-D parameter's gradient ([rows, width]; a tied token table, which GPT-2's
   // embedding and LM head share). A layer that can compute rows [r0, r1) of parameter `param`'s
   // gradient on their own, from what its last backward saw, says so; after defer_param_grad it

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ringtrain/nn/layer.hpp"
+#include "ringtrain/optim/update_rules.hpp"
 #include "ringtrain/tensor/arena_range.hpp"
 #include "ringtrain/tensor/param_layout.hpp"
 
@@ -108,6 +109,15 @@ class Model {
     return params_;
   }
   const Tensor& params() const { return params_; }
+  // A GPU model computing in bf16/f16: its compute copy of the parameters (the arena in that
+  // dtype, which its layers' GEMMs and convolutions read), for an optimizer update that writes it
+  // with the master (Optimizer::step's copy); then compute_copy_written() says it is current.
+  // Other changes of the master are cast into it before the next forward (refresh_compute_copy,
+  // which a caller about to replay a CUDA graph calls, since the replay runs no host code).
+  // None on the CPU or in f32.
+  ComputeCopyOut compute_copy();
+  void compute_copy_written() { compute_stale_ = false; }
+  void refresh_compute_copy();
   // The gradient arena; empty once place_gradients moved the gradients elsewhere.
   Tensor& grads() { return grads_; }
   // Where runs of the gradient arena live instead of the arena itself (ZeRO stage 2: each
@@ -268,7 +278,9 @@ class Model {
   LayerTimes* layer_times_ = nullptr;  // set_layer_times
   Device device_;
   DType compute_dtype_ = DType::f32;
-  Tensor compute_params_;             // not f32: the rounded copy the layers are bound to
+  // not f32: the rounded copy the layers are bound to (CPU: an f32 arena of rounded values;
+  // GPU: the arena in the compute dtype, with the f32 master bound too)
+  Tensor compute_params_;
   bool compute_stale_ = true;         // compute_params_ must be refreshed from params_
   Tensor input_storage_;              // not f32: the rounded input, at capacity_
   std::int64_t capacity_ = 0;         // batch size the activation buffers hold

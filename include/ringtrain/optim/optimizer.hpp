@@ -27,12 +27,16 @@ class Optimizer {
   // One update of the owned parameters of the n-element arenas with learning rate lr, using
   // grads * grad_scale (the 1/world averaging folded into the update: one pass over the arenas
   // instead of two). params and grads live on the optimizer's device; n must be num_params.
-  void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f);
+  // copy (GPU optimizers): the arena in the compute dtype that the updated parameters also go
+  // to (the model's compute copy, Model::compute_copy); none by default.
+  void step(float* params, const float* grads, std::int64_t n, float lr, float grad_scale = 1.0f,
+            const ComputeCopyOut& copy = {});
   // step on the GPU with the gradients also scaled by the f32 at device_scale (device memory),
   // read when the update runs: 0 there leaves the parameters and the state as they were (a step
   // decided on the device, ringtrain/train/step_decision.hpp). steps_taken() counts the step
   // either way; a caller that learns it was skipped gives it back (restore_steps_taken).
-  void step_scaled_on_device(float* params, const float* grads, std::int64_t n, float lr, const float* device_scale);
+  void step_scaled_on_device(float* params, const float* grads, std::int64_t n, float lr, const float* device_scale,
+                             const ComputeCopyOut& copy = {});
   // The same with the gradients of the owned elements only, packed in order (ZeRO stage 2's
   // shard of the reduced gradients, state_elements() of them).
   void step_packed(float* params, const float* owned_grads, std::int64_t n, float lr, float grad_scale = 1.0f);
@@ -56,9 +60,10 @@ class Optimizer {
  protected:
   // Updates `count` elements at params and grads, whose state starts at element state_offset
   // of the packed state buffers; steps_taken() already counts this step.
-  // device_scale: null, or step_scaled_on_device's (GPU optimizers only).
+  // device_scale: null, or step_scaled_on_device's; copy: the compute copy at these parameters'
+  // offset, or none (both GPU optimizers only).
   virtual void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
-                      float grad_scale, const float* device_scale, bool weight_decay) = 0;
+                      float grad_scale, const float* device_scale, const ComputeCopyOut& copy, bool weight_decay) = 0;
 
  private:
   // A run of owned elements updated alike: where it is in the arena and in the packed state.
@@ -70,7 +75,7 @@ class Optimizer {
   void plan_segments();
   // step and step_packed: the gradients of a segment at grads + its offset or its state offset.
   void step_segments(float* params, const float* grads, bool packed, std::int64_t n, float lr, float grad_scale,
-                     const float* device_scale);
+                     const float* device_scale, const ComputeCopyOut& copy);
 
   std::int64_t num_params_;
   std::vector<ArenaRange> owned_;
@@ -87,7 +92,7 @@ class Sgd : public Optimizer {
 
  private:
   void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
-              float grad_scale, const float* device_scale, bool weight_decay) override;
+              float grad_scale, const float* device_scale, const ComputeCopyOut& copy, bool weight_decay) override;
   SgdHyper hyper_;
   Tensor velocity_;
 };
@@ -101,7 +106,7 @@ class AdamW : public Optimizer {
 
  private:
   void update(float* params, const float* grads, std::int64_t state_offset, std::int64_t count, float lr,
-              float grad_scale, const float* device_scale, bool weight_decay) override;
+              float grad_scale, const float* device_scale, const ComputeCopyOut& copy, bool weight_decay) override;
   AdamWHyper hyper_;
   Tensor m_, v_;
 };

@@ -4,6 +4,8 @@
 #pragma once
 #include <cmath>
 
+#include "ringtrain/tensor/dtype.hpp"
+
 #ifdef __CUDACC__
 #define RT_HOST_DEVICE __host__ __device__
 #else
@@ -28,6 +30,14 @@ RT_HOST_DEVICE inline void sgd_update(float& p, float g, float& v, const SgdHype
   }
   p -= h.lr * g;
 }
+
+// Where a GPU update also writes each updated parameter rounded to the compute dtype (bf16 or
+// f16), element i at data[i]: the model's compute copy kept current without a cast pass of its
+// own. data null: none.
+struct ComputeCopyOut {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+};
 
 struct AdamWHyper {
   float lr = 1e-3f;

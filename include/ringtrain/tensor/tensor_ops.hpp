@@ -13,6 +13,9 @@ void add_into(const Tensor& dst, const Tensor& src);  // dst += src; same elemen
 // memory traffic of an in-place update that reads src and rewrites each target. The targets
 // are distinct tensors, none of them src.
 void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src);
+// dst = src converted to dst's dtype (f32, bf16, f16; the same element count), rounding to
+// nearest even. Device tensors only (the CPU emulates low precision by rounding f32 in place).
+void cast_into(const Tensor& dst, const Tensor& src);
 // Whether any element is Inf or NaN (f32). On the device this waits for the answer.
 bool has_nonfinite(const Tensor& t);
 // The sum of the squared elements (f32), accumulated in double in a fixed order (the same

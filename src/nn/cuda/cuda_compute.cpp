@@ -10,10 +10,18 @@ namespace ringtrain::cuda {
 void ComputeCopy::bind(const Tensor& master, DType act) {
   master_ = master;
   copy_ = act == DType::f32 ? Tensor() : Tensor::empty(master.shape(), act, Device::cuda);
+  external_ = false;
+}
+
+void ComputeCopy::use(const Tensor& copy) {
+  RT_REQUIRE(copy.numel() == master_.numel() && copy.device() == Device::cuda, Error,
+             "ComputeCopy: a compute copy of {} elements for a parameter of {}", copy.numel(), master_.numel());
+  copy_ = copy;
+  external_ = true;
 }
 
 const void* ComputeCopy::refresh(void* stream) {
-  if (copy_.raw() != nullptr)
+  if (copy_.raw() != nullptr && !external_)
     kernels::launch_cast(master_.raw(), DType::f32, copy_.raw(), copy_.dtype(), master_.numel(), stream);
   return get();
 }

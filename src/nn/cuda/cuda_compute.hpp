@@ -28,14 +28,18 @@ struct CudaCompute {
 
 // A compute-dtype copy of an f32 master parameter (weights feed GEMMs and convolutions in the
 // activation dtype). refresh() casts the master into it; with f32 activations it is the master.
+// A copy in the model's compute arena (use()) is kept current by the model (the fused
+// optimizer writes it), so refresh() leaves it as it is.
 class ComputeCopy {
  public:
   void bind(const Tensor& master, DType act);
+  void use(const Tensor& copy);
   const void* refresh(void* stream);  // before a forward: the master may have changed
   const void* get() const { return copy_.raw() != nullptr ? copy_.raw() : master_.raw(); }
 
  private:
   Tensor master_, copy_;
+  bool external_ = false;  // copy_ is the model's (use())
 };
 
 // A device scratch buffer of at least `n` elements of `dtype` (grown, never shrunk).
