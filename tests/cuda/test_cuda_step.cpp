@@ -5,16 +5,19 @@
 // the CPU step after 12 SGD steps, also with 2 accumulated micro-batches, for the GPT on token
 // batches, and in fp16 with dynamic loss scaling whose first steps overflow and are skipped on
 // both alike; and with dropout p > 0, whose mask changes every step, the graph still equals the
-// eager step. Skips without a GPU.
+// eager step. The step decided on the device equals the one decided on the host, and the
+// optimizer keeps the bf16/f16 compute copy exactly the rounded master. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_test_models.hpp"
+#include "cuda/cuda_test_support.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/nn/model.hpp"
@@ -42,7 +45,20 @@ struct Trained {
   std::uint64_t replays = 0;
   std::string refused;
   std::int64_t skipped = 0;  // steps skipped for an fp16 overflow
+  // bf16/f16 on the GPU: the compute copy's bits after the last step, before anything refreshed
+  // it (what the fused optimizer wrote), and the master rounded by the host (empty otherwise)
+  std::vector<std::uint16_t> compute_copy, master_rounded;
 };
+
+// The model's compute copy as the last step left it, and its master rounded to that dtype.
+void read_compute_copy(Model& model, Trained& t) {
+  const ComputeCopyOut copy = model.compute_copy();
+  if (copy.data == nullptr) return;
+  t.compute_copy.resize(t.params.size());
+  CUDA_OK(cudaMemcpy(t.compute_copy.data(), copy.data, t.compute_copy.size() * sizeof(std::uint16_t),
+                     cudaMemcpyDeviceToHost));
+  for (float p : t.params) t.master_rounded.push_back(copy.dtype == DType::bf16 ? float_to_bf16(p) : float_to_f16(p));
+}
 
 // How a run of train() differs from the plain one.
 struct TrainSetup {
@@ -97,9 +113,11 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
     if (pruner) pruner->after_step(s + 1);
   }
   Tensor host = Tensor::empty(model->params().shape());
-  copy_into(host, model->params());
-  return Trained{std::vector<float>(host.f32(), host.f32() + host.numel()), step.graphed(), step.graph_replays(),
-                 step.graph_refused(), scaler.skipped_steps()};
+  copy_into(host, std::as_const(*model).params());  // const: reading it leaves the compute copy current
+  Trained t{std::vector<float>(host.f32(), host.f32() + host.numel()), step.graphed(), step.graph_replays(),
+            step.graph_refused(), scaler.skipped_steps()};
+  read_compute_copy(*model, t);
+  return t;
 }
 
 double l2_rel(const std::vector<float>& got, const std::vector<float>& ref) {
@@ -224,6 +242,21 @@ TEST(CudaStep, DecidingOnTheDeviceEqualsDecidingOnTheHost) {
     EXPECT_EQ(std::memcmp(on_device.params.data(), on_host.params.data(), on_host.params.size() * sizeof(float)), 0)
         << "L2 relative difference " << l2_rel(on_device.params, on_host.params);
   }
+}
+
+// bf16 and f16 on the GPU: the fused optimizer writes the model's compute copy in its pass, so
+// after each step, eager or graphed, the copy is exactly the master rounded, with no cast of
+// its own (a missed write would leave the forward on stale weights).
+TEST(CudaStep, TheOptimizerKeepsTheComputeCopyCurrent) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* text : {kMlp, kCnn})
+    for (DType precision : {DType::bf16, DType::f16})
+      for (bool graph : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(precision)) + (graph ? " graphed" : " eager"));
+        const Trained t = train(text, Device::cuda, precision, graph);
+        ASSERT_EQ(t.compute_copy.size(), t.params.size());
+        test::expect_same_bits(t.compute_copy, t.master_rounded);
+      }
 }
 
 TEST(CudaStep, PruningWithTheGraphEqualsEagerAndTheCpu) {
