@@ -272,6 +272,27 @@ export -f bench_optim
 step bench-optim 60 15 "python3 -c \"import json; j=json.load(open('$logs/bench_optim.json')); print(f\\\"{j['backend']}: adamw {j['adamw_GBps']:.0f} GB/s = {100*j['adamw_vs_copy_bandwidth']:.0f}% of copy {j['copy_GBps']:.0f} GB/s (target >= 80%)\\\")\"" \
   -- bench_optim
 
+# The MLP at batch 256 in `bench train --synthetic`, eager: the default step (decided on the
+# device, one host wait after the optimizer is queued, the next batch staged meanwhile) against
+# monitor.phase_timing = true (decided on the host, waiting at every phase): samples/s of each and
+# their ratio, what the queued step saves at this size (issue 18 item 5).
+queued_vs_synced() {
+  local mode
+  for mode in queued synced; do
+    $launch -np 1 "$exe" bench train "$root/examples/fashion_mnist/mlp.toml" --synthetic --steps 300 --warmup 30       --json --set runtime.backend=cuda --set train.batch_size=256 --set "data.train=$data/train.h5"       --set data.test= --set "monitor.phase_timing=$([ "$mode" = synced ] && echo true || echo false)"       >"$logs/mlp_$mode.json" || return
+  done
+}
+queued_detail() {
+  python3 - "$logs/mlp_queued.json" "$logs/mlp_synced.json" <<'PY'
+import json, sys
+q, s = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"MLP batch 256: queued {q['samples_per_s']:,.0f} samples/s, synced {s['samples_per_s']:,.0f}: "
+      f"{q['samples_per_s'] / s['samples_per_s']:.2f}x")
+PY
+}
+export -f queued_vs_synced queued_detail
+step mlp-queued-vs-synced 60 20 queued_detail -- queued_vs_synced
+
 # cuBLASLt GEMMs (the Fashion-MNIST Linear layers at batch 256, 1024^3, 8192^3): TFLOP/s of
 # ringtrain's algorithm against the fastest cuBLASLt offers, one JSON line per GEMM and type.
 bench_gemm() {
