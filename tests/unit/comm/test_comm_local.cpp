@@ -200,12 +200,22 @@ class MarkingComm : public RecordingComm {
   std::vector<std::uint64_t> tokens_;
 };
 
+// An overlapping bucketer over a 50-element arena in four buckets ([40,50), [25,40), [10,25),
+// [0,10) in launch order), its step begun.
+struct FourBuckets {
+  explicit FourBuckets(Communicator& comm)
+      : bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr) {
+    bucketer.begin_step(nullptr);
+  }
+  std::vector<float> grads = std::vector<float>(50, 0.0f);
+  GradBucketer bucketer;
+};
+
 // Each bucket is launched when its layers are ready and waits for the mark made then.
 TEST(GradBucketer, OverlapLaunchesAsLayersBecomeReadyEachAfterItsMark) {
   MarkingComm comm;
-  std::vector<float> grads(50, 0.0f);
-  GradBucketer bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr);
-  bucketer.begin_step(nullptr);
+  FourBuckets four(comm);
+  GradBucketer& bucketer = four.bucketer;
   bucketer.on_ready(40);
   EXPECT_EQ(comm.marks_, 1u) << "the mark is made when the bucket is ready, on the compute thread";
   bucketer.on_ready(25);
@@ -241,9 +251,9 @@ class EnqueuingComm : public MarkingComm {
 // wait between them, and finish() completes them all at once and counts their device time.
 TEST(GradBucketer, EnqueuedBucketsAreCompletedOnceAtTheEnd) {
   EnqueuingComm comm;
-  std::vector<float> grads(50, 0.0f);
-  GradBucketer bucketer(grads.data(), 50, plan_buckets(50, {0, 10, 25, 40}, 1, 1), comm, true, nullptr);
-  bucketer.begin_step(nullptr);
+  FourBuckets four(comm);
+  GradBucketer& bucketer = four.bucketer;
+  const std::vector<float>& grads = four.grads;
   bucketer.on_ready(40);
   bucketer.on_ready(25);
   const BucketTimes t = bucketer.finish();
