@@ -262,7 +262,6 @@ void DataParallelStep::with_upcoming(Then&& then) {
 
 StepResult DataParallelStep::run_placed(const std::function<PlacedBatch()>& place, const StepInfo& info, float lr) {
   const std::int64_t k = options_.accumulation_steps;
-  const std::int64_t n = model_.arena_elements();
   StepResult r;
   r.scale_before = scaler_ != nullptr ? scaler_->scale() : 1.0;
   const auto start = Clock::now();
@@ -353,7 +352,6 @@ StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info
                                               Clock::time_point backward_end) {
   const std::int64_t k = options_.accumulation_steps;
   const std::int64_t n = model_.arena_elements();
-  const auto world = static_cast<double>(shards_.size());
   const BucketTimes bt = bucketer_->finish(/*on_device=*/true);
   device_stats_->gather(*loss_, k, static_cast<double>(micro_batch_ * positions_), model_.grads().f32(), n,
                         scaler_ != nullptr, options_.clip_grad_norm > 0.0);
@@ -362,8 +360,7 @@ StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info
                                            DType::f64);
     grad_comm_.join_on_device();
   }
-  const float* update_scale =
-      device_stats_->decide(world * static_cast<double>(k), r.scale_before, options_.clip_grad_norm);
+  const float* update_scale = device_stats_->decide(world_k(), r.scale_before, options_.clip_grad_norm);
   const ComputeCopyOut copy = model_.compute_copy();  // bf16/f16: written by the same pass (or left, skipped)
   optimizer_.step_scaled_on_device(model_.params().f32(), model_.grads().f32(), n, lr, update_scale, copy);
   if (copy.data != nullptr) model_.compute_copy_written();
@@ -386,9 +383,12 @@ StepResult DataParallelStep::finish_on_device(StepResult r, const StepInfo& info
   return r;
 }
 
+double DataParallelStep::world_k() const {
+  return static_cast<double>(shards_.size()) * static_cast<double>(options_.accumulation_steps);
+}
+
 StepDecision DataParallelStep::decide(const std::vector<double>& stats, double loss_scale) const {
-  const double world_k = static_cast<double>(shards_.size()) * static_cast<double>(options_.accumulation_steps);
-  return decide_step(stats.data(), static_cast<int>(shards_.size()), world_k, loss_scale, options_.clip_grad_norm);
+  return decide_step(stats.data(), static_cast<int>(shards_.size()), world_k(), loss_scale, options_.clip_grad_norm);
 }
 
 void DataParallelStep::settle(const StepDecision& d, const std::vector<double>& stats, const StepInfo& info,

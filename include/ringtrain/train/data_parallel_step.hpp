@@ -178,8 +178,10 @@ class DataParallelStep {
                             Clock::time_point backward_end);
   StepResult finish_on_device(StepResult r, const StepInfo& info, float lr, Clock::time_point start,
                               Clock::time_point backward_end);
-  // decide_step on the ranks' summed statistics (ringtrain/train/step_decision.hpp).
+  // decide_step on the ranks' summed statistics (ringtrain/train/step_decision.hpp), which are
+  // averaged over world_k() = ranks x micro-batches.
   StepDecision decide(const std::vector<double>& stats, double loss_scale) const;
+  double world_k() const;
   // Into r: the loss, accuracy and gradient norm; the loss scaler's update (r.skipped) or, without
   // one, CollectiveError on a non-finite loss.
   void settle(const StepDecision& d, const std::vector<double>& stats, const StepInfo& info, StepResult& r);
