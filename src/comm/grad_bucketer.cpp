@@ -3,12 +3,34 @@
 
 #include <algorithm>
 
+#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
 
 namespace ringtrain {
+namespace {
+
+// The bucketer's element-wise work on n floats, where they live: host loops, or the GPU's
+// kernels and copies, queued on the compute stream in call order.
+void add_floats(Device device, float* dst, const float* src, std::int64_t n) {
+  if (device == Device::cuda) return gpu("gradient buckets").add_into(dst, src, n, DType::f32);
+  for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+void copy_floats(Device device, float* dst, const float* src, std::int64_t n) {
+  const auto bytes = static_cast<std::size_t>(n) * sizeof(float);
+  if (device == Device::cuda) return gpu("gradient buckets").copy_bytes(dst, true, src, true, bytes);
+  std::copy_n(src, n, dst);
+}
+
+void zero_floats(Device device, float* dst, std::int64_t n) {
+  if (device == Device::cuda) return gpu("gradient buckets").zero(dst, static_cast<std::size_t>(n) * sizeof(float));
+  std::fill_n(dst, n, 0.0f);
+}
+
+}  // namespace
 
 std::vector<Bucket> plan_buckets(std::int64_t num_elements, const std::vector<std::int64_t>& cuts,
                                  std::int64_t bucket_elements, std::int64_t first_bucket_elements) {
@@ -40,8 +62,9 @@ std::vector<ArenaRange> bucket_shards(const std::vector<Bucket>& buckets, int si
 
 GradBucketer::GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm,
                            bool overlap, Tracer* tracer, BucketReduction reduction,
-                           std::optional<BucketStaging> staging)
+                           std::optional<BucketStaging> staging, Device device)
     : num_elements_(num_elements),
+      device_(device),
       buckets_(std::move(buckets)),
       staging_(std::move(staging)),
       comm_(comm),
@@ -88,10 +111,10 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
     clear_unwritten(i);
     if (accumulate_into_ != nullptr) {  // an earlier micro-batch: into the carry, no collective
       const Bucket& b = buckets_[i];
-      float* to = accumulate_into_ + b.begin;
-      const float* from = data_[i];
-      const std::int64_t n = b.end - b.begin;
-      for (std::int64_t k = 0; k < n; ++k) to[k] = first_micro_batch_ ? from[k] : to[k] + from[k];
+      if (first_micro_batch_)
+        copy_floats(device_, accumulate_into_ + b.begin, data_[i], b.end - b.begin);
+      else
+        add_floats(device_, accumulate_into_ + b.begin, data_[i], b.end - b.begin);
     } else {
       launch(i);
     }
@@ -101,7 +124,7 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
 
 void GradBucketer::clear_unwritten(std::size_t index) {
   if (!staging_ || index >= staging_->unwritten.size()) return;
-  for (const ArenaRange& r : staging_->unwritten[index]) std::fill_n(data_[index] + r.offset, r.count, 0.0f);
+  for (const ArenaRange& r : staging_->unwritten[index]) zero_floats(device_, data_[index] + r.offset, r.count);
 }
 
 void GradBucketer::wait_for_buffer(std::size_t index) {
@@ -115,8 +138,7 @@ void GradBucketer::launch(std::size_t index) {
   const Bucket& b = buckets_[index];
   float* data = data_[index];
   const std::size_t count = static_cast<std::size_t>(b.end - b.begin);
-  if (carry_ != nullptr)
-    for (std::size_t i = 0; i < count; ++i) data[i] += carry_[b.begin + static_cast<std::int64_t>(i)];
+  if (carry_ != nullptr) add_floats(device_, data, carry_ + b.begin, b.end - b.begin);
   const bool scatter = reduction_ == BucketReduction::reduce_scatter;
   auto done = [this, index, scatter](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
     if (staging_ && staging_->on_reduced) staging_->on_reduced(index);

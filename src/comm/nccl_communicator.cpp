@@ -3,12 +3,15 @@
 // waited for by polling, so that a dead or failed peer ends in an abort and a CommError. The
 // gradient buckets' allreduces are only enqueued (enqueue_allreduce_sum_after), each after its
 // own inputs, back to back on the stream; complete() then polls once for all of them and sums
-// their device time from events recorded around each.
+// their device time from events recorded around each. ZeRO's reduce-scatter and allgather run
+// in place on the shard layout (ringtrain/comm/shard.hpp); a buffer that is not size x the
+// shard unit long goes through a padded device staging buffer on the stream.
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 
 #include <array>
+#include <cstddef>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -26,6 +29,7 @@
 #include "cuda/compute_stream.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -138,6 +142,35 @@ class NcclCommunicator final : public Communicator {
       enqueue_after(ready, &timing, [&] { return ncclAllReduce(data, data, count, *type, ncclSum, comm_, stream_); });
     });
   }
+
+  // NCCL sums a reduce-scatter in its own order, which need not be its allreduce's: the shards
+  // agree with allreduce_sum to rounding, not bitwise (the host ring's promise).
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
+    reduce_scatter_sum_after(0, data, count, dtype);
+  }
+
+  void reduce_scatter_sum_after(std::uint64_t ready, void* data, std::size_t count, DType dtype) override {
+    const auto type = allreduce_type("reduce-scatter", data, count, dtype);
+    if (!type) return;
+    run_sharded("reduce-scatter", ready, data, count, dtype, /*gather=*/false,
+                [&](std::byte* buffer, std::size_t unit) {
+                  return ncclReduceScatter(buffer, buffer + rank_ * unit * dtype_size(dtype), unit, *type, ncclSum,
+                                           comm_, stream_);
+                });
+  }
+
+  void allgather(void* data, std::size_t count, DType dtype) override {
+    require_usable("allgather");
+    if (count == 0) return;
+    require_device_pointer("allgather", data);
+    const std::size_t unit_bytes = static_cast<std::size_t>(shard_unit(static_cast<std::int64_t>(count), size_)) *
+                                   dtype_size(dtype);  // the bits travel as bytes: any dtype, never rounded
+    run_sharded("allgather", 0, data, count, dtype, /*gather=*/true, [&](std::byte* buffer, std::size_t) {
+      return ncclAllGather(buffer + rank_ * unit_bytes, buffer, unit_bytes, ncclUint8, comm_, stream_);
+    });
+  }
+
+  std::size_t staging_bytes() const override { return staging_capacity_; }
 
   void join_on_device() override {
     if (timed_ == 0) return;
@@ -269,6 +302,62 @@ class NcclCommunicator final : public Communicator {
     });
   }
 
+  // A reduce-scatter or allgather of `count` elements at `data` on the shard layout, run and
+  // waited for: `collective(buffer, unit)` enqueues it in place on a buffer of size x unit
+  // elements, rank r's part at r x unit. That is `data` itself when it is exactly that long; else
+  // the padded staging buffer, filled on the stream first (a reduce-scatter: all of data and zeros
+  // after it; an allgather: this rank's shard) and read back after (this rank's reduced shard;
+  // the gathered count elements).
+  template <typename Collective>
+  void run_sharded(const char* op, std::uint64_t ready, void* data, std::size_t count, DType dtype, bool gather,
+                   Collective&& collective) {
+    const std::size_t es = dtype_size(dtype);
+    const auto unit = static_cast<std::size_t>(shard_unit(static_cast<std::int64_t>(count), size_));
+    const std::size_t padded = unit * static_cast<std::size_t>(size_);
+    const ArenaRange own = shard_range(static_cast<std::int64_t>(count), size_, rank_);
+    const std::size_t own_at = static_cast<std::size_t>(own.offset) * es;
+    const std::size_t own_bytes = static_cast<std::size_t>(own.count) * es;
+    auto* in_place = static_cast<std::byte*>(data);
+    guarded(fmt::format("nccl {} of {} x {}", op, count, dtype_name(dtype)), [&] {
+      check::bind_thread_to_device(device_);
+      wait_for_inputs(ready);
+      if (padded == count) {
+        enqueue_group([&] { return collective(in_place, unit); });
+      } else {
+        std::byte* staged = staging(padded * es);
+        if (gather) {
+          if (own_bytes > 0)
+            RT_CUDA_CHECK(
+                cudaMemcpyAsync(staged + own_at, in_place + own_at, own_bytes, cudaMemcpyDeviceToDevice, stream_));
+        } else {
+          RT_CUDA_CHECK(cudaMemcpyAsync(staged, in_place, count * es, cudaMemcpyDeviceToDevice, stream_));
+          RT_CUDA_CHECK(cudaMemsetAsync(staged + count * es, 0, (padded - count) * es, stream_));
+        }
+        enqueue_group([&] { return collective(staged, unit); });
+        if (gather) {
+          RT_CUDA_CHECK(cudaMemcpyAsync(in_place, staged, count * es, cudaMemcpyDeviceToDevice, stream_));
+        } else if (own_bytes > 0) {
+          RT_CUDA_CHECK(
+              cudaMemcpyAsync(in_place + own_at, staged + own_at, own_bytes, cudaMemcpyDeviceToDevice, stream_));
+        }
+      }
+      wait();
+    });
+  }
+
+  // The padded staging buffer of run_sharded, at least `bytes` long (grown when needed: the
+  // collectives before have completed, each run_sharded waits for its own).
+  std::byte* staging(std::size_t bytes) {
+    if (bytes > staging_capacity_) {
+      if (staging_ != nullptr) RT_CUDA_CHECK(cudaFree(staging_));
+      staging_ = nullptr;
+      staging_capacity_ = 0;
+      RT_CUDA_CHECK(cudaMalloc(&staging_, bytes));
+      staging_capacity_ = bytes;
+    }
+    return static_cast<std::byte*>(staging_);
+  }
+
   // Runs `step`; on any failure (or the timeout) the NCCL communicator is aborted (peers stuck in
   // the same collective then fail or time out too) and the error names `what` and the cause.
   template <typename Step>
@@ -309,11 +398,23 @@ class NcclCommunicator final : public Communicator {
   template <typename Enqueue>
   void enqueue_after(std::uint64_t ready, const Timing* timing, Enqueue&& enqueue) {
     check::bind_thread_to_device(device_);  // collectives may come from the communication thread
-    // Inputs written by work on the legacy default stream (or a blocking stream) must be
-    // complete before NCCL reads them; an event on the legacy stream covers both.
+    wait_for_inputs(ready);
+    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->start, stream_));
+    enqueue_group(enqueue);
+    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->end, stream_));
+  }
+
+  // Orders the stream after the inputs: the mark `ready`, or 0: all work queued so far. Inputs
+  // written by work on the legacy default stream (or a blocking stream) must be complete before
+  // NCCL reads them; an event on the legacy stream covers both.
+  void wait_for_inputs(std::uint64_t ready) {
     if (ready == 0) RT_CUDA_CHECK(cudaEventRecord(inputs_ready_, cudaStreamLegacy));
     RT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready == 0 ? inputs_ready_ : marks_[ready % kMarks], 0));
-    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->start, stream_));
+  }
+
+  // Enqueues one collective as an NCCL group on the stream; returns once NCCL has it.
+  template <typename Enqueue>
+  void enqueue_group(Enqueue&& enqueue) {
     RT_NCCL_CHECK_ASYNC(ncclGroupStart());
     const ncclResult_t enqueued = enqueue();
     const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failed enqueue
@@ -322,7 +423,6 @@ class NcclCommunicator final : public Communicator {
     if (ended != ncclSuccess && ended != ncclInProgress)
       throw CommError(fmt::format("ncclGroupEnd failed: {}", check::describe_nccl_error(ended)));
     if (ended == ncclInProgress) wait_until_enqueued();
-    if (timing != nullptr) RT_CUDA_CHECK(cudaEventRecord(timing->end, stream_));
   }
 
   // Until NCCL reports no pending state (the enqueue of a non-blocking communicator finished).
@@ -416,6 +516,9 @@ class NcclCommunicator final : public Communicator {
         }
       }
       if (barrier_word_ != nullptr) (void)cudaFree(barrier_word_);
+      if (staging_ != nullptr) (void)cudaFree(staging_);
+      staging_ = nullptr;
+      staging_capacity_ = 0;
       if (inputs_ready_ != nullptr) (void)cudaEventDestroy(inputs_ready_);
       if (joined_ != nullptr) (void)cudaEventDestroy(joined_);
       for (cudaEvent_t& mark : marks_) {
@@ -451,7 +554,9 @@ class NcclCommunicator final : public Communicator {
   std::vector<Timing> timings_;  // per collective enqueued since the last complete(), the first timed_
   std::size_t timed_ = 0;
   int* barrier_word_ = nullptr;  // device scratch for barrier()
-  std::string broken_;           // why the communicator was aborted; empty while usable
+  void* staging_ = nullptr;      // run_sharded's padded buffer, staging_capacity_ bytes
+  std::size_t staging_capacity_ = 0;
+  std::string broken_;  // why the communicator was aborted; empty while usable
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ class CudaBackend final : public GpuBackend {
   void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) const override;
 
   void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const override;
+  void zero(void* dst, std::size_t bytes) const override;
   void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const override;
   bool has_nonfinite(const float* x, std::int64_t n) const override;
   void cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const override;

@@ -56,8 +56,9 @@ class GpuBackend {
                           std::size_t bytes) const = 0;
 
   // tensor_ops on the device (tensor_ops.cpp), on the compute stream; synchronize waits for
-  // the whole device.
+  // the whole device. zero: `bytes` zero bytes at dst.
   virtual void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const = 0;
+  virtual void zero(void* dst, std::size_t bytes) const = 0;
   virtual void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const = 0;
   virtual bool has_nonfinite(const float* x, std::int64_t n) const = 0;
   virtual void cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const = 0;

@@ -2,8 +2,9 @@
 // each collective copies its buffer into pinned host memory on a copy stream once the device
 // work queued so far is done, runs the host collective there, and copies the result back; the
 // call returns when the result is on the device. Bucket by bucket, so the copies overlap
-// backward the way the collectives do. Collectives run one at a time (the communication thread
-// or the caller), so one pinned buffer, grown to the largest, serves them all.
+// backward the way the collectives do (ZeRO's reduce-scatter and allgather too). Collectives
+// run one at a time (the communication thread or the caller), so one pinned buffer, grown to the
+// largest, serves them all.
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -41,21 +42,34 @@ class HostStagedCommunicator final : public Communicator {
   std::size_t staging_bytes() const override { return capacity_; }
 
   void allreduce_sum(void* data, std::size_t count, DType dtype) override {
-    const std::size_t bytes = count * dtype_size(dtype);
-    void* host = stage_in(data, bytes);
-    host_->allreduce_sum(host, count, dtype);
-    stage_out(data, host, bytes);
+    through_host(data, count * dtype_size(dtype), [&](void* host) { host_->allreduce_sum(host, count, dtype); });
+  }
+
+  // ZeRO's halves: the whole buffer staged both ways (the unspecified rest of a reduce-scatter
+  // included), so the host communicator sees the layout it would see on host memory.
+  void reduce_scatter_sum(void* data, std::size_t count, DType dtype) override {
+    through_host(data, count * dtype_size(dtype), [&](void* host) { host_->reduce_scatter_sum(host, count, dtype); });
+  }
+
+  void allgather(void* data, std::size_t count, DType dtype) override {
+    through_host(data, count * dtype_size(dtype), [&](void* host) { host_->allgather(host, count, dtype); });
   }
 
   void broadcast(void* data, std::size_t bytes, int root) override {
-    void* host = stage_in(data, bytes);
-    host_->broadcast(host, bytes, root);
-    stage_out(data, host, bytes);
+    through_host(data, bytes, [&](void* host) { host_->broadcast(host, bytes, root); });
   }
 
   void barrier() override { host_->barrier(); }
 
  private:
+  // The host collective run on a pinned copy of the `bytes` at device `data`, the result copied back.
+  template <typename HostCollective>
+  void through_host(void* data, std::size_t bytes, HostCollective&& collective) {
+    void* host = stage_in(data, bytes);
+    collective(host);
+    stage_out(data, host, bytes);
+  }
+
   // `bytes` at device `data` in the pinned buffer, once the device work queued so far (on the
   // legacy stream and every blocking stream, the compute stream among them) has written them.
   void* stage_in(const void* data, std::size_t bytes) {

@@ -1,4 +1,4 @@
-// tensor_ops on the GPU: the accumulate and overflow-check kernels on the compute stream.
+// tensor_ops on the GPU: the accumulate, zeroing and overflow-check kernels on the compute stream.
 #include <cuda_runtime.h>
 
 #include "cuda/compute_stream.hpp"
@@ -11,6 +11,10 @@ namespace ringtrain::cuda {
 
 void CudaBackend::add_into(void* dst, const void* src, std::int64_t n, DType dtype) const {
   kernels::launch_add(dst, dst, src, n, dtype, compute_stream());
+}
+
+void CudaBackend::zero(void* dst, std::size_t bytes) const {
+  if (bytes > 0) RT_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, compute_stream()));
 }
 
 void CudaBackend::add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const {

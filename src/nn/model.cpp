@@ -289,7 +289,7 @@ void Model::bind_node(std::size_t i, const std::function<Tensor(std::int64_t off
     const Shape& shape = specs_[i][j].shape;
     p.push_back(param_view(param_offset_[i][j], shape));
     g.push_back(grad_places_.empty() ? grads_.flat_slice(param_offset_[i][j], shape)
-                                     : Tensor::wrap(gradient_at(param_offset_[i][j]), shape));
+                                     : Tensor::wrap(gradient_at(param_offset_[i][j]), shape, DType::f32, device_));
     for (const TiedGrad& t : tied_grads_)
       if (t.user == i && t.user_param == j) g.back() = t.scratch;
   }
@@ -342,7 +342,6 @@ void Model::init_params(std::uint64_t seed) {
 }
 
 void Model::place_gradients(std::vector<GradientPlace> places) {
-  RT_REQUIRE(device_ == Device::cpu, Error, "place_gradients: host models only");
   std::int64_t at = 0;
   for (const GradientPlace& p : places) {
     RT_REQUIRE(p.offset == at && p.count > 0 && p.data != nullptr, Error,
@@ -515,7 +514,8 @@ void Model::backward(const Tensor& dlogits, const GradReadyHook& on_ready) {
     }
     for (const TiedGrad& t : tied_grads_)
       if (t.owner == i)
-        add_into(Tensor::wrap(gradient_at(param_offset_[i][t.owner_param]), t.scratch.shape()), t.scratch);
+        add_into(Tensor::wrap(gradient_at(param_offset_[i][t.owner_param]), t.scratch.shape(), DType::f32, device_),
+                 t.scratch);
     if (emulated())
       for (std::size_t j = 0; j < specs_[i].size(); ++j)
         if (owned_[i][j] && !row_blocked(i, j))

@@ -96,11 +96,12 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return t;
 }
 
-Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype) {
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.data_ = data;
   t.shape_ = shape;
   t.dtype_ = dtype;
+  t.device_ = device;
   return t;
 }
 

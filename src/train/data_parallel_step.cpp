@@ -47,9 +47,11 @@ std::int64_t elements_of_mb(double mb) {
 }
 
 // Why the step cannot run as a CUDA graph, or "" when it can.
-std::string cuda_graph_obstacle(const Model& model, std::int64_t accumulation_steps) {
+std::string cuda_graph_obstacle(const Model& model, const StepOptions& options) {
   if (model.device() != Device::cuda) return "the model is not on a GPU";
-  if (accumulation_steps > 1) return "train.accumulation_steps > 1";
+  if (options.accumulation_steps > 1) return "train.accumulation_steps > 1";
+  // Staged buckets are reduced while backward runs, which waits for their buffers on the host.
+  if (options.zero_stage >= 2) return "train.zero_stage >= 2";
   return "";
 }
 }  // namespace
@@ -89,9 +91,9 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              options.first_bucket_mb);
   RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 3, ConfigError,
              "train.zero_stage: must be 0, 1, 2 or 3, got {}", options.zero_stage);
-  RT_REQUIRE(options.zero_stage == 0 || (model.device() == Device::cpu && !grad_comm.device_memory()), ConfigError,
-             "train.zero_stage = {}: runs on the cpu backend only so far (the NCCL reduce-scatter is not built yet)",
-             options.zero_stage);
+  RT_REQUIRE(options.zero_stage < 3 || model.device() == Device::cpu, ConfigError,
+             "train.zero_stage = 3: runs on the cpu backend only so far (a GPU rank would still hold the whole "
+             "parameter arena); use train.zero_stage = 1 or 2 with runtime.backend = \"cuda\"");
   const std::int64_t k = options.accumulation_steps;
   if (k > 1) carry_ = Tensor::empty(Shape{model.arena_elements()}, DType::f32, model.device());
   buckets_ = plan_step_buckets(model, options);
@@ -107,7 +109,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
              "data-parallel step: the optimizer does not own this rank's ranges (build it with step_owned_ranges)");
   std::optional<BucketStaging> staging;
   if (options.zero_stage >= 2) {  // no gradient arena: each bucket is staged, then only this rank's shard is kept
-    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, model.param_layout().pads(), world, stats_comm.rank());
+    zero_grads_ = std::make_unique<ZeroGradients>(buckets_, model.param_layout().pads(), world, stats_comm.rank(),
+                                                  model.device());
     model.place_gradients(zero_grads_->places());
     staging = zero_grads_->staging();
   }
@@ -131,7 +134,7 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
                grad_comm.name());
   }
   if (options.cuda_graph) {
-    graph_refused_ = cuda_graph_obstacle(model, k);
+    graph_refused_ = cuda_graph_obstacle(model, options);
     if (graph_refused_.empty()) {
       graph_ = gpu("train.cuda_graph").make_step_graph();
       overlap = false;  // the buckets are reduced after the graph's backward
@@ -139,7 +142,8 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   }
   bucketer_ = std::make_unique<GradBucketer>(
       bucket_arena, model.arena_elements(), buckets_, grad_comm, overlap, tracer,
-      options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce, std::move(staging));
+      options.zero_stage > 0 ? BucketReduction::reduce_scatter : BucketReduction::allreduce, std::move(staging),
+      model.device());
   if (options.zero_stage >= 3)  // the parameters are gathered group by group, on the buckets' comm thread
     zero_params_ = std::make_unique<ZeroParameters>(model, buckets_, world, stats_comm.rank(), grad_comm,
                                                     bucketer_->comm_thread(), tracer);
@@ -182,7 +186,8 @@ void DataParallelStep::backward_and_reduce(bool last) {
     }
     return;
   }
-  if (model_.device() == Device::cpu) {  // the bucketer adds the carry to each bucket just before it is reduced
+  // The CPU, and staged buckets anywhere: the bucketer adds the carry to each bucket just before it is reduced.
+  if (model_.device() == Device::cpu || zero_grads_) {
     bucketer_->begin_step(k > 1 ? carry_.f32() : nullptr);
     model_.backward(dlogits_, [this](std::int64_t ready_from) { bucketer_->on_ready(ready_from); });
     return;

@@ -79,7 +79,9 @@ const IntKey kZeroStage({.name = "train.zero_stage",
                                 "its shard of the reduced gradients (each bucket staged during backward); `3` also "
                                 "only its shard of the parameters (each bucket's layers gathered just before forward "
                                 "and backward use them, then released; the bucket size, `comm.bucket_mb`, is the "
-                                "gather unit). Every stage trains bitwise like stage 0. `cpu` backend",
+                                "gather unit). On the cpu backend every stage trains bitwise like stage 0; on "
+                                "`cuda` stages 1 and 2 run (NCCL reduce-scatter and allgather, which agree with its "
+                                "allreduce to rounding), stage 3 is cpu only",
                          .range = Range::between(0, 3)},
                         0);
 const BoolKey kCudaGraph({.name = "train.cuda_graph",

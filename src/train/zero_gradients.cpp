@@ -2,13 +2,13 @@
 #include "train/zero_gradients.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "ringtrain/comm/shard.hpp"
 
 namespace ringtrain {
 
-ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank)
+ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank,
+                             Device device)
     : buckets_(buckets),
       pads_(std::move(pads)),
       at_(buckets.size()),
@@ -29,7 +29,7 @@ ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, std::vector<Are
       }
     cursor += n;
   }
-  ring_ = Tensor::empty(Shape{size});
+  ring_ = Tensor::empty(Shape{size}, DType::f32, device);
   // The shard in arena order: buckets run from the end of the arena, so their shards are packed
   // from the last bucket launched to the first.
   std::int64_t packed = 0;
@@ -38,7 +38,7 @@ ZeroGradients::ZeroGradients(const std::vector<Bucket>& buckets, std::vector<Are
     packed_[i] = packed;
     packed += own_[i].count;
   }
-  shard_ = Tensor::empty(Shape{packed});
+  shard_ = Tensor::empty(Shape{packed}, DType::f32, device);
 }
 
 std::vector<Model::GradientPlace> ZeroGradients::places() const {
@@ -59,8 +59,7 @@ BucketStaging ZeroGradients::staging() {
     });
   }
   s.on_reduced = [this](std::size_t i) {
-    std::memcpy(shard_.f32() + packed_[i], ring_.f32() + at_[i] + own_[i].offset,
-                static_cast<std::size_t>(own_[i].count) * sizeof(float));
+    copy_into(shard_.rows(packed_[i], own_[i].count), ring_.rows(at_[i] + own_[i].offset, own_[i].count));
   };
   return s;
 }

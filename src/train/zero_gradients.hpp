@@ -4,7 +4,8 @@
 // waits until the latest earlier bucket it overlaps in the ring is reduced (every gradient is
 // written in its bucket's turn: a tied token table's in row blocks, Model::gradient_cuts). Once a
 // bucket is reduce-scattered, this rank's shard of it is copied into the shard gradients: every owned
-// element, packed in arena order (the layout of its optimizer's state).
+// element, packed in arena order (the layout of its optimizer's state). On a GPU the ring and the
+// shard are device memory and the copy runs on the compute stream.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -19,7 +20,9 @@ class ZeroGradients {
  public:
   // buckets: in launch order; pads: the arena ranges holding no parameter (ParamLayout::pads),
   // which backward leaves as the ring's previous bucket had them: zeroed before a bucket is read.
-  ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank);
+  // device: where the model's gradients are (the ring and the shard live there too).
+  ZeroGradients(const std::vector<Bucket>& buckets, std::vector<ArenaRange> pads, int world, int rank,
+                Device device = Device::cpu);
 
   // Where the model's gradients go (Model::place_gradients) and how the bucketer stages them.
   std::vector<Model::GradientPlace> places() const;

@@ -5,8 +5,9 @@
 // the CPU step after 12 SGD steps, also with 2 accumulated micro-batches, for the GPT on token
 // batches, and in fp16 with dynamic loss scaling whose first steps overflow and are skipped on
 // both alike; and with dropout p > 0, whose mask changes every step, the graph still equals the
-// eager step. The step decided on the device equals the one decided on the host, and the
-// optimizer keeps the bf16/f16 compute copy exactly the rounded master. Skips without a GPU.
+// eager step. The step decided on the device equals the one decided on the host, the optimizer
+// keeps the bf16/f16 compute copy exactly the rounded master, and ZeRO stages 1 and 2 equal
+// stage 0. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "cuda/cuda_test_support.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/config.hpp"
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/optim/grad_scaler.hpp"
 #include "ringtrain/optim/optimizer.hpp"
@@ -69,6 +71,8 @@ struct TrainSetup {
   bool adamw = false;                      // AdamW (bias corrections count the steps taken), not SGD
   double clip_grad_norm = 0.0;             // optim.clip_grad_norm
   bool phase_timing = false;               // monitor.phase_timing: the step decides on the host
+  int zero_stage = 0;                      // train.zero_stage (one rank: the shard is everything)
+  double bucket_mb = 0.0;                  // comm.bucket_mb and first_bucket_mb; 0: the defaults
 };
 
 // kSteps SGD-momentum (or AdamW) steps of one rank on deterministic batches (a new batch every step).
@@ -77,18 +81,21 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
   Config m = c.has("model") ? c.section("model") : c;  // a GPT's keys are read in [model]
   auto model = build_model(m, setup.input, ComputeOptions{device, precision, false});
   model->init_params(7);
-  SgdHyper h;
-  h.momentum = 0.9f;
-  Sgd sgd_optimizer(model->arena_elements(), h, device);
-  AdamW adamw(model->arena_elements(), AdamWHyper{}, device);
-  Optimizer& sgd = setup.adamw ? static_cast<Optimizer&>(adamw) : sgd_optimizer;
-  auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
-  auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   StepOptions options;
   options.cuda_graph = cuda_graph;
   options.accumulation_steps = setup.accumulation_steps;
   options.clip_grad_norm = setup.clip_grad_norm;
   options.phase_timing = setup.phase_timing;
+  options.zero_stage = setup.zero_stage;
+  if (setup.bucket_mb > 0) options.bucket_mb = options.first_bucket_mb = setup.bucket_mb;
+  const std::vector<ArenaRange> owned = step_owned_ranges(*model, options, 1, 0);
+  SgdHyper h;
+  h.momentum = 0.9f;
+  Sgd sgd_optimizer(model->arena_elements(), h, device, owned);
+  AdamW adamw(model->arena_elements(), AdamWHyper{}, device, owned);
+  Optimizer& sgd = setup.adamw ? static_cast<Optimizer&>(adamw) : sgd_optimizer;
+  auto stats = make_mpi_self_communicator(AllreduceAlgo::ring);
+  auto grads = make_mpi_self_communicator(AllreduceAlgo::ring);
   GradScaler scaler = setup.fp16 != nullptr ? GradScaler(*setup.fp16) : GradScaler();
   DataParallelStep step(*model, sgd, *stats, *grads, kBatch / setup.accumulation_steps, options, nullptr,
                         setup.fp16 != nullptr ? &scaler : nullptr);
@@ -241,6 +248,43 @@ TEST(CudaStep, DecidingOnTheDeviceEqualsDecidingOnTheHost) {
     ASSERT_EQ(on_device.params.size(), on_host.params.size());
     EXPECT_EQ(std::memcmp(on_device.params.data(), on_host.params.data(), on_host.params.size() * sizeof(float)), 0)
         << "L2 relative difference " << l2_rel(on_device.params, on_host.params);
+  }
+}
+
+// ZeRO stages 1 and 2 on the GPU at one rank: the gradient buckets reduce-scattered (the staging
+// ring on the device for stage 2, its alignment pads zeroed and the shard copied there, the
+// earlier micro-batch accumulated bucket by bucket), the optimizer stepping its shard ranges or
+// the packed shard, the parameters allgathered and the bf16 compute copy refreshed from them:
+// bitwise the stage 0 step decided on the host (the same adds and updates, element by element).
+// Stage 3 is refused on the GPU with a ConfigError.
+TEST(CudaStep, ZeroStagesOneAndTwoEqualStageZero) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* text : {kMlp, kCnn})
+    for (const DType precision : {DType::f32, DType::bf16})
+      for (const std::int64_t accumulation : {1, 2}) {
+        TrainSetup setup;
+        setup.adamw = true;
+        setup.phase_timing = true;
+        setup.accumulation_steps = accumulation;
+        setup.bucket_mb = 0.001;  // a bucket per layer: stage 2's ring wraps
+        const Trained stage0 = train(text, Device::cuda, precision, false, setup);
+        for (const int stage : {1, 2}) {
+          SCOPED_TRACE(fmt::format("{} {} accumulation {} stage {}", text == kMlp ? "mlp" : "cnn",
+                                   dtype_name(precision), accumulation, stage));
+          setup.zero_stage = stage;
+          const Trained sharded = train(text, Device::cuda, precision, false, setup);
+          ASSERT_EQ(sharded.params.size(), stage0.params.size());
+          EXPECT_EQ(std::memcmp(sharded.params.data(), stage0.params.data(), stage0.params.size() * sizeof(float)), 0)
+              << "L2 relative difference " << l2_rel(sharded.params, stage0.params);
+        }
+      }
+  TrainSetup stage3;
+  stage3.zero_stage = 3;
+  try {
+    train(kMlp, Device::cuda, DType::f32, false, stage3);
+    FAIL() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.zero_stage = 3"), std::string::npos) << e.what();
   }
 }
 

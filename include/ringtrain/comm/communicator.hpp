@@ -87,8 +87,9 @@ class Communicator {
   //
   // In-place sum over all ranks of `count` elements of `dtype` at `data`, of which each rank
   // keeps only its shard (shard_range(count, size(), rank())): there the values are bitwise
-  // those allreduce_sum would give (same wire dtype, same summation order); the rest of data is
-  // left unspecified. count may be 0. Dtypes: those of allreduce_sum.
+  // those allreduce_sum would give (same wire dtype, same summation order; NCCL, which picks
+  // its own order per collective, agrees to rounding only); the rest of data is left
+  // unspecified. count may be 0. Dtypes: those of allreduce_sum.
   virtual void reduce_scatter_sum(void* data, std::size_t count, DType dtype);
   // In place: each rank's shard of data (shard_range) is copied to every rank, bit for bit (the
   // data travels as itself whatever comm.wire_dtype says: parameters must not be rounded). Any

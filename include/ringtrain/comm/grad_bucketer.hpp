@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ringtrain/comm/comm_thread.hpp"
+#include "ringtrain/core/device.hpp"
 #include "ringtrain/tensor/arena_range.hpp"
 
 namespace ringtrain {
@@ -64,10 +65,12 @@ class GradBucketer {
   // comm thread when overlap is on). tracer may be null. With `staging` the buckets' gradients
   // are where it says instead of in `grads` (which may then be null), and without overlap each
   // bucket is reduced as soon as it is ready rather than after backward (the same sums in the
-  // same order), as its buffer may be needed again.
+  // same order), as its buffer may be needed again. `device`: where the gradients, the staging
+  // and the carry live; the bucketer's own element-wise work (adding the carry, accumulating,
+  // zeroing) runs there (on a GPU: on the compute stream, queued before the collective reads it).
   GradBucketer(float* grads, std::int64_t num_elements, std::vector<Bucket> buckets, Communicator& comm, bool overlap,
                Tracer* tracer, BucketReduction reduction = BucketReduction::allreduce,
-               std::optional<BucketStaging> staging = std::nullopt);
+               std::optional<BucketStaging> staging = std::nullopt, Device device = Device::cpu);
 
   // Starts a step. `carry` (nullable, num_elements floats) is added to each bucket's
   // gradients just before it is reduced: gradients accumulated over earlier micro-batches.
@@ -98,6 +101,7 @@ class GradBucketer {
   void clear_unwritten(std::size_t index);
 
   std::int64_t num_elements_;
+  Device device_;
   std::vector<Bucket> buckets_;
   std::vector<float*> data_;  // per bucket: where its gradients are
   std::optional<BucketStaging> staging_;

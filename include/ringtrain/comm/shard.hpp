@@ -17,4 +17,10 @@ inline constexpr std::int64_t kShardUnit = 64;
 // Throws Error unless count >= 0, size >= 1 and 0 <= rank < size.
 ArenaRange shard_range(std::int64_t count, int size, int rank);
 
+// The length of every shard that the buffer's end does not clip: rank r's shard starts at
+// r * shard_unit, so a buffer padded to size * shard_unit elements holds every rank's shard at
+// its place with one length for all (the layout of NCCL's in-place reduce-scatter and
+// allgather). Throws Error unless count >= 0 and size >= 1.
+std::int64_t shard_unit(std::int64_t count, int size);
+
 }  // namespace ringtrain

@@ -124,8 +124,8 @@ class Model {
   // gradient bucket in a staging buffer, never all of them at once): `count` elements from
   // arena element `offset` on live at `data`, in arena order. Places are sorted, disjoint,
   // cover the arena and start only at gradient_cuts(); buffers may be shared between places
-  // whose lives the caller keeps apart, and keeps them alive while backward may run. Host (CPU)
-  // models only. Rebinds the layers and frees the arena.
+  // whose lives the caller keeps apart, and keeps them alive while backward may run; on the
+  // model's device. Rebinds the layers and frees the arena.
   struct GradientPlace {
     std::int64_t offset = 0, count = 0;
     float* data = nullptr;

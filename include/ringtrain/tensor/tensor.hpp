@@ -40,8 +40,8 @@ class Tensor {
   Tensor() = default;
   // Zero-filled. Device::cuda allocates on the current GPU (NotCompiled without CUDA).
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
-  // A non-owning view of memory the caller keeps alive.
-  static Tensor wrap(void* data, const Shape& shape, DType dtype = DType::f32);
+  // A non-owning view of memory the caller keeps alive, on `device` (where data points).
+  static Tensor wrap(void* data, const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
 
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }

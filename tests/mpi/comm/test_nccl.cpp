@@ -1,7 +1,8 @@
 // The NCCL backend under mpirun. Without a GPU: the unique-id exchange over MPI, nccl_version,
 // and a clear creation error on every rank (no crash, no hang). With one GPU per node-local
-// rank: exact allreduce sums on device buffers, broadcast, barrier, and inputs ordered by a mark
-// (mark_inputs_ready) for a collective run from another thread. Without NCCL: NotCompiled.
+// rank: exact allreduce sums on device buffers, reduce-scatter and allgather on the shard layout,
+// broadcast, barrier, and inputs ordered by a mark (mark_inputs_ready) for a collective run from
+// another thread. Without NCCL: NotCompiled.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -19,6 +20,7 @@
 #include "comm/nccl_unique_id.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
+#include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/tensor/dtype.hpp"
 #include "support/test_context.hpp"
@@ -210,7 +212,9 @@ void store(std::byte* p, DType dtype, double v) {
 
 // Small integers: every partial sum over up to 64 ranks is exact in every dtype (bf16 holds
 // integers up to 256 exactly), so NCCL's summation order cannot change the result.
-double value(int rank, std::size_t i) { return static_cast<double>(static_cast<int>((i * 7 + rank * 3) % 9) - 4); }
+double value(int rank, std::size_t i) {
+  return static_cast<double>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3) % 9) - 4);
+}
 
 std::vector<std::byte> image(DType dtype, std::size_t count, int rank_or_sum, int world) {
   std::vector<std::byte> out(count * dtype_size(dtype));
@@ -250,6 +254,41 @@ TEST_P(NcclOnGpu, AllreduceIsTheExactSum) {
     EXPECT_EQ(static_cast<int>(got[b]), DeviceBuffer::kGuard) << "wrote before the buffer";
     EXPECT_EQ(static_cast<int>(got[got.size() - 1 - b]), DeviceBuffer::kGuard) << "wrote past the buffer";
   }
+}
+
+// ZeRO's halves on the shard layout: after reduce_scatter_sum this rank's shard holds the exact
+// sums; allgather then spreads every rank's shard bit for bit. Both at the given count (which
+// needs the padded staging buffer unless it is size x the shard unit) and at 256 x size elements
+// (run in place), with guards around the buffer.
+TEST_P(NcclOnGpu, ReduceScatterKeepsTheShardsSumsAndAllgatherSpreadsThem) {
+  const auto [dtype, param_count] = GetParam();
+  const Context& ctx = context();
+  auto comm = make_nccl_communicator(ctx, NcclOptions{.timeout_s = 120});
+  const std::size_t es = dtype_size(dtype);
+  for (const std::size_t count : {param_count, std::size_t{256} * static_cast<std::size_t>(ctx.world_size())}) {
+    SCOPED_TRACE(count);
+    const ArenaRange own = shard_range(static_cast<std::int64_t>(count), ctx.world_size(), ctx.world_rank());
+    const std::vector<std::byte> sums = image(dtype, count, -1, ctx.world_size());
+    DeviceBuffer buffer(dtype, count);
+    buffer.write(image(dtype, count, ctx.world_rank(), ctx.world_size()));
+    comm->reduce_scatter_sum(buffer.data(), count, dtype);
+    std::vector<std::byte> got = buffer.read();
+    const auto at = static_cast<std::size_t>(own.offset) * es;
+    EXPECT_EQ(std::memcmp(got.data() + es + at, sums.data() + at, static_cast<std::size_t>(own.count) * es), 0)
+        << "the shard's sums differ from the exact sums";
+
+    std::vector<std::byte> mine(count * es, std::byte{0x77});  // only this rank's shard is right
+    std::memcpy(mine.data() + at, sums.data() + at, static_cast<std::size_t>(own.count) * es);
+    buffer.write(mine);
+    comm->allgather(buffer.data(), count, dtype);
+    got = buffer.read();
+    EXPECT_EQ(std::memcmp(got.data() + es, sums.data(), sums.size()), 0) << "the gathered buffer differs";
+    for (std::size_t b = 0; b < es; ++b) {
+      EXPECT_EQ(static_cast<int>(got[b]), DeviceBuffer::kGuard) << "wrote before the buffer";
+      EXPECT_EQ(static_cast<int>(got[got.size() - 1 - b]), DeviceBuffer::kGuard) << "wrote past the buffer";
+    }
+  }
+  EXPECT_GT(comm->staging_bytes(), 0u);  // the counts above that are not size x unit were staged
 }
 
 INSTANTIATE_TEST_SUITE_P(

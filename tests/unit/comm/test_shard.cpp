@@ -1,6 +1,7 @@
 // shard_range: worked examples, then the layout's promises over a grid of counts and rank
 // counts (contiguous, in rank order, exact cover, whole 64-element units but at the buffer's
-// end, no shard longer than the rounded-up share), and its argument checks.
+// end, no shard longer than the rounded-up share, every shard at rank x shard_unit), and its
+// argument checks.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -31,6 +32,9 @@ TEST(ShardRange, WorkedExamples) {
   EXPECT_EQ(lengths(7, 1), (L{7}));
   EXPECT_EQ(shard_range(1000, 3, 2).offset, 768);
   EXPECT_EQ(shard_range(261, 4, 3).offset, 261);  // empty shards sit at the end, not past it
+  EXPECT_EQ(shard_unit(261, 4), 128);             // padded to 4 x 128 = 512 for NCCL
+  EXPECT_EQ(shard_unit(256, 4), 64);              // 256 = 4 x 64: no padding
+  EXPECT_EQ(shard_unit(0, 3), 0);
 }
 
 TEST(ShardRange, ContiguousExactCoverInWholeUnits) {
@@ -48,6 +52,11 @@ TEST(ShardRange, ContiguousExactCoverInWholeUnits) {
         ASSERT_LE(s.count, share + kShardUnit - 1) << "count " << count << " size " << size;
         if (s.end() != count) ASSERT_EQ(s.count % kShardUnit, 0) << "count " << count << " size " << size;
         if (s.count > 0) ASSERT_EQ(s.offset % kShardUnit, 0);
+        // The padded layout: every non-empty shard at r * unit; all but a clipped one a whole unit.
+        const std::int64_t unit = shard_unit(count, size);
+        if (s.count > 0) ASSERT_EQ(s.offset, r * unit) << "count " << count << " size " << size << " rank " << r;
+        ASSERT_LE(s.count, unit);
+        if (s.end() != count) ASSERT_EQ(s.count, unit) << "count " << count << " size " << size << " rank " << r;
         next = s.end();
       }
       ASSERT_EQ(next, count) << "count " << count << " size " << size;
@@ -60,6 +69,8 @@ TEST(ShardRange, RejectsOutOfRangeArguments) {
   EXPECT_THROW(shard_range(10, 2, 2), Error);
   EXPECT_THROW(shard_range(10, 2, -1), Error);
   EXPECT_THROW(shard_range(-1, 2, 0), Error);
+  EXPECT_THROW(shard_unit(-1, 2), Error);
+  EXPECT_THROW(shard_unit(10, 0), Error);
 }
 
 }  // namespace
