@@ -375,6 +375,17 @@ TEST(TransformerLayers, AttentionOneHeadLongerSequence) {
           [&](const Values& xv, const std::vector<Values>&) { return ref_attention(xv, n, t, c, heads); });
 }
 
+// Longer than the layer's row blocks (32 query rows, each block multiplied with the keys up to
+// its last row only): three blocks, the last one ragged, forward and backward against the
+// reference (dK and dV summed over the blocks that see each key).
+TEST(TransformerLayers, AttentionOverSeveralRowBlocks) {
+  const std::int64_t n = 1, t = 70, c = 4, heads = 2;
+  CausalSelfAttention a(heads);
+  Check chk(a, Shape{t, 3 * c}, n);
+  chk.run(uniform(n * t * 3 * c, 19, -1.5, 1.5), {},
+          [&](const Values& xv, const std::vector<Values>&) { return ref_attention(xv, n, t, c, heads); });
+}
+
 TEST(TransformerLayers, AttentionIsCausal) {
   const std::int64_t n = 2, t = 6, c = 8, changed = 3;
   CausalSelfAttention a(2);
