@@ -289,7 +289,7 @@ TEST(TransformerLayers, EmbeddingSequenceLongerThanBlock) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& err) {
     const std::string msg = err.what();
-    EXPECT_NE(msg.find("9"), std::string::npos) << msg;
+    EXPECT_NE(msg.find('9'), std::string::npos) << msg;
     EXPECT_NE(msg.find("block_size = 8"), std::string::npos) << msg;
   }
   EXPECT_THROW(e.configure(Shape{2, 4}), ConfigError);
@@ -307,7 +307,10 @@ TEST(TransformerLayers, LayerNorm) {
   EXPECT_EQ(chk.specs[1].init, ParamInit::zeros);
   // Rows with an offset (mean far from zero) and a weight away from 1.
   Values x = uniform(n * t * c, 8);
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(x[i] + static_cast<double>(i / c) - 3.0);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::size_t row = i / static_cast<std::size_t>(c);
+    x[i] = static_cast<float>(x[i] + static_cast<double>(row) - 3.0);
+  }
   chk.run(x, {uniform(c, 9, 0.5, 1.5), uniform(c, 10)},
           [&](const Values& xv, const std::vector<Values>& p) { return ref_layernorm(xv, p[0], p[1], c, eps); });
 }
