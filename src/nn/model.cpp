@@ -272,6 +272,8 @@ void Model::bind_layers(const Tensor& params) {
   }
 }
 
+void Model::rebind_layers() { bind_layers(emulated() ? compute_params_ : params_); }
+
 ComputeCopyOut Model::compute_copy() {
   if (device_ != Device::cuda || compute_params_.raw() == nullptr) return {};
   return ComputeCopyOut{compute_params_.raw(), compute_dtype_};
@@ -307,11 +309,11 @@ void Model::set_compute_dtype(DType dtype) {
   } else if (device_ == Device::cuda) {  // the layers read the master and the compute copy
     compute_params_ = Tensor::empty(params_.shape(), dtype, Device::cuda);
     input_storage_ = Tensor();
-    bind_layers(params_);
+    rebind_layers();
     compute_stale_ = true;
   } else {
     compute_params_ = Tensor::empty(params_.shape());
-    bind_layers(compute_params_);
+    rebind_layers();
     compute_stale_ = true;
   }
   acts_.clear();  // ensure_batch() re-creates the views (and the input buffer) at the next forward
@@ -356,7 +358,7 @@ void Model::place_gradients(std::vector<GradientPlace> places) {
                "place_gradients: a place at arena offset {} splits a layer's parameters", p.offset);
   grad_places_ = std::move(places);
   grads_ = Tensor();
-  bind_layers(compute_params_.raw() != nullptr ? compute_params_ : params_);
+  rebind_layers();
 }
 
 float* Model::gradient_at(std::int64_t offset) {
@@ -575,7 +577,7 @@ void Model::set_parameter_residency(ParameterResidency* residency) {
   RT_REQUIRE(residency == nullptr || device_ == Device::cpu, Error, "set_parameter_residency: host models only");
   residency_ = residency;
   compute_stale_ = true;
-  bind_layers(compute_params_.raw() != nullptr ? compute_params_ : params_);  // back on the arena until an acquire
+  rebind_layers();  // back on the arena until an acquire
 }
 
 std::vector<std::size_t> Model::param_users(ParameterResidency::Pass pass) const {

@@ -225,6 +225,9 @@ class Model {
   bool always_passes_through(std::size_t i) const { return nodes_[i].layer->passes_through(true); }
   void ensure_batch(std::int64_t n);
   void bind_layers(const Tensor& params);
+  // The layers bound to the parameters they compute on: the emulated low-precision copy on the
+  // CPU, else the f32 master (a GPU model's layers get its compute copy through bind_compute).
+  void rebind_layers();
   // Binds node i's parameters to param_view(arena offset, shape) and its gradients where they live.
   void bind_node(std::size_t i, const std::function<Tensor(std::int64_t offset, const Shape& shape)>& param_view);
   const Tensor& value(int v) const { return v == kInput ? input_ : acts_[static_cast<std::size_t>(v)]; }

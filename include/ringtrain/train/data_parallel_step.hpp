@@ -117,7 +117,8 @@ std::int64_t label_positions(const Model& model);
 std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& options);
 // The arena ranges rank `rank` of `world` updates and keeps optimizer state for: under ZeRO its
 // shard of every bucket (bucket_shards), else the whole arena. The optimizer handed to the
-// step must be made for exactly these (build_optimizer's `owned`).
+// step must be made for exactly these (build_optimizer's `owned`). Throws ConfigError for a
+// train.zero_stage out of range or not available on the model's device (3 on a GPU).
 std::vector<ArenaRange> step_owned_ranges(const Model& model, const StepOptions& options, int world, int rank);
 
 class DataParallelStep {

@@ -3,7 +3,8 @@
 // without the option. comm.allreduce = auto (the default) resolved on the host, without a GPU:
 // NCCL only for a job of several ranks all on GPUs in a build with NCCL; comm.bucket_mb's default
 // where the gradients go to a device-memory (NCCL) communicator. monitor.phase_timing: read (default
-// off) and passed to the step, which trains the same with it.
+// off) and passed to the step, which trains the same with it. train.zero_stage: range-checked when
+// the optimizer's ranges are asked for.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -84,6 +85,29 @@ TEST(CudaGraphOption, ACpuModelIsRefusedAndTrainsAsWithout) {
   EXPECT_EQ(without_reason, "");
   ASSERT_EQ(with.size(), without.size());
   EXPECT_EQ(std::memcmp(with.data(), without.data(), with.size() * sizeof(float)), 0);
+}
+
+// train.zero_stage is checked where the set-up first needs it, the optimizer's ranges (before a
+// checkpoint is resumed into a sharded layout): out of range is a ConfigError naming the key;
+// every stage runs on the CPU (stage 3's refusal on a GPU model is test_cuda_step's).
+TEST(ZeroStageOption, CheckedWhenTheOptimizerRangesAreAskedFor) {
+  Config c = Config::parse("[[layers]]\ntype = \"flatten\"\n[[layers]]\ntype = \"linear\"\nout = 10\n", "m.toml");
+  auto model = build_model(c, Shape{1, 4, 4});
+  for (const int stage : {-1, 4}) {
+    StepOptions options;
+    options.zero_stage = stage;
+    try {
+      step_owned_ranges(*model, options, 2, 0);
+      ADD_FAILURE() << "accepted train.zero_stage = " << stage;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("train.zero_stage"), std::string::npos) << e.what();
+    }
+  }
+  for (const int stage : {0, 1, 2, 3}) {
+    StepOptions options;
+    options.zero_stage = stage;
+    EXPECT_FALSE(step_owned_ranges(*model, options, 2, 0).empty()) << "stage " << stage;
+  }
 }
 
 TEST(PhaseTimingOption, TheCpuTrainsExactlyAsWithout) {
