@@ -66,7 +66,8 @@ void Dropout::backward(const Tensor&, const Tensor&, const Tensor& dy, Tensor* d
     std::memcpy(d, g, dy.nbytes());
     return;
   }
-  for (std::int64_t i = 0; i < dy.numel(); ++i) d[i] = g[i] * scale_[static_cast<std::size_t>(i)];
+  const std::int64_t n = dy.numel();
+  for (std::int64_t i = 0; i < n; ++i) d[i] = g[i] * scale_[static_cast<std::size_t>(i)];
 }
 
 }  // namespace ringtrain

@@ -23,7 +23,8 @@ void add_into(const Tensor& dst, const Tensor& src) {
   if (dst.device() == Device::cuda) return gpu(kOnGpu).add_into(dst.raw(), src.raw(), dst.numel(), dst.dtype());
   float* d = dst.f32();
   const float* s = src.f32();
-  for (std::int64_t i = 0; i < dst.numel(); ++i) d[i] += s[i];
+  const std::int64_t n = dst.numel();  // not in the loop's condition: an out-of-line call per element
+  for (std::int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
 void add_into_each(const std::vector<const Tensor*>& dsts, const Tensor& src) {

@@ -24,7 +24,8 @@ class CpuStepLoss final : public StepLoss {
     loss_.backward(dlogits);
     if (loss_scale != 1.0f) {
       float* d = dlogits.f32();
-      for (std::int64_t i = 0; i < dlogits.numel(); ++i) d[i] *= loss_scale;
+      const std::int64_t n = dlogits.numel();
+      for (std::int64_t i = 0; i < n; ++i) d[i] *= loss_scale;
     }
   }
   LossSums sums(std::int64_t count) override {
