@@ -163,9 +163,8 @@ class NcclCommunicator final : public Communicator {
     require_usable("allgather");
     if (count == 0) return;
     require_device_pointer("allgather", data);
-    const std::size_t unit_bytes = static_cast<std::size_t>(shard_unit(static_cast<std::int64_t>(count), size_)) *
-                                   dtype_size(dtype);  // the bits travel as bytes: any dtype, never rounded
-    run_sharded("allgather", 0, data, count, dtype, /*gather=*/true, [&](std::byte* buffer, std::size_t) {
+    run_sharded("allgather", 0, data, count, dtype, /*gather=*/true, [&](std::byte* buffer, std::size_t unit) {
+      const std::size_t unit_bytes = unit * dtype_size(dtype);  // the bits travel as bytes: any dtype, never rounded
       return ncclAllGather(buffer + rank_ * unit_bytes, buffer, unit_bytes, ncclUint8, comm_, stream_);
     });
   }

@@ -55,7 +55,8 @@ std::string cuda_graph_obstacle(const Model& model, const StepOptions& options) 
   return "";
 }
 // train.zero_stage's range, and what a GPU model cannot do yet: checked where the set-up first
-// needs the stage (the optimizer's ranges), before a checkpoint is resumed, and by the step.
+// needs the stage (the optimizer's ranges, which the step asks for too), before a checkpoint is
+// resumed.
 void check_zero_stage(const Model& model, const StepOptions& options) {
   RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 3, ConfigError,
              "train.zero_stage: must be 0, 1, 2 or 3, got {}", options.zero_stage);
@@ -99,7 +100,6 @@ DataParallelStep::DataParallelStep(Model& model, Optimizer& optimizer, Communica
   RT_REQUIRE(options.bucket_mb > 0 && options.first_bucket_mb > 0, ConfigError,
              "comm.bucket_mb and comm.first_bucket_mb: must be > 0 (got {}, {})", options.bucket_mb,
              options.first_bucket_mb);
-  check_zero_stage(model, options);
   const std::int64_t k = options.accumulation_steps;
   if (k > 1) carry_ = Tensor::empty(Shape{model.arena_elements()}, DType::f32, model.device());
   buckets_ = plan_step_buckets(model, options);

@@ -359,35 +359,27 @@ TEST(TransformerLayers, Gelu) {
 
 // ---- CausalSelfAttention ------------------------------------------------------------------
 
-TEST(TransformerLayers, Attention) {
-  const std::int64_t n = 2, t = 5, c = 8, heads = 2;
+// Attention over n samples of t positions, width c, `heads` heads, on inputs uniform in [lo, hi):
+// the output shape, the FLOP count, and forward and backward against the reference.
+void check_attention(std::int64_t n, std::int64_t t, std::int64_t c, std::int64_t heads, std::uint64_t seed, double lo,
+                     double hi) {
   CausalSelfAttention a(heads);
   Check chk(a, Shape{t, 3 * c}, n);
   EXPECT_EQ(chk.out_sample, (Shape{t, c}));
   EXPECT_EQ(a.forward_flops_per_sample(), 4 * t * t * c);
-  // Scores of a few units, so the softmax is far from uniform.
-  chk.run(uniform(n * t * 3 * c, 17, -2.0, 2.0), {},
+  chk.run(uniform(n * t * 3 * c, seed, lo, hi), {},
           [&](const Values& xv, const std::vector<Values>&) { return ref_attention(xv, n, t, c, heads); });
 }
 
-TEST(TransformerLayers, AttentionOneHeadLongerSequence) {
-  const std::int64_t n = 1, t = 11, c = 6, heads = 1;
-  CausalSelfAttention a(heads);
-  Check chk(a, Shape{t, 3 * c}, n);
-  chk.run(uniform(n * t * 3 * c, 18, -1.5, 1.5), {},
-          [&](const Values& xv, const std::vector<Values>&) { return ref_attention(xv, n, t, c, heads); });
-}
+// Scores of a few units, so the softmax is far from uniform.
+TEST(TransformerLayers, Attention) { check_attention(2, 5, 8, 2, 17, -2.0, 2.0); }
+
+TEST(TransformerLayers, AttentionOneHeadLongerSequence) { check_attention(1, 11, 6, 1, 18, -1.5, 1.5); }
 
 // Longer than the layer's row blocks (32 query rows, each block multiplied with the keys up to
-// its last row only): three blocks, the last one ragged, forward and backward against the
-// reference (dK and dV summed over the blocks that see each key).
-TEST(TransformerLayers, AttentionOverSeveralRowBlocks) {
-  const std::int64_t n = 1, t = 70, c = 4, heads = 2;
-  CausalSelfAttention a(heads);
-  Check chk(a, Shape{t, 3 * c}, n);
-  chk.run(uniform(n * t * 3 * c, 19, -1.5, 1.5), {},
-          [&](const Values& xv, const std::vector<Values>&) { return ref_attention(xv, n, t, c, heads); });
-}
+// its last row only): three blocks, the last one ragged (dK and dV summed over the blocks that
+// see each key).
+TEST(TransformerLayers, AttentionOverSeveralRowBlocks) { check_attention(1, 70, 4, 2, 19, -1.5, 1.5); }
 
 TEST(TransformerLayers, AttentionIsCausal) {
   const std::int64_t n = 2, t = 6, c = 8, changed = 3;
