@@ -11,23 +11,21 @@
 
 namespace ringtrain {
 
-void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
-  const float* in = x.f32();
-  float* out = y.f32();
-  const std::int64_t n = x.numel();
-  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+void ReLU::apply(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (dx == nullptr) return;
-  const float* out = y.f32();
-  const float* g = dy.f32();
-  float* d = dx->f32();
-  const std::int64_t n = y.numel();
+void ReLU::apply_backward(const float* y, const float* dy, float* dx, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];  // loaded either way: the select then vectorizes (a conditional load does not)
-    d[i] = out[i] > 0.0f ? gi : 0.0f;
+    const float gi = dy[i];  // loaded either way: the select then vectorizes (a conditional load does not)
+    dx[i] = y[i] > 0.0f ? gi : 0.0f;
   }
+}
+
+void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) { apply(x.f32(), y.f32(), x.numel()); }
+
+void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (dx != nullptr) apply_backward(y.f32(), dy.f32(), dx->f32(), y.numel());
 }
 
 void Flatten::forward(const Tensor& x, Tensor& y, const StepInfo&) { std::memcpy(y.raw(), x.raw(), x.nbytes()); }

@@ -1,6 +1,9 @@
 // Linear: y = x W^T + b with W [out, in] over the last dimension; three GEMMs per step
 // (forward, dW, dx), over N rows for [N, in] and N*T rows for [N, T, in]. A tied weight's dW
-// (an LM head's) is left to param_grad_rows: the same GEMM for a block of output rows.
+// (an LM head's) is left to param_grad_rows: the same GEMM for a block of output rows. A ReLU
+// reading only its output is done in place on that output (and on its gradient in backward).
+#include <typeinfo>
+
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
@@ -54,10 +57,19 @@ void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
       for (std::int64_t j = 0; j < out_; ++j) out[i * out_ + j] = b[j];
   }
   blas::sgemm(false, true, n, out_, in_, 1.0f, x.f32(), in_, w_.f32(), in_, has_bias_ ? 1.0f : 0.0f, out, out_);
+  if (relu_after_) ReLU::apply(out, out, y.numel());
 }
 
-void Linear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+bool Linear::absorb_consumer(const Layer& consumer) {
+  relu_after_ = typeid(consumer) == typeid(ReLU);  // the CPU ReLU only (a device layer has its own)
+  return relu_after_;
+}
+
+void Linear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   const std::int64_t n = rows_of(x);
+  // With a ReLU absorbed, dy is its output's gradient: the ReLU's rule makes it the GEMMs' in
+  // place (the model reads dy no more, Layer::absorb_consumer).
+  if (relu_after_) ReLU::apply_backward(y.f32(), dy.f32(), dy.f32(), y.numel());
   const float* g = dy.f32();
   if (defer_dw_) {
     saved_x_ = x;

@@ -159,7 +159,9 @@ void Model::connect(const Shape& input_shape) {
                "model's)",
                i);
   }
+  declared_reads_ = reads_;
   absorb_producers();
+  absorb_consumers();
 }
 
 void Model::absorb_producers() {
@@ -180,6 +182,29 @@ void Model::absorb_producers() {
     absorbs[j] = true;
     reads_[j] = reads_[p];
     reads_[p].clear();
+  }
+}
+
+void Model::absorb_consumers() {
+  std::vector<int> readers(nodes_.size(), 0);
+  for (const auto& r : reads_)
+    for (const int v : r)
+      if (v != kInput) ++readers[static_cast<std::size_t>(v)];
+  std::vector<bool> absorbs(nodes_.size(), false);
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    if (absorbed_by_[i] >= 0) absorbs[static_cast<std::size_t>(absorbed_by_[i])] = true;
+  for (std::size_t c = 0; c + 1 < nodes_.size(); ++c) {  // the last node's output is the model's
+    if (absorbed_by_[c] >= 0 || reads_[c].size() != 1 || reads_[c][0] == kInput) continue;
+    if (!nodes_[c].layer->param_specs().empty()) continue;
+    const auto p = static_cast<std::size_t>(reads_[c][0]);
+    if (readers[p] != 1 || absorbs[p] || shapes_[p] != shapes_[c]) continue;
+    if (!nodes_[p].layer->absorb_consumer(*nodes_[c].layer)) continue;
+    absorbed_by_[c] = static_cast<int>(p);
+    absorbs[p] = true;
+    reads_[c].clear();
+    for (auto& r : reads_)
+      for (int& v : r)
+        if (v == static_cast<int>(c)) v = static_cast<int>(p);
   }
 }
 
@@ -434,7 +459,7 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
   std::vector<const Tensor*> in;
   if (residency_ != nullptr) residency_->begin_pass(ParameterResidency::Pass::forward, info.training);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (absorbed_by_[i] >= 0) continue;  // its reader does its work
+    if (absorbed_by_[i] >= 0) continue;  // its absorber does its work
     in.clear();
     for (const int v : reads_[i]) in.push_back(&value(v));
     if (nodes_[i].layer->passes_through(info.training)) {  // a view of the input, no pass over it
@@ -679,10 +704,7 @@ std::string Model::describe() const {
   std::string s;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::string label(nodes_[i].layer->kind());
-    // The reads as declared: an absorbed node's went to its absorber, which reads the absorbed node.
-    std::vector<int> reads = absorbed_by_[i] >= 0 ? reads_[static_cast<std::size_t>(absorbed_by_[i])] : reads_[i];
-    for (std::size_t p = 0; p < nodes_.size(); ++p)
-      if (absorbed_by_[p] == static_cast<int>(i)) reads = {static_cast<int>(p)};
+    const std::vector<int>& reads = declared_reads_[i];
     const bool sequential = reads.size() == 1 && reads[0] == static_cast<int>(i) - 1;
     if (!sequential) {
       std::string from;

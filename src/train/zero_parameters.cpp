@@ -4,6 +4,7 @@
 #include "train/zero_parameters.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -55,7 +56,10 @@ ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets,
       groups_.back().range.begin = b.begin;
       groups_.back().parts.push_back(part);
     } else {
-      groups_.push_back({b, {part}});
+      Group group;
+      group.range = b;
+      group.parts.push_back(part);
+      groups_.push_back(std::move(group));
     }
   }
   for (const Pass pass : {Pass::forward, Pass::backward}) {

@@ -95,6 +95,14 @@ class Layer {
   // the two layers do apart. The model then skips producer and hands this layer producer's input
   // (and that input's gradient); saves the passes over producer's output (ReLU into max-pool).
   virtual bool absorb_producer(const Layer& /*producer*/) { return false; }
+  // The converse, asked once at model build when this layer's output is read only by `consumer`,
+  // a one-input layer without parameters whose output has the same shape and is not the model's
+  // output: true when this layer takes over consumer's work, its forward writing consumer's output
+  // and its backward taking that output's gradient, bitwise as the two layers do apart. The model
+  // then skips consumer and hands consumer's readers this layer's output (a ReLU in a Linear's
+  // GEMM epilogue: no pass and no buffer of the ReLU's). Its backward may then overwrite dy: the
+  // model reads that gradient no more.
+  virtual bool absorb_consumer(const Layer& /*consumer*/) { return false; }
 
   // True when, in a training pass (or not), this one-input layer's output is its input unchanged,
   // only reshaped (Flatten; Dropout when not training or p == 0). The model then calls neither

@@ -27,6 +27,8 @@ class Linear : public Layer {
   bool param_grad_rows_supported(std::size_t param) const override { return param == 0; }
   void defer_param_grad(std::size_t param) override;
   void param_grad_rows(std::size_t param, std::int64_t r0, std::int64_t r1, float* out, bool add) const override;
+  // A ReLU after it: applied to the output in place, and its gradient rule to dy in backward.
+  bool absorb_consumer(const Layer& consumer) override;
 
  protected:
   // Rows of the GEMMs for a batch x: N for [N, in], N*T for [N, T, in].
@@ -39,6 +41,7 @@ class Linear : public Layer {
   Tensor w_, b_, dw_, db_;
   bool defer_dw_ = false;  // backward leaves dW to param_grad_rows, keeping x and dy for it
   Tensor saved_x_, saved_dy_;
+  bool relu_after_ = false;  // absorbed the ReLU reading its output (absorb_consumer)
 };
 
 struct Conv2dOptions {
@@ -83,6 +86,10 @@ class ReLU : public Layer {
   Shape configure(const Shape& input) override { return input; }
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // The rule, also for layers that absorb a ReLU (in place is fine): y = x > 0 ? x : 0 (NaN and
+  // -0 give +0), and dx = y > 0 ? dy : 0.
+  static void apply(const float* x, float* y, std::int64_t n);
+  static void apply_backward(const float* y, const float* dy, float* dx, std::int64_t n);
 };
 
 class MaxPool2d : public Layer {

@@ -189,9 +189,10 @@ class Model {
   // Node i's layer kind ("conv2d", "linear", ...) and its forward FLOPs per sample.
   std::string_view layer_kind(std::size_t i) const;
   std::int64_t layer_forward_flops(std::size_t i) const;
-  // The node whose layer does node i's work: i itself, or the only reader of i's output when
-  // that layer absorbed i's (Layer::absorb_producer: a ReLU into the max-pool after it); an
-  // absorbed node is skipped by both passes and has no activation buffer.
+  // The node whose layer does node i's work: i itself; the only reader of i's output when that
+  // layer absorbed i's (Layer::absorb_producer: a ReLU into the max-pool after it); or the node
+  // whose output i alone reads when that layer absorbed i's (Layer::absorb_consumer: a ReLU into
+  // the linear before it). An absorbed node is skipped by both passes and has no activation buffer.
   std::size_t layer_done_by(std::size_t i) const;
   // Per-node wall time of forward and backward, in seconds, added to on every pass while set
   // (null: none, the default; host models only, where a layer's call is its work). For
@@ -218,6 +219,9 @@ class Model {
   // Lets each node absorb the one-input, parameter-free node whose output only it reads
   // (Layer::absorb_producer): it then reads that node's input instead (connect's last step).
   void absorb_producers();
+  // Then lets each node absorb the one-input, parameter-free node that alone reads its output
+  // (Layer::absorb_consumer): that node's readers then read this one's output instead.
+  void absorb_consumers();
   // Which values need a gradient and which reads of a value add to a gradient already written.
   void plan_backward();
   // Which gradient buffer each value's gradient uses (buffers shared between disjoint lives).
@@ -243,8 +247,9 @@ class Model {
   static constexpr int kInput = -1;  // the value index of the model's input
 
   std::vector<ModelNode> nodes_;
-  std::vector<std::vector<int>> reads_;  // per node: the value indices it reads (kInput or a node)
-  std::vector<int> absorbed_by_;         // per node: the node doing its work (-1: itself)
+  std::vector<std::vector<int>> reads_;           // per node: the value indices it reads (kInput or a node)
+  std::vector<std::vector<int>> declared_reads_;  // reads_ as the description gave them (before absorbing)
+  std::vector<int> absorbed_by_;                  // per node: the node doing its work (-1: itself)
   Shape input_shape_;
   bool reads_tokens_ = false;               // the input is token ids (an embedding reads it)
   std::vector<Shape> shapes_;               // per-sample output shape of each node

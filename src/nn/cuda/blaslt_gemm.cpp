@@ -51,6 +51,8 @@ std::uint32_t alignment(const void* p) {
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
     case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::relu: return CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::bias_relu: return CUBLASLT_EPILOGUE_RELU_BIAS;
     case Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADB;
     case Epilogue::none: break;
   }
@@ -60,11 +62,18 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
 const char* epilogue_name(Epilogue e) {
   switch (e) {
     case Epilogue::bias: return " + bias";
+    case Epilogue::relu: return " + relu";
+    case Epilogue::bias_relu: return " + bias + relu";
     case Epilogue::bias_grad: return " + bias gradient";
     case Epilogue::none: break;
   }
   return "";
 }
+
+bool has_vector(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_grad; }
+
+// The epilogues that write C from the product (C packed): every one but the bias gradient.
+bool writes_c(Epilogue e) { return e == Epilogue::bias || e == Epilogue::relu || e == Epilogue::bias_relu; }
 
 // The epilogue's vector, set on the descriptor before each call: plans are shared by every
 // vector of the same alignment. The heuristic also reads it (for that alignment).
@@ -78,8 +87,10 @@ void set_vector(cublasLtMatmulDesc_t desc, float* vector) {
 // reported to assume a 16-byte aligned vector whatever the heuristic was told: other cases
 // take the plain GEMM and the kernel, which give the same values.
 bool fusable(Epilogue epilogue, DType c_type, std::uint32_t align_vector) {
-  if (epilogue == Epilogue::none || align_vector < 16) return false;
-  return epilogue != Epilogue::bias || c_type == DType::f32;
+  if (epilogue == Epilogue::none) return false;
+  if (!has_vector(epilogue)) return true;
+  if (align_vector < 16) return false;
+  return epilogue == Epilogue::bias_grad || c_type == DType::f32;
 }
 
 cublasLtHandle_t create_blaslt() {
@@ -126,7 +137,7 @@ BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, c
                              DType c_type, MathMode math, Epilogue epilogue, const float* vector) const {
   // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
   const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
-  const std::uint32_t align_vector = epilogue == Epilogue::none ? 0 : alignment(vector);
+  const std::uint32_t align_vector = has_vector(epilogue) ? alignment(vector) : 0;
   return Key{s, ab_type, c_type, effective, epilogue, alignment(a), alignment(b), alignment(c), align_vector};
 }
 
@@ -143,9 +154,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
              "{}: a leading dimension is shorter than its row", describe(key));
   RT_REQUIRE(key.align_a > 0 && key.align_b > 0 && key.align_c > 0, Error, "{}: null pointer", describe(key));
   // The unfused path's kernels (gemm) read C and A packed; the fused form is held to the same.
-  RT_REQUIRE(key.epilogue == Epilogue::none || key.align_vector > 0, Error, "{}: null epilogue vector", describe(key));
-  RT_REQUIRE(key.epilogue != Epilogue::bias || s.ldc == s.n, Error, "{}: the bias epilogue needs ldc == n",
-             describe(key));
+  RT_REQUIRE(!has_vector(key.epilogue) || key.align_vector > 0, Error, "{}: null epilogue vector", describe(key));
+  RT_REQUIRE(!writes_c(key.epilogue) || s.ldc == s.n, Error, "{}: the epilogue needs ldc == n", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
              "{}: the bias-gradient epilogue needs A packed (lda == {})", describe(key), s.trans_a ? s.m : s.k);
   auto plan = std::make_unique<Plan>();
@@ -166,10 +176,11 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   if (key.epilogue != Epilogue::none) {
     const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
     RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    // Our vectors are f32 whatever C is (cuBLASLt's default is C's type).
-    const std::int32_t vector_type = CUDA_R_32F;
-    RT_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)));
+    if (has_vector(key.epilogue)) {  // our vectors are f32 whatever C is (cuBLASLt's default is C's type)
+      const std::int32_t vector_type = CUDA_R_32F;
+      RT_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)));
+    }
     plan->fused = key.epilogue;
   }
   return plan;
@@ -214,7 +225,7 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
   auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
   std::vector<cublasLtMatmulHeuristicResult_t> offered;
   if (fusable(key.epilogue, key.c_type, key.align_vector)) {
-    set_vector(plan->desc.get(), vector);
+    if (has_vector(key.epilogue)) set_vector(plan->desc.get(), vector);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
       log::warn(
@@ -237,7 +248,7 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
 
 void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
                  float beta, void* c, float* vector, void* stream) const {
-  if (plan.fused != Epilogue::none) set_vector(plan.desc.get(), vector);
+  if (has_vector(plan.fused)) set_vector(plan.desc.get(), vector);
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
                                  static_cast<cudaStream_t>(stream)));
@@ -246,7 +257,8 @@ void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha
 void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
                   DType c_type, MathMode math, void* stream, Epilogue epilogue, float* vector) {
   if (s.m == 0 || s.n == 0) return;  // as blas::sgemm
-  RT_REQUIRE(epilogue != Epilogue::none || vector == nullptr, Error, "gemm: a vector without an epilogue");
+  RT_REQUIRE(has_vector(epilogue) || vector == nullptr, Error, "gemm: a vector the epilogue{} does not read",
+             epilogue_name(epilogue));
   // Whether cuBLASLt scales its bias gradient by alpha is not documented: only alpha == 1 is taken.
   RT_REQUIRE(epilogue != Epilogue::bias_grad || alpha == 1.0f, Error,
              "gemm: the bias-gradient epilogue needs alpha == 1 (got {})", alpha);
@@ -254,9 +266,10 @@ void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b,
   const Plan& plan = plan_for(key, vector);
   run(plan, plan.algo, alpha, a, b, beta, c, vector, stream);
   if (plan.fused == epilogue) return;
-  // Unfused: the kernels the epilogue replaces, on packed C and A (make_plan checked).
-  if (epilogue == Epilogue::bias) {
-    kernels::launch_bias_act_forward(c, vector, s.m, s.n, 1, kernels::Activation::none, c_type, stream);
+  // Unfused: the kernel the epilogue replaces, on packed C and A (make_plan checked).
+  if (writes_c(epilogue)) {  // vector is null for relu
+    const auto act = epilogue == Epilogue::bias ? kernels::Activation::none : kernels::Activation::relu;
+    kernels::launch_bias_act_forward(c, vector, s.m, s.n, 1, act, c_type, stream);
   } else {  // op(A)[i][k] is A[k][i] of A [k, m] when trans_a, else A[i][k] of A [m, k]
     kernels::launch_bias_grad(vector, a, s.trans_a ? s.k : 1, s.m, s.trans_a ? 1 : s.k, ab_type, stream);
   }

@@ -1,5 +1,5 @@
 // BlasLt: row-major GEMM on cuBLASLt with f32 accumulation, the CUDA counterpart of
-// tensor/blas.hpp's sgemm, with an optional bias or bias-gradient epilogue fused into it.
+// tensor/blas.hpp's sgemm, with an optional bias, ReLU or bias-gradient epilogue fused into it.
 // Descriptors and the heuristic's algorithm are cached per shape, types and epilogue.
 #pragma once
 #include <cublasLt.h>
@@ -31,13 +31,14 @@ struct GemmShape {
 };
 
 // What the GEMM also does, with an f32 device vector. bias: C[i][j] += vector[j] (length n),
-// after alpha and beta (the bias is not scaled); C must be packed (ldc == n). bias_grad:
-// vector[i] = sum over k of op(A)[i][k] (length m, overwritten): with op(A) = dy^T this is the
-// bias gradient of the weight-gradient GEMM; needs alpha == 1 and A packed (lda == its row).
-// Fused by cuBLASLt where it has an algorithm, the vector is 16-byte aligned and (bias) C is
-// f32; otherwise a kernel runs after the plain GEMM (same results; a missing algorithm is
-// warned once per BlasLt).
-enum class Epilogue { none, bias, bias_grad };
+// after alpha and beta (the bias is not scaled); C must be packed (ldc == n). relu: C[i][j] =
+// max(C[i][j], 0) after everything else (no vector; NaN gives 0 as the CPU ReLU), C packed;
+// bias_relu: both, the bias first. bias_grad: vector[i] = sum over k of op(A)[i][k] (length m,
+// overwritten): with op(A) = dy^T this is the bias gradient of the weight-gradient GEMM; needs
+// alpha == 1 and A packed (lda == its row). Fused by cuBLASLt where it has an algorithm, the
+// vector is 16-byte aligned and (bias, bias_relu) C is f32; otherwise one kernel runs after the
+// plain GEMM (same results; a missing algorithm is warned once per BlasLt).
+enum class Epilogue { none, bias, relu, bias_relu, bias_grad };
 
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
 class BlasLt {

@@ -41,6 +41,7 @@ class CudaLinear final : public Linear {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // Not on the GPU yet: a tied weight then goes through the model's scratch.
   bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
+  bool absorb_consumer(const Layer& consumer) override;  // a CudaReLU: in the GEMM's epilogue
 
  private:
   ComputePtr compute_;

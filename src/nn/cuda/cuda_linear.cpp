@@ -1,5 +1,9 @@
-// CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias in its epilogue; backward is two
-// GEMMs, dW (in f32 straight from low-precision inputs, the bias gradient in its epilogue) and dx.
+// CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias (and an absorbed ReLU) in its
+// epilogue; backward is two GEMMs, dW (in f32 straight from low-precision inputs, the bias
+// gradient in its epilogue) and dx, after the absorbed ReLU's rule is applied to dy in place.
+#include <typeinfo>
+
+#include "kernels/activation_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"
 
 namespace ringtrain::cuda {
@@ -12,17 +16,25 @@ void CudaLinear::bind(const std::vector<Tensor>& params, const std::vector<Tenso
   weight_.bind(w_, compute_->act);
 }
 
+bool CudaLinear::absorb_consumer(const Layer& consumer) {
+  relu_after_ = typeid(consumer) == typeid(CudaReLU);
+  return relu_after_;
+}
+
 void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   CudaCompute& c = *compute_;
   const std::int64_t n = rows_of(x);
   const void* w = weight_.refresh(c.stream);
+  const Epilogue epilogue =
+      relu_after_ ? (has_bias_ ? Epilogue::bias_relu : Epilogue::relu) : (has_bias_ ? Epilogue::bias : Epilogue::none);
   c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(), c.act, c.act,
-              c.math, c.stream, has_bias_ ? Epilogue::bias : Epilogue::none, has_bias_ ? b_.f32() : nullptr);
+              c.math, c.stream, epilogue, has_bias_ ? b_.f32() : nullptr);
 }
 
-void CudaLinear::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
+void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   CudaCompute& c = *compute_;
   const std::int64_t n = rows_of(x);
+  if (relu_after_) kernels::launch_relu_backward(dy.raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
   c.blas.gemm(GemmShape{true, false, out_, in_, n, out_, in_, in_}, 1.0f, dy.raw(), x.raw(), 0.0f, dw_.raw(), c.act,
               DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
               has_bias_ ? db_.f32() : nullptr);

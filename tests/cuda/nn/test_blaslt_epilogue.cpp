@@ -1,6 +1,7 @@
-// BlasLt's epilogues against blas::sgemm plus loops: the bias added to C and the bias gradient
-// written beside a weight-gradient GEMM (onto a NaN-poisoned vector), at CudaLinear's shapes and
-// odd ones, every transpose combination, each input type. Skips without a GPU.
+// BlasLt's epilogues against blas::sgemm plus loops: the bias and/or the ReLU applied to C (a NaN
+// row giving 0, as the CPU ReLU) and the bias gradient written beside a weight-gradient GEMM (onto
+// a NaN-poisoned vector), at CudaLinear's shapes and odd ones, every transpose combination, each
+// input type. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "cuda/nn/cuda_nn_testing.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
+#include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
@@ -57,13 +59,17 @@ bool fell_back(Body&& body) {
   return ::testing::internal::GetCapturedStderr().find("cuBLASLt has no algorithm") != std::string::npos;
 }
 
-// Forward, y = x W^T + b in CudaLinear (trans_b): C[batch, out] = alpha op(A) op(B) + beta C + bias.
-// Returns the error of C; the bias must be left as it was.
-double bias_error(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, float beta, const TypeCase& t,
-                  std::uint64_t seed) {
+// Forward, y = relu(x W^T + b) in CudaLinear (trans_b): C[batch, out] = alpha op(A) op(B) + beta C,
+// then the epilogue's bias (not scaled) and ReLU. With the ReLU, op(A)'s row 0 is NaN: C's row 0
+// must come out 0, as ReLU::apply makes it. Returns the error of C; the bias must be left as it was.
+double forward_error(BlasLt& lt, Epilogue epilogue, const LinearCase& g, bool trans_a, bool trans_b, float beta,
+                     const TypeCase& t, std::uint64_t seed) {
   const GemmShape s = packed(trans_a, trans_b, g.batch, g.out, g.in);
-  const float alpha = 0.75f;  // the bias is not scaled
-  const auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), seed, t.ab);
+  const bool bias_on = epilogue != Epilogue::relu, relu = epilogue != Epilogue::bias;
+  const float alpha = 0.75f;
+  auto a = test::random_values(static_cast<std::size_t>(s.m * s.k), seed, t.ab);
+  if (relu)
+    for (std::int64_t k = 0; k < s.k; ++k) a[static_cast<std::size_t>(trans_a ? k * s.m : k)] = std::nanf("");
   const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), seed + 1, t.ab);
   const auto bias = test::random_values(static_cast<std::size_t>(s.n), seed + 2);
   auto c_ref = test::random_values(static_cast<std::size_t>(s.m * s.n), seed + 3, t.c);
@@ -72,13 +78,15 @@ double bias_error(BlasLt& lt, const LinearCase& g, bool trans_a, bool trans_b, f
   auto dc = DeviceBuffer::of_values(c_ref, t.c);
   if (beta == 0.0f) dc.poison();
 
-  lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, Epilogue::bias, dbias.as<float>());
+  lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, epilogue,
+          bias_on ? dbias.as<float>() : nullptr);
   blas::sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), s.lda, b.data(), s.ldb, beta, c_ref.data(), s.ldc);
   for (std::int64_t i = 0; i < s.m; ++i)
     for (std::int64_t j = 0; j < s.n; ++j) {
       float& v = c_ref[static_cast<std::size_t>(i * s.n + j)];
-      v = test::round_to(t.c, v + bias[static_cast<std::size_t>(j)]);
+      v = test::round_to(t.c, v + (bias_on ? bias[static_cast<std::size_t>(j)] : 0.0f));
     }
+  if (relu) ReLU::apply(c_ref.data(), c_ref.data(), static_cast<std::int64_t>(c_ref.size()));
   EXPECT_EQ(dbias.read_values(DType::f32), bias) << "the bias was written";
   return test::max_rel_error(dc.read_values(t.c), c_ref);
 }
@@ -119,29 +127,32 @@ const auto kTypes = ::testing::Values(
     TypeCase{DType::bf16, DType::f32, MathMode::strict_f32}, TypeCase{DType::bf16, DType::bf16, MathMode::strict_f32},
     TypeCase{DType::f16, DType::f32, MathMode::strict_f32}, TypeCase{DType::f16, DType::f16, MathMode::strict_f32});
 
-class BlasLtBiasEpilogue : public ::testing::TestWithParam<TypeCase> {};
+class BlasLtForwardEpilogues : public ::testing::TestWithParam<TypeCase> {};
 
-TEST_P(BlasLtBiasEpilogue, MatchesCpuGemmPlusBias) {
+TEST_P(BlasLtForwardEpilogues, MatchCpuGemmPlusBiasAndReLU) {
   RT_SKIP_WITHOUT_GPU();
   const TypeCase t = GetParam();
   const double tol = test::tolerance(t.c == DType::f32 ? t.ab : t.c, t.math);
-  BlasLt lt;  // one per test: its fallback warning comes once
-  std::uint64_t seed = 500;
-  const bool unfused = fell_back([&] {
-    for (const LinearCase& g : kLinearCases)
-      for (int trans = 0; trans < 4; ++trans)
-        for (float beta : {0.0f, 1.0f}) {
-          const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
-          EXPECT_LT(bias_error(lt, g, ta, tb, beta, t, seed += 4), tol)
-              << "batch=" << g.batch << " out=" << g.out << " in=" << g.in << " trans_a=" << ta << " trans_b=" << tb
-              << " beta=" << beta;
-        }
-  });
-  std::cout << "[ info ] bias epilogue: " << (unfused ? "unfused for some shapes (kernel after the GEMM)" : "fused")
-            << "\n";
+  for (const Epilogue e : {Epilogue::bias, Epilogue::relu, Epilogue::bias_relu}) {
+    const char* name = e == Epilogue::bias ? "bias" : e == Epilogue::relu ? "relu" : "bias + relu";
+    BlasLt lt;  // one per epilogue: its fallback warning comes once
+    std::uint64_t seed = 500;
+    const bool unfused = fell_back([&] {
+      for (const LinearCase& g : kLinearCases)
+        for (int trans = 0; trans < 4; ++trans)
+          for (float beta : {0.0f, 1.0f}) {
+            const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
+            EXPECT_LT(forward_error(lt, e, g, ta, tb, beta, t, seed += 4), tol)
+                << name << " batch=" << g.batch << " out=" << g.out << " in=" << g.in << " trans_a=" << ta
+                << " trans_b=" << tb << " beta=" << beta;
+          }
+    });
+    std::cout << "[ info ] " << name
+              << " epilogue: " << (unfused ? "unfused for some shapes (kernel after the GEMM)" : "fused") << "\n";
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, BlasLtBiasEpilogue, kTypes, type_name);
+INSTANTIATE_TEST_SUITE_P(Types, BlasLtForwardEpilogues, kTypes, type_name);
 
 class BlasLtBiasGradEpilogue : public ::testing::TestWithParam<TypeCase> {};
 
@@ -249,8 +260,12 @@ TEST(BlasLtEpilogueErrors, RejectsBadArguments) {
   EXPECT_THROW(gemm(ok, 0.5f, Epilogue::bias_grad, v), Error);  // the gradient takes alpha == 1 only
   EXPECT_THROW(gemm(ok, 1.0f, Epilogue::bias, nullptr), Error);
   EXPECT_THROW(gemm(ok, 1.0f, Epilogue::none, v), Error);
-  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::bias, v), Error);       // ldc > n
-  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 5, 4, 4}, 1.0f, Epilogue::bias_grad, v), Error);  // lda > k
+  EXPECT_THROW(gemm(ok, 1.0f, Epilogue::relu, v), Error);  // relu reads no vector
+  EXPECT_NO_THROW(gemm(ok, 1.0f, Epilogue::relu, nullptr));
+  EXPECT_THROW(gemm(ok, 1.0f, Epilogue::bias_relu, nullptr), Error);
+  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::relu, nullptr), Error);  // ldc > n
+  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::bias, v), Error);        // ldc > n
+  EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 5, 4, 4}, 1.0f, Epilogue::bias_grad, v), Error);   // lda > k
 }
 
 }  // namespace

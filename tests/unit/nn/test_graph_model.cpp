@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iterator>
 
 #include "ringtrain/core/config.hpp"
@@ -325,6 +326,61 @@ TEST(GraphModel, AMaxPoolAbsorbsTheReLUBeforeItBitForBit) {
   apart.backward(r);
   fused.backward(r);
   ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0);
+}
+
+std::vector<ModelNode> linear_relu_stack(const std::function<std::unique_ptr<Layer>()>& relu) {
+  std::vector<ModelNode> nodes;
+  nodes.push_back({std::make_unique<Linear>(6, true), "", {}, {}});
+  nodes.push_back({relu(), "", {}, {}});
+  nodes.push_back({std::make_unique<Linear>(5, false), "", {}, {}});
+  nodes.push_back({relu(), "", {}, {}});
+  nodes.push_back({std::make_unique<Linear>(4, true), "", {}, {}});
+  return nodes;
+}
+
+// linear -> relu (twice, with and without a bias): each linear does the ReLU after it in place
+// (no pass, no buffer of the ReLU's), and the logits and every gradient are the model's computing
+// each layer apart, bit for bit: also for a sample with a NaN (its ReLU'd row is 0 either way)
+// and in emulated bf16.
+TEST(GraphModel, ALinearAbsorbsTheReLUAfterItBitForBit) {
+  for (const DType compute : {DType::f32, DType::bf16}) {
+    Model fused(linear_relu_stack([] { return std::make_unique<ReLU>(); }), Shape{7});
+    Model apart(linear_relu_stack([] { return std::make_unique<SeparateReLU>(); }), Shape{7});
+    EXPECT_EQ(fused.layer_done_by(1), 0u);
+    EXPECT_EQ(fused.layer_done_by(3), 2u);
+    EXPECT_EQ(apart.layer_done_by(1), 1u);
+    EXPECT_NE(fused.describe().find("0 params  (done by [0])\n  [2] linear "), std::string::npos) << fused.describe();
+    for (Model* m : {&fused, &apart}) {
+      m->init_params(5);
+      m->set_compute_dtype(compute);
+    }
+    Tensor x = Tensor::empty(Shape{3, 7}), r = Tensor::empty(Shape{3, 4});
+    Rng rng(13);
+    for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+    for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+    x.f32()[9] = std::nanf("");  // sample 1
+    const Tensor& a = apart.forward(x, StepInfo{});
+    const Tensor& f = fused.forward(x, StepInfo{});
+    ASSERT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0) << dtype_name(compute);
+    EXPECT_FALSE(std::isnan(f.f32()[4])) << "the ReLU makes the NaN row 0";
+    EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());  // no ReLU output buffers
+    apart.backward(r);
+    fused.backward(r);
+    ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0) << dtype_name(compute);
+  }
+}
+
+// The model's output stays its last node's: a ReLU there is not absorbed; nor is one whose
+// linear's output something else reads too.
+TEST(GraphModel, AReLUIsNotAbsorbedWhereItsInputOrOutputIsNeeded) {
+  const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\n";
+  EXPECT_EQ(build_model_text(lin + "name = \"h\"\n[[model.layers]]\ntype = \"relu\"\n", Shape{3})->layer_done_by(1),
+            1u);
+  auto residual = build_model_text(lin +
+                                       "name = \"h\"\n[[model.layers]]\ntype = \"relu\"\nname = \"r\"\n"
+                                       "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"r\"]\n",
+                                   Shape{3});
+  EXPECT_EQ(residual->layer_done_by(1), 1u);
 }
 
 // A ReLU whose output something else reads too keeps its own pass (the other reader needs it).
