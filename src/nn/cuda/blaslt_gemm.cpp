@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "check/cublas_check.hpp"
@@ -21,6 +22,7 @@ struct BlasLt::Plan {
   Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first, second, c;
   Epilogue fused = Epilogue::none;  // cuBLASLt's epilogue; gemm() runs a kernel for the key's when it differs
   cublasLtMatmulAlgo_t algo{};      // the heuristic's first choice, filled in by plan_for()
+  bool on_cublas = false;           // no cuBLASLt algorithm: the plain GEMM runs on cuBLAS
 };
 
 namespace {
@@ -93,6 +95,10 @@ bool fusable(Epilogue epilogue, DType c_type, std::uint32_t align_vector) {
   return epilogue == Epilogue::bias_grad || c_type == DType::f32;
 }
 
+cublasComputeType_t compute_type(DType ab_type, MathMode math) {
+  return ab_type == DType::f32 && math == MathMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 cublasLtHandle_t create_blaslt() {
   cublasLtHandle_t handle = nullptr;
   RT_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -129,7 +135,8 @@ std::string BlasLt::describe(const Key& key) {
       epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector);
 }
 
-BlasLt::BlasLt(std::size_t workspace_bytes) : handle_(create_blaslt()), workspace_(workspace_bytes) {}
+BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
+    : handle_(create_blaslt()), workspace_(workspace_bytes), always_cublas_(always_cublas) {}
 
 BlasLt::~BlasLt() = default;
 
@@ -159,10 +166,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
              "{}: the bias-gradient epilogue needs A packed (lda == {})", describe(key), s.trans_a ? s.m : s.k);
   auto plan = std::make_unique<Plan>();
-  const cublasComputeType_t compute =
-      key.ab_type == DType::f32 && key.math == MathMode::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   cublasLtMatmulDesc_t desc = nullptr;
-  RT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  RT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute_type(key.ab_type, key.math), CUDA_R_32F));
   plan->desc.reset(desc);
   const cublasOperation_t op_first = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -215,8 +220,6 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   if (rc != CUBLAS_STATUS_SUCCESS && !refused) check::cublas(rc, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   results.resize(rc == CUBLAS_STATUS_SUCCESS ? static_cast<std::size_t>(returned) : 0);
   std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
-  RT_REQUIRE(!results.empty() || key.epilogue != Epilogue::none, Error,
-             "cuBLASLt has no algorithm for {} within a workspace of {} bytes", describe(key), workspace);
   return results;
 }
 
@@ -224,7 +227,7 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
   auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
   std::vector<cublasLtMatmulHeuristicResult_t> offered;
-  if (fusable(key.epilogue, key.c_type, key.align_vector)) {
+  if (!always_cublas_ && fusable(key.epilogue, key.c_type, key.align_vector)) {
     if (has_vector(key.epilogue)) set_vector(plan->desc.get(), vector);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
@@ -240,9 +243,20 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
     plain.epilogue = Epilogue::none;
     plain.align_vector = 0;
     plan = make_plan(plain);
-    offered = candidates(plain, *plan, 1);
+    if (!always_cublas_) offered = candidates(plain, *plan, 1);
   }
-  plan->algo = offered.front().algo;
+  if (offered.empty()) {  // not even the plain GEMM: cuBLAS runs it
+    plan->on_cublas = true;
+    if (!always_cublas_ && !warned_cublas_) {
+      log::warn(
+          "cuBLASLt has no algorithm for {} within a workspace of {} bytes: running it on cuBLAS (cublasGemmEx; "
+          "warned once, other such GEMMs follow silently)",
+          describe(key), workspace_.bytes());
+      warned_cublas_ = true;
+    }
+  } else {
+    plan->algo = offered.front().algo;
+  }
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
@@ -252,6 +266,37 @@ void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
                                  static_cast<cudaStream_t>(stream)));
+}
+
+void BlasLt::run_cublas(const Key& key, float alpha, const void* a, const void* b, float beta, void* c, void* stream) {
+  const GemmShape& s = key.shape;
+  constexpr std::int64_t kMax = std::numeric_limits<int>::max();
+  RT_REQUIRE(std::max({s.m, s.n, s.k, s.lda, s.ldb, s.ldc, s.batch}) <= kMax, Error,
+             "{}: a dimension above 2^31 - 1, which cublasGemmEx does not take", describe(key));
+  if (!cublas_) {
+    cublasHandle_t handle = nullptr;
+    RT_CUBLAS_CHECK(cublasCreate(&handle));
+    cublas_.reset(handle);
+    // Its scratch is ours (the calls queue on the same stream as the cuBLASLt ones): nothing is
+    // allocated inside a captured CUDA graph.
+    RT_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace_.get(), workspace_.bytes()));
+  }
+  RT_CUBLAS_CHECK(cublasSetStream(cublas_.get(), static_cast<cudaStream_t>(stream)));
+  // As cuBLASLt's: column-major C^T [n, m] = op(B)^T op(A)^T, B first.
+  const cublasOperation_t op_first = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const auto i32 = [](std::int64_t v) { return static_cast<int>(v); };
+  const cudaDataType_t ab = cuda_type(key.ab_type), ct = cuda_type(key.c_type);
+  const cublasComputeType_t compute = compute_type(key.ab_type, key.math);
+  if (s.batch == 1) {
+    RT_CUBLAS_CHECK(cublasGemmEx(cublas_.get(), op_first, op_second, i32(s.n), i32(s.m), i32(s.k), &alpha, b, ab,
+                                 i32(s.ldb), a, ab, i32(s.lda), &beta, c, ct, i32(s.ldc), compute,
+                                 CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  RT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_.get(), op_first, op_second, i32(s.n), i32(s.m), i32(s.k), &alpha,
+                                             b, ab, i32(s.ldb), s.stride_b, a, ab, i32(s.lda), s.stride_a, &beta, c, ct,
+                                             i32(s.ldc), s.stride_c, i32(s.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
 void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
@@ -264,7 +309,10 @@ void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b,
              "gemm: the bias-gradient epilogue needs alpha == 1 (got {})", alpha);
   const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector);
   const Plan& plan = plan_for(key, vector);
-  run(plan, plan.algo, alpha, a, b, beta, c, vector, stream);
+  if (plan.on_cublas)
+    run_cublas(key, alpha, a, b, beta, c, stream);
+  else
+    run(plan, plan.algo, alpha, a, b, beta, c, vector, stream);
   if (plan.fused == epilogue) return;
   // Unfused: the kernel the epilogue replaces, on packed C and A (make_plan checked).
   if (writes_c(epilogue)) {  // vector is null for relu
@@ -283,6 +331,8 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
   const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr);
   const auto plan = make_plan(key);
   const auto offered = candidates(key, *plan, max_candidates);
+  RT_REQUIRE(!offered.empty(), Error, "cuBLASLt has no algorithm for {} within a workspace of {} bytes", describe(key),
+             workspace_.bytes());
   const auto st = static_cast<cudaStream_t>(stream);
   cudaEvent_t start = nullptr, stop = nullptr;
   RT_CUDA_CHECK(cudaEventCreate(&start));

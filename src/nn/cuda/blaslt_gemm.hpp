@@ -1,8 +1,11 @@
 // BlasLt: row-major GEMM on cuBLASLt with f32 accumulation, the CUDA counterpart of
 // tensor/blas.hpp's sgemm, with an optional bias, ReLU or bias-gradient epilogue fused into it.
-// Descriptors and the heuristic's algorithm are cached per shape, types and epilogue.
+// Descriptors and the heuristic's algorithm are cached per shape, types and epilogue. A GEMM
+// cuBLASLt has no algorithm for (leading dimensions it cannot take in bf16, say, as an LM head's
+// odd vocabulary gives) runs on cuBLAS's cublasGemmEx instead, with a warning.
 #pragma once
 #include <cublasLt.h>
+#include <cublas_v2.h>
 
 #include <compare>
 #include <cstddef>
@@ -44,8 +47,8 @@ enum class Epilogue { none, bias, relu, bias_relu, bias_grad };
 class BlasLt {
  public:
   // Throws Error when cuBLASLt cannot start (no GPU or driver) and OutOfMemory when the
-  // workspace does not fit.
-  explicit BlasLt(std::size_t workspace_bytes = std::size_t{32} << 20);
+  // workspace does not fit. always_cublas (for tests): every GEMM on cuBLAS's fallback path.
+  explicit BlasLt(std::size_t workspace_bytes = std::size_t{32} << 20, bool always_cublas = false);
   ~BlasLt();
   BlasLt(const BlasLt&) = delete;
   BlasLt& operator=(const BlasLt&) = delete;
@@ -53,7 +56,7 @@ class BlasLt {
   // A, B of ab_type (f32, bf16 or f16), C of c_type (f32, or equal to ab_type); f32
   // accumulation (TF32 tensor cores for f32 inputs when math == tf32). With beta == 0, C is
   // not read (it may hold NaN). `vector` is the epilogue's (see Epilogue), null with none.
-  // Throws Error when no algorithm fits the plain GEMM.
+  // Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
   void gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
             DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, float* vector = nullptr);
 
@@ -86,16 +89,19 @@ class BlasLt {
   // The plan for key, made (and its algorithm chosen) on first use; without a fused algorithm
   // for key's epilogue, a plain GEMM's plan marked unfused.
   Plan& plan_for(const Key& key, float* vector);
-  // What the heuristic offers, best first. Throws Error when nothing fits, except with an
-  // epilogue: then empty (plan_for falls back to the plain GEMM).
+  // What the heuristic offers, best first; empty when nothing fits.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
   void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b, float beta,
            void* c, float* vector, void* stream) const;
+  // The plain GEMM of key on cuBLAS (cublasGemmEx, or its strided-batched form).
+  void run_cublas(const Key& key, float alpha, const void* a, const void* b, float beta, void* c, void* stream);
 
   Owned<cublasLtHandle_t, cublasLtDestroy> handle_;  // before workspace_: created first
   DeviceBuffer workspace_;
   std::map<Key, std::unique_ptr<Plan>> plans_;
-  bool warned_unfused_ = false;
+  bool always_cublas_;
+  Owned<cublasHandle_t, cublasDestroy> cublas_;  // made at the first GEMM that needs it
+  bool warned_unfused_ = false, warned_cublas_ = false;
 };
 
 }  // namespace ringtrain::cuda

@@ -1,10 +1,12 @@
 // BlasLt (cuBLASLt GEMM) against blas::sgemm: all four transpose combinations, odd shapes and
-// padded leading dimensions, f32 strict and tf32, bf16/f16 inputs with f32 or low-precision C,
-// beta = 0 onto a NaN-poisoned C and beta = 1. Skips without a GPU.
+// padded leading dimensions (an LM head's vocabulary of 50257 among them), f32 strict and tf32,
+// bf16/f16 inputs with f32 or low-precision C, beta = 0 onto a NaN-poisoned C and beta = 1, one
+// and several matrices per call; each on cuBLASLt and on the cuBLAS fallback. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
-#include <cstring>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,7 @@ struct GemmCase {
   std::int64_t m, n, k, pad;  // pad: extra elements per row of A, B and C
 };
 
-constexpr GemmCase kCases[] = {{37, 53, 61, 0}, {1, 129, 7, 3}, {130, 3, 257, 0}, {64, 96, 128, 5}};
+constexpr GemmCase kCases[] = {{37, 53, 61, 0}, {1, 129, 7, 3}, {130, 3, 257, 0}, {64, 96, 128, 5}, {16, 50257, 64, 0}};
 
 // Runs one GEMM on the GPU and on the CPU (inputs rounded to ab_type, C to c_type) and
 // returns the error over the m x n block. Also checks that C's padding is left alone.
@@ -61,7 +63,8 @@ double gemm_error(BlasLt& lt, const GemmCase& g, bool trans_a, bool trans_b, flo
         got.push_back(c_gpu[at]);
         want.push_back(test::round_to(c_type, c_ref[at]));
       } else {
-        EXPECT_TRUE(std::memcmp(&c_gpu[at], &c_before[at], sizeof(float)) == 0) << "padding of C written at " << at;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(c_gpu[at]), std::bit_cast<std::uint32_t>(c_before[at]))
+            << "padding of C written at " << at;
       }
     }
   return test::max_rel_error(got, want);
@@ -78,16 +81,45 @@ TEST_P(BlasLtGemm, MatchesCpuSgemm) {
   RT_SKIP_WITHOUT_GPU();
   const TypeCase t = GetParam();
   const double tol = test::tolerance(t.c == DType::f32 ? t.ab : t.c, t.math);
-  BlasLt lt;
-  std::uint64_t seed = 100;
-  for (const GemmCase& g : kCases)
-    for (int trans = 0; trans < 4; ++trans)
-      for (float beta : {0.0f, 1.0f}) {
-        const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
-        const double err = gemm_error(lt, g, ta, tb, beta, t.ab, t.c, t.math, seed += 3);
-        EXPECT_LT(err, tol) << "m=" << g.m << " n=" << g.n << " k=" << g.k << " pad=" << g.pad << " trans_a=" << ta
-                            << " trans_b=" << tb << " beta=" << beta;
+  for (const bool on_cublas : {false, true}) {
+    BlasLt lt(std::size_t{32} << 20, on_cublas);
+    std::uint64_t seed = 100;
+    for (const GemmCase& g : kCases)
+      for (int trans = 0; trans < 4; ++trans)
+        for (float beta : {0.0f, 1.0f}) {
+          const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
+          const double err = gemm_error(lt, g, ta, tb, beta, t.ab, t.c, t.math, seed += 3);
+          EXPECT_LT(err, tol) << (on_cublas ? "cuBLAS" : "cuBLASLt") << " m=" << g.m << " n=" << g.n << " k=" << g.k
+                              << " pad=" << g.pad << " trans_a=" << ta << " trans_b=" << tb << " beta=" << beta;
+        }
+  }
+}
+
+// Several matrices per call (attention's per-head GEMMs), strided, on both paths: each equals its own sgemm.
+TEST(BlasLtGemmBatched, EachMatrixMatchesCpuSgemm) {
+  RT_SKIP_WITHOUT_GPU();
+  const std::int64_t batch = 3, m = 5, n = 7, k = 9;
+  const GemmShape s{false, true, m, n, k, k, k, n, batch, m * k + 2, n * k + 1, m * n + 3};
+  const auto a = test::random_values(static_cast<std::size_t>(batch * s.stride_a), 21, DType::bf16);
+  const auto b = test::random_values(static_cast<std::size_t>(batch * s.stride_b), 22, DType::bf16);
+  const auto da = DeviceBuffer::of_values(a, DType::bf16), db = DeviceBuffer::of_values(b, DType::bf16);
+  std::vector<float> ref(static_cast<std::size_t>(batch * s.stride_c), 0.0f);
+  for (std::int64_t i = 0; i < batch; ++i)
+    blas::sgemm(false, true, m, n, k, 1.0f, a.data() + i * s.stride_a, k, b.data() + i * s.stride_b, k, 0.0f,
+                ref.data() + i * s.stride_c, n);
+  for (const bool on_cublas : {false, true}) {
+    BlasLt lt(std::size_t{32} << 20, on_cublas);
+    const DeviceBuffer dc(ref.size() * sizeof(float));
+    lt.gemm(s, 1.0f, da.get(), db.get(), 0.0f, dc.get(), DType::bf16, DType::f32, MathMode::strict_f32, nullptr);
+    const auto got = dc.read_values(DType::f32);
+    std::vector<float> got_blocks, want_blocks;
+    for (std::int64_t i = 0; i < batch; ++i)
+      for (std::int64_t j = 0; j < m * n; ++j) {
+        got_blocks.push_back(got[static_cast<std::size_t>(i * s.stride_c + j)]);
+        want_blocks.push_back(ref[static_cast<std::size_t>(i * s.stride_c + j)]);
       }
+    EXPECT_LT(test::max_rel_error(got_blocks, want_blocks), test::kTolHalf) << (on_cublas ? "cuBLAS" : "cuBLASLt");
+  }
 }
 
 // Low-precision inputs are compared with the tolerance of their type even when C is f32.
