@@ -24,8 +24,7 @@ import shutil
 import statistics
 import sys
 
-from bench_process import REPO, RunFailed, human, log, run_cmd, write_runs
-from bench_vs_pytorch import default_venv
+from bench_process import REPO, RunFailed, default_venv, human, log, run_cmd, write_runs
 
 WORKER = os.path.join(REPO, "tools", "torch_allreduce_worker.py")
 MPI_FLOOR_BYTES = 256 << 10  # ring >= mpi is the target from this size up

@@ -37,11 +37,11 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_process import REPO, RunFailed, last_json_line, log, run_cmd, tail
+from bench_process import (REPO, RunFailed, default_venv, last_json_line, log, mpirun_base, probe_torch,
+                           ringtrain_env, run_cmd, run_gemm, stats, tail)
 
 try:
     import tomllib
@@ -150,48 +150,6 @@ def torch_hyper_args(cfg):
 # peak, PyTorch, ringtrain
 # ------------------------------------------------------------------------------------------------
 
-def default_venv_python():
-    venv = os.environ.get("RINGTRAIN_TORCH_VENV") or os.path.join(
-        os.path.expanduser("~"), ".cache", "ringtrain", "torch-venv")
-    return os.path.join(venv, "bin", "python")
-
-
-def probe_torch(python, timeout):
-    """torch's version if `python` can import torch, h5py and numpy, else None."""
-    try:
-        p = subprocess.run([python, "-c", "import torch, h5py, numpy; print(torch.__version__)"],
-                           capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0 or not p.stdout.strip():
-        return None
-    return p.stdout.strip().splitlines()[-1]
-
-
-def ringtrain_env():
-    env = dict(os.environ)
-    env.pop("OPENBLAS_NUM_THREADS", None)  # ringtrain sets its own threads
-    if os.getuid() == 0:
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-    # containers often forbid the cross-process memory attach Open MPI tries first (tools/env.sh)
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-    return env
-
-
-def mpirun_base(args):
-    return [args.mpirun, "-np", str(args.np), "--bind-to", "core"]
-
-
-def run_gemm(args):
-    cmd = mpirun_base(args) + [args.ringtrain, "bench", "gemm"]
-    out, _ = run_cmd(cmd, args.gemm_timeout, env=ringtrain_env(), what="ringtrain bench gemm")
-    obj = last_json_line(out, "gflops_aggregate")
-    if obj is None:
-        raise RunFailed(f"ringtrain bench gemm: no JSON line with gflops_aggregate in output\n{tail(out)}")
-    return obj
-
-
 def run_torch(args, torch_argv):
     cmd = [args.torch_python, WORKER, "--train", args.train, "--val", args.val, "--np", str(args.np),
            "--threads", str(args.threads), "--max-steps", str(args.max_steps),
@@ -265,13 +223,6 @@ def run_ringtrain(args):
 # ------------------------------------------------------------------------------------------------
 # summary
 # ------------------------------------------------------------------------------------------------
-
-def stats(xs):
-    xs = [x for x in xs if x is not None]
-    if not xs:
-        return None
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
 
 def summarize(runs, peaks, args):
     peak = args.peak_gflops if args.peak_gflops is not None else (
@@ -431,7 +382,7 @@ def main():
         log("note: no ringtrain binary: the peak is not measured (no MFU; see --peak-gflops)")
 
     if want_torch:
-        args.torch_python = args.torch_python or default_venv_python()
+        args.torch_python = args.torch_python or os.path.join(default_venv(), "bin", "python")
         ver = probe_torch(args.torch_python, args.probe_timeout)
         if ver is None:
             sys.exit(f"error: {args.torch_python} cannot import torch, h5py and numpy; run tools/setup-torch-venv "

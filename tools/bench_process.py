@@ -1,11 +1,14 @@
 """Shared by the side-by-side benchmark drivers (tools/bench_vs_pytorch.py,
 tools/bench_gpt_vs_pytorch.py): running a command with a timeout that kills its whole process
-group, logging, and finding a result's JSON line in a command's output. Stdlib only.
+group, logging, finding a result's JSON line in a command's output, the PyTorch venv and its
+probe, ringtrain's mpirun line and environment, the `bench gemm` peak, and median/min/max
+summaries. Stdlib only.
 """
 
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -86,3 +89,55 @@ def write_runs(args, runs):
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"config": vars(args), "runs": runs}, f, indent=1)
+
+
+def default_venv():
+    """tools/setup-torch-venv's venv directory."""
+    return os.environ.get("RINGTRAIN_TORCH_VENV") or os.path.join(
+        os.path.expanduser("~"), ".cache", "ringtrain", "torch-venv")
+
+
+def probe_torch(python, timeout):
+    """torch's version if `python` can import torch, h5py and numpy, else None."""
+    try:
+        p = subprocess.run([python, "-c", "import torch, h5py, numpy; print(torch.__version__)"],
+                           capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if p.returncode != 0 or not p.stdout.strip():
+        return None
+    return p.stdout.strip().splitlines()[-1]
+
+
+def ringtrain_env():
+    env = dict(os.environ)
+    env.pop("OPENBLAS_NUM_THREADS", None)  # ringtrain sets its own threads
+    if os.getuid() == 0:
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    # containers often forbid the cross-process memory attach Open MPI tries first (tools/env.sh)
+    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    return env
+
+
+def mpirun_base(args):
+    """mpirun for args.np ranks, one core each (args.mpirun: the launcher)."""
+    return [args.mpirun, "-np", str(args.np), "--bind-to", "core"]
+
+
+def run_gemm(args):
+    """`ringtrain bench gemm` on args.np ranks at once: its JSON result (gflops_aggregate)."""
+    cmd = mpirun_base(args) + [args.ringtrain, "bench", "gemm"]
+    out, _ = run_cmd(cmd, args.gemm_timeout, env=ringtrain_env(), what="ringtrain bench gemm")
+    obj = last_json_line(out, "gflops_aggregate")
+    if obj is None:
+        raise RunFailed(f"ringtrain bench gemm: no JSON line with gflops_aggregate in output\n{tail(out)}")
+    return obj
+
+
+def stats(xs):
+    """Median, min, max and count of the values that are not None; None when there are none."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}

@@ -19,34 +19,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from bench_process import REPO, RunFailed, last_json_line, log, run_cmd, tail
+from bench_process import (REPO, RunFailed, default_venv, last_json_line, log, mpirun_base, probe_torch,
+                           ringtrain_env, run_cmd, run_gemm, stats, tail)
 
 WORKER = os.path.join(REPO, "tools", "torch_ddp_train.py")
 TRAIN_SAMPLES = 60000  # Fashion-MNIST; default --steps is one epoch = TRAIN_SAMPLES // global_batch
 
 
 # ------------------------------------------------------------------------------------------------
-
-def default_venv():
-    return os.environ.get("RINGTRAIN_TORCH_VENV") or os.path.join(
-        os.path.expanduser("~"), ".cache", "ringtrain", "torch-venv")
-
-
-def probe_torch(python, timeout):
-    """Return torch version string if `python` can import torch, h5py and numpy, else None."""
-    try:
-        p = subprocess.run([python, "-c", "import torch, h5py, numpy; print(torch.__version__)"],
-                           capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0:
-        return None
-    return p.stdout.strip().splitlines()[-1] if p.stdout.strip() else None
-
 
 def resolve_torch_pythons(args):
     cands = list(args.torch_python or [])
@@ -76,25 +59,6 @@ def resolve_torch_pythons(args):
 
 
 # ------------------------------------------------------------------------------------------------
-
-def ringtrain_env():
-    env = dict(os.environ)
-    env.pop("OPENBLAS_NUM_THREADS", None)  # ringtrain sets its own threads
-    return env
-
-
-def mpirun_base(args):
-    return [args.mpirun, "-np", str(args.np), "--bind-to", "core", "--allow-run-as-root"]
-
-
-def run_gemm(args):
-    cmd = mpirun_base(args) + [args.ringtrain, "bench", "gemm"]
-    out, _ = run_cmd(cmd, args.gemm_timeout, env=ringtrain_env(), what="ringtrain bench gemm")
-    obj = last_json_line(out, "gflops_aggregate")
-    if obj is None:
-        raise RunFailed(f"ringtrain bench gemm: no JSON line with gflops_aggregate in output\n{tail(out)}")
-    return obj
-
 
 def run_ringtrain(args, model, steps):
     cfg = os.path.join("examples", "fashion_mnist", f"{model}.toml")
@@ -152,12 +116,6 @@ def run_torch(args, tp, model, steps):
 
 # ------------------------------------------------------------------------------------------------
 
-def med_range(xs):
-    if not xs:
-        return None
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
-
-
 def fmt_rate(st):
     if st is None:
         return "-"
@@ -185,7 +143,7 @@ def summarize(args, models, torch_pys, runs, peaks):
         for name, rs in entries:
             rates = [r["result"]["train_samples_per_second"] for r in rs]
             flops = rs[0]["result"].get("model_flops_per_sample")
-            e = {"samples_per_second": med_range(rates), "model_flops_per_sample": flops,
+            e = {"samples_per_second": stats(rates), "model_flops_per_sample": flops,
                  "final_train_loss": statistics.median([r["result"]["final_train_loss"] for r in rs])}
             if peak and flops:
                 e["fraction_of_peak"] = e["samples_per_second"]["median"] * flops / (peak * 1e9)
@@ -193,7 +151,7 @@ def summarize(args, models, torch_pys, runs, peaks):
                 ratios = [by_rep_rt[r["repeat"]] / r["result"]["train_samples_per_second"]
                           for r in rs if r["repeat"] in by_rep_rt]
                 if ratios:
-                    e["ratio_ringtrain_over_this"] = med_range(ratios)
+                    e["ratio_ringtrain_over_this"] = stats(ratios)
             ms["frameworks"][name] = e
         fl = {n: e["model_flops_per_sample"] for n, e in ms["frameworks"].items()}
         distinct = set(v for v in fl.values() if v is not None)

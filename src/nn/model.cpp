@@ -164,12 +164,17 @@ void Model::connect(const Shape& input_shape) {
   absorb_consumers();
 }
 
-void Model::absorb_producers() {
-  absorbed_by_.assign(nodes_.size(), -1);
+std::vector<int> Model::reader_counts() const {
   std::vector<int> readers(nodes_.size(), 0);
   for (const auto& r : reads_)
     for (const int v : r)
       if (v != kInput) ++readers[static_cast<std::size_t>(v)];
+  return readers;
+}
+
+void Model::absorb_producers() {
+  absorbed_by_.assign(nodes_.size(), -1);
+  const std::vector<int> readers = reader_counts();
   std::vector<bool> absorbs(nodes_.size(), false);
   for (std::size_t j = 0; j < nodes_.size(); ++j) {
     if (reads_[j].size() != 1 || reads_[j][0] == kInput) continue;
@@ -186,10 +191,7 @@ void Model::absorb_producers() {
 }
 
 void Model::absorb_consumers() {
-  std::vector<int> readers(nodes_.size(), 0);
-  for (const auto& r : reads_)
-    for (const int v : r)
-      if (v != kInput) ++readers[static_cast<std::size_t>(v)];
+  const std::vector<int> readers = reader_counts();
   std::vector<bool> absorbs(nodes_.size(), false);
   for (std::size_t i = 0; i < nodes_.size(); ++i)
     if (absorbed_by_[i] >= 0) absorbs[static_cast<std::size_t>(absorbed_by_[i])] = true;
@@ -243,10 +245,7 @@ void Model::plan_grad_slots() {
   grad_slot_.assign(nodes_.size(), -1);
   grad_passed_.assign(nodes_.size(), false);
   slot_elems_.clear();
-  std::vector<int> readers(nodes_.size(), 0);
-  for (const auto& r : reads_)
-    for (const int v : r)
-      if (v != kInput) ++readers[static_cast<std::size_t>(v)];
+  const std::vector<int> readers = reader_counts();
   std::vector<bool> slot_free;
   const std::size_t last = nodes_.size() - 1;
   for (std::size_t i = last + 1; i-- > 0;) {

@@ -19,6 +19,14 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// An empty directory of that name under the temporary directory (removed first if it exists).
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);

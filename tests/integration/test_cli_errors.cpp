@@ -15,12 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / "ringtrain-cli-errors";
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = fresh_temp_dir("ringtrain-cli-errors");
   return dir;
 }
 
@@ -35,7 +30,7 @@ std::string write_text(const std::string& name, const std::string& text) {
 constexpr int kCycle = -1;
 std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels, int label_value,
                      bool with_labels = true) {
-  const auto path = (work_dir() / name).string();
+  auto path = (work_dir() / name).string();
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t count = 1;
   for (auto d : image_dims) count *= d;

@@ -22,12 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / "ringtrain-data-pipeline";
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = fresh_temp_dir("ringtrain-data-pipeline");
   return dir;
 }
 
@@ -35,7 +30,7 @@ std::string at(const std::string& name) { return (work_dir() / name).string(); }
 
 // A small run: linear model on [1, 8, 8] samples, augmented, a few steps.
 std::string write_config(const std::string& name, const std::string& train, const std::string& test = "") {
-  const std::string path = at(name + ".toml");
+  std::string path = at(name + ".toml");
   std::ofstream(path) << "[run]\ndir = \"" << at("run-" + name) << "\"\n"
                       << "[train]\nepochs = 2\nbatch_size = 16\nmax_steps = 20\nlog_every = 5\nseed = 3\n"
                       << "[data]\ntrain = " << train << "\ntest = \"" << test << "\"\n"

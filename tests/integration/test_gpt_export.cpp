@@ -17,12 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / "ringtrain-gpt-export";
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = fresh_temp_dir("ringtrain-gpt-export");
   return dir;
 }
 
@@ -46,7 +41,7 @@ CommandResult train(int ranks, const std::string& run, const std::vector<std::st
                     const std::string& config = config_path()) {
   std::vector<std::string> args = {"train", config, "--set", "run.dir=" + path_in(run)};
   for (const auto& s : sets) {
-    args.push_back("--set");
+    args.emplace_back("--set");
     args.push_back(s);
   }
   return run_ringtrain(ranks, args);

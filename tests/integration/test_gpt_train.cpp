@@ -18,12 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / "ringtrain-gpt";
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = fresh_temp_dir("ringtrain-gpt");
   return dir;
 }
 

@@ -15,12 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path& work_dir() {
-  static const fs::path dir = [] {
-    auto d = fs::temp_directory_path() / "ringtrain-token-convert";
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
+  static const fs::path dir = fresh_temp_dir("ringtrain-token-convert");
   return dir;
 }
 

@@ -219,6 +219,7 @@ class Model {
   // Lets each node absorb the one-input, parameter-free node whose output only it reads
   // (Layer::absorb_producer): it then reads that node's input instead (connect's last step).
   void absorb_producers();
+  std::vector<int> reader_counts() const;  // per node: how many reads of its output reads_ holds
   // Then lets each node absorb the one-input, parameter-free node that alone reads its output
   // (Layer::absorb_consumer): that node's readers then read this one's output instead.
   void absorb_consumers();
