@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 
-from torch_launch import WORKER_ENV, bind_cpus, launch
+from torch_launch import WORKER_ENV, launch, start_worker
 
 TRAIN_SAMPLES_DEFAULT = 60000  # Fashion-MNIST train size, used for the default step count
 
@@ -113,21 +113,8 @@ def load_h5(torch, path):
 
 
 def worker(args):
-    import faulthandler
-    faulthandler.enable()  # Python traceback on SIGABRT/SIGSEGV from native code
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    cpus = bind_cpus(rank, args.threads) if args.bind == "core" else None
-
-    import torch
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    import torch.distributed as dist
+    torch, dist, rank, world, cpus = start_worker(args)
     import torch.nn as nn
-    from datetime import timedelta
-
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=max(60.0, args.timeout)))
 
     x_all, y_all = load_h5(torch, args.train)
     n = x_all.shape[0]

@@ -63,7 +63,7 @@ import statistics
 import sys
 import time
 
-from torch_launch import WORKER_ENV, bind_cpus, launch
+from torch_launch import WORKER_ENV, launch, start_worker
 
 SAMPLER_STREAM = 0x73616D706C6572  # "sampler": ringtrain's kSamplerStream (include/ringtrain/data/sampler.hpp)
 MASK64 = (1 << 64) - 1
@@ -329,23 +329,10 @@ def windows_to_batch(torch, np, tokens, windows, block):
 
 
 def worker(args):
-    import faulthandler
-    faulthandler.enable()  # Python traceback on SIGABRT/SIGSEGV from native code
-    rank = int(os.environ["RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    cpus = bind_cpus(rank, args.threads) if args.bind == "core" else None
-
+    torch, dist, rank, world, cpus = start_worker(args)
     import resource
-    from datetime import timedelta
 
     import numpy as np
-    import torch
-    torch.set_num_threads(args.threads)
-    torch.set_num_interop_threads(1)
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
-                            timeout=timedelta(seconds=max(60.0, args.timeout)))
 
     def log(msg):
         if rank == 0:

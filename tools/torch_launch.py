@@ -1,6 +1,7 @@
 """Shared by tools/torch_ddp_train.py and tools/torch_gpt_train.py: launching one process per
-rank on this machine (DDP over gloo, rendezvous on a free loopback port) and pinning each rank's
-threads to its cores. Stdlib only: imported before torch.
+rank on this machine (DDP over gloo, rendezvous on a free loopback port), pinning each rank's
+threads to its cores, and a worker's start (torch's threads, the gloo process group). Stdlib
+only at import: torch is imported by start_worker, in the workers.
 """
 
 import os
@@ -86,3 +87,25 @@ def bind_cpus(rank, threads):
     cpus = avail[lo:hi]
     os.sched_setaffinity(0, cpus)
     return cpus
+
+
+def start_worker(args):
+    """A rank's start, from launch()'s environment: its cores pinned (args.bind == "core",
+    args.threads of them), torch on args.threads threads, the gloo process group joined (timeout
+    args.timeout, at least 60 s). Returns (torch, torch.distributed, rank, world, cpus)."""
+    import faulthandler
+    faulthandler.enable()  # Python traceback on SIGABRT/SIGSEGV from native code
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    cpus = bind_cpus(rank, args.threads) if args.bind == "core" else None
+
+    from datetime import timedelta
+
+    import torch
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=max(60.0, args.timeout)))
+    return torch, dist, rank, world, cpus
