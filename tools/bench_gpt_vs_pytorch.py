@@ -41,7 +41,7 @@ import sys
 import tempfile
 
 from bench_process import (REPO, RunFailed, default_venv, last_json_line, log, mpirun_base, probe_torch,
-                           ringtrain_env, run_cmd, run_gemm, stats, tail)
+                           ringtrain_env, run_cmd, run_repeats, save_raw, stats, tail)
 
 try:
     import tomllib
@@ -392,43 +392,24 @@ def main():
     runs, peaks = [], []
     raw = {"config": {k: v for k, v in vars(args).items() if k != "cfg"}, "resolved_config": cfg, "torch_args": torch_argv,
            "peaks": peaks, "runs": runs}
-    status = 0
-    try:
-        for rep in range(args.repeats):
-            log(f"=== repeat {rep + 1}/{args.repeats} ===")
-            if measure_peak:
-                g = run_gemm(args)
-                g["repeat"] = rep
-                peaks.append(g)
-                log(f"  peak: {g['gflops_aggregate']:.1f} GFLOP/s aggregate")
-            order = ["ringtrain", "pytorch"] if rep % 2 == 0 else ["pytorch", "ringtrain"]
-            for side in order:
-                if side == "ringtrain" and want_rt:
-                    r = run_ringtrain(args)
-                elif side == "pytorch" and want_torch:
-                    r = run_torch(args, torch_argv)
-                else:
-                    continue
-                runs.append({"repeat": rep, "framework": side, "result": r})
-                log(f"  {side}: {r['tokens_per_second']:.0f} tokens/s, val loss {r.get('val_loss')}, "
-                    f"peak RSS {r.get('peak_rss_mb')} MB")
-    except RunFailed as e:
-        log(f"FAILED: {e}")
-        status = 1
-    except KeyboardInterrupt:
-        log("interrupted")
-        status = 130
+    def one_repeat(rep):
+        order = ["ringtrain", "pytorch"] if rep % 2 == 0 else ["pytorch", "ringtrain"]
+        for side in order:
+            if side == "ringtrain" and want_rt:
+                r = run_ringtrain(args)
+            elif side == "pytorch" and want_torch:
+                r = run_torch(args, torch_argv)
+            else:
+                continue
+            runs.append({"repeat": rep, "framework": side, "result": r})
+            log(f"  {side}: {r['tokens_per_second']:.0f} tokens/s, val loss {r.get('val_loss')}, "
+                f"peak RSS {r.get('peak_rss_mb')} MB")
 
+    status = run_repeats(args, peaks, measure_peak, one_repeat)
     if status == 0:
         raw["summary"] = summarize(runs, peaks, args)
         print_table(args, raw["summary"])
-    raw["status"] = status
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(raw, f, indent=2)
-        log(f"raw results: {args.out}")
-    return status
-
+    return save_raw(args, raw, status)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -141,3 +141,35 @@ def stats(xs):
     if not xs:
         return None
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+def run_repeats(args, peaks, measure_peak, one_repeat):
+    """args.repeats rounds: the `bench gemm` peak first when measure_peak (appended to peaks with
+    its repeat), then one_repeat(rep). Returns the status: 0; 1 after a RunFailed (logged); 130
+    when interrupted."""
+    try:
+        for rep in range(args.repeats):
+            log(f"=== repeat {rep + 1}/{args.repeats} ===")
+            if measure_peak:
+                g = run_gemm(args)
+                g["repeat"] = rep
+                peaks.append(g)
+                log(f"  peak: {g['gflops_aggregate']:.1f} GFLOP/s aggregate")
+            one_repeat(rep)
+    except RunFailed as e:
+        log(f"FAILED: {e}")
+        return 1
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 130
+    return 0
+
+
+def save_raw(args, raw, status):
+    """raw (with its status) as JSON to args.out when given; returns status."""
+    raw["status"] = status
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(raw, f, indent=2)
+        log(f"raw results: {args.out}")
+    return status

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from bench_process import (REPO, RunFailed, default_venv, last_json_line, log, mpirun_base, probe_torch,
-                           ringtrain_env, run_cmd, run_gemm, stats, tail)
+                           ringtrain_env, run_cmd, run_repeats, save_raw, stats, tail)
 
 WORKER = os.path.join(REPO, "tools", "torch_ddp_train.py")
 TRAIN_SAMPLES = 60000  # Fashion-MNIST; default --steps is one epoch = TRAIN_SAMPLES // global_batch
@@ -259,33 +259,19 @@ def main():
     runs, peaks = [], []
     raw = {"config": {k: v for k, v in vars(args).items()}, "steps": steps, "torch_pythons": torch_pys,
            "peaks": peaks, "runs": runs}
-    status = 0
-    try:
-        for rep in range(args.repeats):
-            log(f"=== repeat {rep + 1}/{args.repeats} ===")
-            if measure_peak:
-                g = run_gemm(args)
-                g["repeat"] = rep
-                peaks.append(g)
-                log(f"  peak: {g['gflops_aggregate']:.1f} GFLOP/s aggregate")
-            for m in models:
-                if want_rt:
-                    r = run_ringtrain(args, m, steps)
-                    runs.append({"repeat": rep, "model": m, "framework": "ringtrain", "label": "ringtrain",
-                                 "result": r})
-                    log(f"  ringtrain {m}: {r['train_samples_per_second']:.0f} samples/s")
-                for tp in torch_pys:
-                    r = run_torch(args, tp, m, steps)
-                    runs.append({"repeat": rep, "model": m, "framework": "pytorch", "label": tp["label"],
-                                 "python": tp["python"], "result": r})
-                    log(f"  {tp['label']} {m}: {r['train_samples_per_second']:.0f} samples/s")
-    except RunFailed as e:
-        log(f"FAILED: {e}")
-        status = 1
-    except KeyboardInterrupt:
-        log("interrupted")
-        status = 130
+    def one_repeat(rep):
+        for m in models:
+            if want_rt:
+                r = run_ringtrain(args, m, steps)
+                runs.append({"repeat": rep, "model": m, "framework": "ringtrain", "label": "ringtrain", "result": r})
+                log(f"  ringtrain {m}: {r['train_samples_per_second']:.0f} samples/s")
+            for tp in torch_pys:
+                r = run_torch(args, tp, m, steps)
+                runs.append({"repeat": rep, "model": m, "framework": "pytorch", "label": tp["label"],
+                             "python": tp["python"], "result": r})
+                log(f"  {tp['label']} {m}: {r['train_samples_per_second']:.0f} samples/s")
 
+    status = run_repeats(args, peaks, measure_peak, one_repeat)
     if status == 0:
         for r in runs:
             res = r["result"]
@@ -300,12 +286,7 @@ def main():
             log(f"warning: global batch differs between frameworks: {gbs}")
         raw["summary"] = summarize(args, models, torch_pys, runs, peaks)
         print_table(args, raw["summary"])
-    raw["status"] = status
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(raw, f, indent=2)
-        log(f"raw results: {args.out}")
-    return status
+    return save_raw(args, raw, status)
 
 
 if __name__ == "__main__":
