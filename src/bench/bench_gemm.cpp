@@ -81,7 +81,7 @@ GemmProblem cuda_problem(const NamedGemm& g, const std::string& dtype) {
   return GemmProblem{g.trans_a, g.trans_b, g.m, g.n, g.k, ab, g.c_f32 ? DType::f32 : ab, dtype == "tf32"};
 }
 
-void bench_gemm_cuda(Context& ctx, const GemmBenchOptions& o) {
+void bench_gemm_cuda(Context& /*ctx*/, const GemmBenchOptions& o) {
   const GpuBackend& backend = gpu("bench gemm --backend cuda");
   const CudaGpu gpu = backend.current_gpu();
   if (!o.json) {

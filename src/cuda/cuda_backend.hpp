@@ -1,5 +1,5 @@
 // CudaBackend: the GpuBackend of a CUDA build. Each of this folder's files implements the
-// methods of one concern (device.cpp, memory.cpp, tensor_ops.cpp, optimizer_update.cpp,
+// methods of one concern (device.cpp, memory.cpp, reserved_memory.cpp, tensor_ops.cpp, optimizer_update.cpp,
 // step_loss.cpp, step_stats.cpp, device_batch.cpp, step_graph.cpp, host_staged_communicator.cpp, versions.cpp,
 // gemm_timing.cpp;
 // cuda_backend.cpp: the layer maker and the instance). Private to src/cuda.
@@ -17,6 +17,9 @@ class CudaBackend final : public GpuBackend {
   MemoryPool& pool() const override;
   std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const override;
   void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) const override;
+  std::shared_ptr<void> reserve_pages(std::size_t bytes) const override;
+  std::int64_t release_pages(void* data, std::size_t bytes) const override;
+  void commit_pages(void* data, std::size_t bytes) const override;
 
   void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const override;
   void zero(void* dst, std::size_t bytes) const override;

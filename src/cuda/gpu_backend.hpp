@@ -54,6 +54,14 @@ class GpuBackend {
   virtual std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const = 0;
   virtual void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
                           std::size_t bytes) const = 0;
+  // Reserved memory (reserved_memory.cpp, CUDA virtual memory management): reserve_pages gives
+  // `bytes` of address space, mapped and zeroed, freed when the last owner lets go;
+  // release_pages unmaps the whole granules inside [data, data + bytes) of such memory (after a
+  // device synchronize) and returns the bytes unmapped; commit_pages maps again every granule
+  // that overlaps the range (contents unspecified).
+  virtual std::shared_ptr<void> reserve_pages(std::size_t bytes) const = 0;
+  virtual std::int64_t release_pages(void* data, std::size_t bytes) const = 0;
+  virtual void commit_pages(void* data, std::size_t bytes) const = 0;
 
   // tensor_ops on the device (tensor_ops.cpp), on the compute stream; synchronize waits for
   // the whole device. zero: `bytes` zero bytes at dst.

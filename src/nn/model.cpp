@@ -325,6 +325,7 @@ void Model::bind_node(std::size_t i, const std::function<Tensor(std::int64_t off
 void Model::set_compute_dtype(DType dtype) {
   RT_REQUIRE(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16, Error,
              "model: compute dtype {} is not supported (f32, bf16, f16)", dtype_name(dtype));
+  RT_REQUIRE(residency_ == nullptr, Error, "model: the compute dtype cannot change while the parameters are sharded");
   compute_dtype_ = dtype;
   if (dtype == DType::f32) {
     compute_params_ = Tensor();
@@ -598,7 +599,17 @@ std::string_view Model::layer_kind(std::size_t i) const { return nodes_[i].layer
 std::int64_t Model::layer_forward_flops(std::size_t i) const { return nodes_[i].layer->forward_flops_per_sample(); }
 
 void Model::set_parameter_residency(ParameterResidency* residency) {
-  RT_REQUIRE(residency == nullptr || device_ == Device::cpu, Error, "set_parameter_residency: host models only");
+  if (device_ == Device::cuda) {
+    if (residency != nullptr && !params_reservable_) {
+      Tensor moved = Tensor::reservable(params_.shape(), DType::f32, device_);
+      copy_into(moved, params_);
+      params_ = moved;
+      params_reservable_ = true;
+    }
+    if (residency == nullptr && params_reservable_) commit_pages(params_.f32(), params_.numel(), device_);
+    if (compute_dtype_ != DType::f32)  // the residency's copies, or the model's own again
+      compute_params_ = residency != nullptr ? Tensor() : Tensor::empty(params_.shape(), compute_dtype_, device_);
+  }
   residency_ = residency;
   compute_stale_ = true;
   rebind_layers();  // back on the arena until an acquire
@@ -622,9 +633,17 @@ std::vector<ArenaRange> Model::node_param_ranges(std::size_t node) const {
 void Model::acquire_params(std::size_t i, ParameterResidency::Pass pass) {
   if (residency_ == nullptr || specs_[i].empty()) return;
   residency_->acquire(i, pass);
-  if (!emulated()) {  // the layer computes on the gathered copy itself
-    bind_node(i,
-              [&](std::int64_t offset, const Shape& shape) { return Tensor::wrap(residency_->where(offset), shape); });
+  if (!emulated()) {  // the layer computes on the gathered copy itself (on a GPU in bf16/f16: its compute copy)
+    bind_node(i, [&](std::int64_t offset, const Shape& shape) {
+      return Tensor::wrap(residency_->where(offset), shape, DType::f32, device_);
+    });
+    if (device_ == Device::cuda && compute_dtype_ != DType::f32) {
+      std::vector<Tensor> compute;
+      for (std::size_t j = 0; j < specs_[i].size(); ++j)
+        compute.push_back(
+            Tensor::wrap(residency_->compute_where(param_offset_[i][j]), specs_[i][j].shape, compute_dtype_, device_));
+      nodes_[i].layer->bind_compute(compute);
+    }
     return;
   }
   for (const ArenaRange& r : node_param_ranges(i)) {  // the layers stay bound to the compute copy

@@ -96,6 +96,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return t;
 }
 
+Tensor Tensor::reservable(const Shape& shape, DType dtype, Device device) {
+  if (device == Device::cpu) return empty(shape, dtype, device);  // a large one is a mapping already
+  for (auto d : shape.dims()) RT_REQUIRE(d >= 0, Error, "Tensor::reservable: negative dimension in {}", shape.str());
+  Tensor t = wrap(nullptr, shape, dtype, device);
+  const std::size_t bytes = (t.nbytes() + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  if (bytes == 0) return t;
+  t.storage_ = gpu("CUDA reserved device memory").reserve_pages(bytes);
+  t.data_ = t.storage_.get();
+  return t;
+}
+
 Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device) {
   Tensor t;
   t.data_ = data;
@@ -167,6 +178,17 @@ std::int64_t release_host_pages(float* data, std::int64_t count) {
   if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0)
     throw Error(fmt::format("tensor: madvise(MADV_DONTNEED) of {} bytes: {}", last - first, std::strerror(errno)));
   return static_cast<std::int64_t>(last - first);
+}
+
+std::int64_t release_pages(float* data, std::int64_t count, Device device) {
+  if (device == Device::cpu) return release_host_pages(data, count);
+  if (count <= 0) return 0;
+  return gpu("CUDA reserved device memory").release_pages(data, static_cast<std::size_t>(count) * sizeof(float));
+}
+
+void commit_pages(float* data, std::int64_t count, Device device) {
+  if (device == Device::cpu || count <= 0) return;  // host pages come back when written
+  gpu("CUDA reserved device memory").commit_pages(data, static_cast<std::size_t>(count) * sizeof(float));
 }
 
 }  // namespace ringtrain

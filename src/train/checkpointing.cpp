@@ -9,6 +9,7 @@
 #include "train/checkpointing.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
@@ -108,21 +109,22 @@ void TrainCheckpoints::unpack_host_sources() const {
 
 bool TrainCheckpoints::sharded_params() const { return tc_.zero_stage >= 3; }
 
+// The arena's owned ranges (on the model's device) and their packed places in the host shard.
 void TrainCheckpoints::pack_params() const {
   if (!sharded_params()) return;
-  const float* arena = model_.params().f32();
+  const Tensor& arena = std::as_const(model_).params();
   for_each_owned({{0, model_.arena_elements()}}, optimizer_.owned(),
                  [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
-                   std::copy_n(arena + offset, count, param_shard_.f32() + packed);
+                   copy_into(param_shard_.rows(packed, count), arena.rows(offset, count));
                  });
 }
 
 void TrainCheckpoints::unpack_params() {
   if (!sharded_params()) return;
-  float* arena = model_.params().f32();
+  const Tensor& arena = model_.params();  // non-const: the compute copy is refreshed
   for_each_owned({{0, model_.arena_elements()}}, optimizer_.owned(),
                  [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
-                   std::copy_n(param_shard_.f32() + packed, count, arena + offset);
+                   copy_into(arena.rows(offset, count), param_shard_.rows(packed, count));
                  });
 }
 

@@ -54,15 +54,11 @@ std::string cuda_graph_obstacle(const Model& model, const StepOptions& options) 
   if (options.zero_stage >= 2) return "train.zero_stage >= 2";
   return "";
 }
-// train.zero_stage's range, and what a GPU model cannot do yet: checked where the set-up first
-// needs the stage (the optimizer's ranges, which the step asks for too), before a checkpoint is
-// resumed.
-void check_zero_stage(const Model& model, const StepOptions& options) {
+// train.zero_stage's range: checked where the set-up first needs the stage (the optimizer's
+// ranges, which the step asks for too), before a checkpoint is resumed.
+void check_zero_stage(const StepOptions& options) {
   RT_REQUIRE(options.zero_stage >= 0 && options.zero_stage <= 3, ConfigError,
              "train.zero_stage: must be 0, 1, 2 or 3, got {}", options.zero_stage);
-  RT_REQUIRE(options.zero_stage < 3 || model.device() == Device::cpu, ConfigError,
-             "train.zero_stage = 3: runs on the cpu backend only so far (a GPU rank would still hold the whole "
-             "parameter arena); use train.zero_stage = 1 or 2 with runtime.backend = \"cuda\"");
 }
 }  // namespace
 
@@ -72,7 +68,7 @@ std::vector<Bucket> plan_step_buckets(const Model& model, const StepOptions& opt
 }
 
 std::vector<ArenaRange> step_owned_ranges(const Model& model, const StepOptions& options, int world, int rank) {
-  check_zero_stage(model, options);
+  check_zero_stage(options);
   if (options.zero_stage == 0) return {{0, model.arena_elements()}};
   return bucket_shards(plan_step_buckets(model, options), world, rank);
 }

@@ -80,8 +80,8 @@ const IntKey kZeroStage({.name = "train.zero_stage",
                                 "only its shard of the parameters (each bucket's layers gathered just before forward "
                                 "and backward use them, then released; the bucket size, `comm.bucket_mb`, is the "
                                 "gather unit). On the cpu backend every stage trains bitwise like stage 0; on "
-                                "`cuda` stages 1 and 2 run (NCCL reduce-scatter and allgather, which agree with its "
-                                "allreduce to rounding), stage 3 is cpu only",
+                                "`cuda` every stage runs (NCCL reduce-scatter and allgather, which agree with its "
+                                "allreduce to rounding)",
                          .range = Range::between(0, 3)},
                         0);
 const BoolKey kCudaGraph({.name = "train.cuda_graph",

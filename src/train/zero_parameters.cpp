@@ -4,15 +4,15 @@
 #include "train/zero_parameters.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <chrono>
-#include <cstring>
 #include <limits>
+#include <utility>
 
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
+#include "ringtrain/tensor/tensor_ops.hpp"
 
 namespace ringtrain {
 namespace {
@@ -31,8 +31,8 @@ Tensor GatherPool::take(std::int64_t count) {
   for (auto it = free_.begin(); it != free_.end(); ++it)
     if (it->numel() >= count && (best == free_.end() || it->numel() < best->numel())) best = it;
   if (best == free_.end()) {
-    bytes_ += count * static_cast<std::int64_t>(sizeof(float));
-    return Tensor::empty(Shape{count});
+    bytes_ += count * static_cast<std::int64_t>(dtype_size(dtype_));
+    return Tensor::empty(Shape{count}, dtype_, device_);
   }
   Tensor buffer = std::move(*best);
   free_.erase(best);
@@ -43,7 +43,13 @@ void GatherPool::give(Tensor buffer) { free_.push_back(std::move(buffer)); }
 
 ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets, int world, int rank,
                                Communicator& comm, CommThread* thread, Tracer* tracer)
-    : model_(model), arena_(model.params().f32()), comm_(comm), thread_(thread), tracer_(tracer) {
+    : model_(model),
+      device_(model.device()),
+      comm_(comm),
+      thread_(thread),
+      tracer_(tracer),
+      pool_(DType::f32, device_),
+      compute_pool_(model.compute_dtype(), device_) {
   const std::vector<Model::ParamTensor> tensors = model.param_tensors();
   auto splits_a_tensor = [&](std::int64_t at) {
     return std::any_of(tensors.begin(), tensors.end(),
@@ -83,8 +89,14 @@ ZeroParameters::ZeroParameters(Model& model, const std::vector<Bucket>& buckets,
     for (const std::size_t g : backward_[u].groups) last_backward_[g] = u;
   if (!backward_.empty())
     for (const std::size_t g : backward_.front().groups) kept_for_backward_[g] = true;
-  release_all();  // the arena keeps this rank's shards only
-  model_.set_parameter_residency(this);
+  model_.set_parameter_residency(this);  // a GPU arena moves into reservable memory
+  arena_ = std::as_const(model_).params().f32();
+  try {
+    release_all();  // the arena keeps this rank's shards only
+  } catch (...) {
+    model_.set_parameter_residency(nullptr);
+    throw;
+  }
 }
 
 ZeroParameters::~ZeroParameters() { model_.set_parameter_residency(nullptr); }
@@ -106,12 +118,12 @@ void ZeroParameters::request(std::size_t g, float* into) {
   Group& group = groups_[g];
   if (group.state != State::released) return;
   const std::int64_t count = group.range.end - group.range.begin;
-  if (into == nullptr) {
+  if (into == nullptr) {  // the own shards first (on a GPU queued before the collective, which waits for them)
     group.buffer = pool_.take(count);
     into = group.buffer.f32();
     for (const Part& p : group.parts)
-      std::memcpy(into + (p.own.offset - group.range.begin), arena_ + p.own.offset,
-                  static_cast<std::size_t>(p.own.count) * sizeof(float));
+      copy_into(Tensor::wrap(into + (p.own.offset - group.range.begin), Shape{p.own.count}, DType::f32, device_),
+                Tensor::wrap(arena_ + p.own.offset, Shape{p.own.count}, DType::f32, device_));
   }
   group.data = into;
   group.state = State::gathering;
@@ -144,14 +156,18 @@ void ZeroParameters::drop(std::size_t g) {
   if (group.state == State::gathering) thread_->wait_for(group.ticket);  // never while it is being written
   group.state = State::released;
   group.data = nullptr;
+  if (group.compute.raw() != nullptr) {
+    compute_pool_.give(std::move(group.compute));
+    group.compute = Tensor();
+  }
   if (group.buffer.raw() != nullptr) {
     pool_.give(std::move(group.buffer));
     group.buffer = Tensor();
     return;
   }
   for (const Part& p : group.parts) {
-    release_host_pages(arena_ + p.bucket.begin, p.own.offset - p.bucket.begin);
-    release_host_pages(arena_ + p.own.end(), p.bucket.end - p.own.end());
+    release_pages(arena_ + p.bucket.begin, p.own.offset - p.bucket.begin, device_);
+    release_pages(arena_ + p.own.end(), p.bucket.end - p.own.end(), device_);
   }
 }
 
@@ -159,6 +175,18 @@ float* ZeroParameters::where(std::int64_t offset) {
   const Group& group = groups_[group_of(offset)];
   RT_REQUIRE(group.state == State::resident, Error, "ZeRO stage 3: arena element {} used while not gathered", offset);
   return group.data + (offset - group.range.begin);
+}
+
+void* ZeroParameters::compute_where(std::int64_t offset) {
+  Group& group = groups_[group_of(offset)];
+  RT_REQUIRE(group.state == State::resident, Error, "ZeRO stage 3: arena element {} used while not gathered", offset);
+  const std::int64_t count = group.range.end - group.range.begin;
+  if (group.compute.raw() == nullptr) {
+    group.compute = compute_pool_.take(count);
+    cast_into(group.compute.rows(0, count), Tensor::wrap(group.data, Shape{count}, DType::f32, device_));
+  }
+  return static_cast<char*>(group.compute.raw()) +
+         (offset - group.range.begin) * static_cast<std::int64_t>(dtype_size(group.compute.dtype()));
 }
 
 void ZeroParameters::begin_pass(Pass pass, bool training) {
@@ -195,7 +223,9 @@ void ZeroParameters::release(std::size_t node, Pass pass) {
 void ZeroParameters::gather_all() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     RT_REQUIRE(groups_[g].state == State::released, Error, "ZeRO stage 3: gather_all during a pass");
-    request(g, arena_ + groups_[g].range.begin);
+    const Bucket& range = groups_[g].range;
+    commit_pages(arena_ + range.begin, range.end - range.begin, device_);
+    request(g, arena_ + range.begin);
   }
   for (std::size_t g = 0; g < groups_.size(); ++g) ensure(g);
 }
@@ -207,7 +237,9 @@ void ZeroParameters::release_all() {
 void ZeroParameters::for_each_gathered(const std::function<void(const float* data, std::int64_t count)>& fn) {
   for (std::size_t g = groups_.size(); g-- > 0;) {  // buckets run from the end of the arena
     ensure(g);
-    fn(groups_[g].data, groups_[g].range.end - groups_[g].range.begin);
+    const std::int64_t count = groups_[g].range.end - groups_[g].range.begin;
+    const Tensor host = to_host(Tensor::wrap(groups_[g].data, Shape{count}, DType::f32, device_));
+    fn(host.f32(), count);
     drop(g);
   }
 }

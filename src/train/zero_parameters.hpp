@@ -8,6 +8,14 @@
 // buffers stay resident and are reused, so a gather costs no page faults; the pool holds what
 // the passes need at once. The gathers copy the owners' values exactly, so every layer computes
 // on the same parameters as without sharding.
+//
+// On a GPU the arena is reserved device memory (Tensor::reservable) whose granules outside this
+// rank's shards are unmapped, the pool's buffers are device memory, and the gathers are the
+// communicator's (NCCL's) on device memory: the own-shard copy is queued on the default stream,
+// which the collective waits for, and the collective has completed when the comm thread's job
+// has, so the compute thread's wait for a group is a host wait (not yet an event on the compute
+// stream). A model computing in bf16/f16 gets each group's compute copy cast from the gathered
+// f32 at its first use in a pass, into a buffer of a second pool.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -23,16 +31,19 @@ namespace ringtrain {
 class Communicator;
 class Tracer;
 
-// Host buffers handed out for gathered groups and taken back for reuse: the smallest free one
-// that is large enough, or a new one (sizes rounded up by at most 1/64, so groups of nearly one
-// size share them).
+// Buffers of one dtype on one device handed out for gathered groups and taken back for reuse:
+// the smallest free one that is large enough, or a new one (sizes rounded up by at most 1/64,
+// so groups of nearly one size share them).
 class GatherPool {
  public:
-  Tensor take(std::int64_t count);  // at least count floats
+  GatherPool(DType dtype, Device device) : dtype_(dtype), device_(device) {}
+  Tensor take(std::int64_t count);  // at least count elements
   void give(Tensor buffer);
   std::int64_t bytes() const { return bytes_; }  // every buffer made so far
 
  private:
+  DType dtype_;
+  Device device_;
   std::vector<Tensor> free_;
   std::int64_t bytes_ = 0;
 };
@@ -52,16 +63,18 @@ class ZeroParameters : public ParameterResidency {
   void acquire(std::size_t node, Pass pass) override;
   void release(std::size_t node, Pass pass) override;
   float* where(std::int64_t offset) override;
+  void* compute_where(std::int64_t offset) override;
   // Between passes: every group allgathered into the arena itself, then released from it.
   void gather_all() override;
   void release_all() override;
   // Collective: fn on the arena group by group, in arena order, each gathered while fn reads it
-  // (a checksum of all parameters without holding them all at once).
+  // (a checksum of all parameters without holding them all at once); host memory (a GPU
+  // group's copy).
   void for_each_gathered(const std::function<void(const float* data, std::int64_t count)>& fn);
 
   std::int64_t kept_bytes() const;  // this rank's shards (f32)
-  // The gathered copies' pool: the most the passes held at once (and reuse).
-  std::int64_t gathered_bytes() const { return pool_.bytes(); }
+  // The gathered copies' pools: the most the passes held at once (and reuse).
+  std::int64_t gathered_bytes() const { return pool_.bytes() + compute_pool_.bytes(); }
 
  private:
   enum class State { released, gathering, resident };
@@ -78,6 +91,7 @@ class ZeroParameters : public ParameterResidency {
     CommThread::Ticket ticket = 0;
     float* data = nullptr;  // where the gathered group is: its pool buffer, or the arena (gather_all)
     Tensor buffer;          // from the pool while gathered there
+    Tensor compute;         // from the compute pool once compute_where asked (GPU, bf16/f16)
   };
   struct Use {
     std::size_t node = 0;
@@ -91,11 +105,12 @@ class ZeroParameters : public ParameterResidency {
   const std::vector<Use>& uses(Pass pass) const { return pass == Pass::forward ? forward_ : backward_; }
 
   Model& model_;
-  float* arena_;
+  Device device_;
+  float* arena_ = nullptr;  // the model's (moved into reservable memory on a GPU)
   Communicator& comm_;
   CommThread* thread_;
   Tracer* tracer_;
-  GatherPool pool_;
+  GatherPool pool_, compute_pool_;
   std::vector<Group> groups_;               // launch order, as the buckets (from the end of the arena)
   std::vector<Use> forward_, backward_;     // the passes' parameter users in order
   std::vector<std::size_t> last_forward_;   // per group: its last use in forward

@@ -375,28 +375,36 @@ two_ranks() {
 export -f two_ranks
 step two-ranks-one-gpu 90 20 "$(run_detail run-2ranks "" two-ranks-one-gpu)" -- two_ranks
 
-# ZeRO stage 2 on the same two ranks: reduce-scatter and allgather through pinned memory on the
-# MPI ring, which sums as its allreduce does, so the parameters must equal two-ranks-one-gpu's.
-two_ranks_zero2() {
+# ZeRO stages 2 and 3 on the same two ranks, gradients reduce-scattered and parameters allgathered
+# through pinned memory on the MPI ring, which sums as its allreduce does; stage 3 also keeps each
+# rank's arena in reserved device memory with the other rank's shards unmapped and gathers every
+# bucket's layers before use (exact copies). The parameters must equal two-ranks-one-gpu's.
+two_ranks_zero() {
+  local stage="$1"
   $launch -np 2 "$exe" train "$root/examples/fashion_mnist/cnn.toml" --set runtime.backend=cuda \
     --set comm.allreduce=mpi --set train.max_steps=300 --set "data.train=$data/train.h5" \
-    --set "data.test=$data/test.h5" --set "run.dir=$work/run-2ranks-zero2" --set checkpoint.enabled=false \
-    --set train.zero_stage=2 || return
-  python3 - "$work/run-2ranks/summary.json" "$work/run-2ranks-zero2/summary.json" <<'PY'
+    --set "data.test=$data/test.h5" --set "run.dir=$work/run-2ranks-zero$stage" --set checkpoint.enabled=false \
+    --set "train.zero_stage=$stage" || return
+  python3 - "$stage" "$work/run-2ranks/summary.json" "$work/run-2ranks-zero$stage/summary.json" <<'PY'
 import json, sys
-stage0, stage2 = (json.load(open(p)) for p in sys.argv[1:3])
-print(json.dumps({"stage0": stage0.get("param_checksum"), "stage2": stage2.get("param_checksum"),
-                  "memory_stage0": stage0.get("memory"), "memory_stage2": stage2.get("memory")}))
-if stage2.get("backend") != "cuda":
-    sys.exit(f"ran on {stage2.get('backend')}")
-if stage0.get("param_checksum") != stage2.get("param_checksum"):
-    sys.exit("zero stage 2 parameters differ from stage 0's")
-print("zero stage 2 == stage 0 param_checksum")
+stage = sys.argv[1]
+stage0, sharded = (json.load(open(p)) for p in sys.argv[2:4])
+print(json.dumps({"stage0": stage0.get("param_checksum"), f"stage{stage}": sharded.get("param_checksum"),
+                  "median_step_ms": [s.get("median_step_ms") for s in (stage0, sharded)],
+                  "memory_stage0": stage0.get("memory"), f"memory_stage{stage}": sharded.get("memory")}))
+if sharded.get("backend") != "cuda":
+    sys.exit(f"ran on {sharded.get('backend')}")
+if stage0.get("param_checksum") != sharded.get("param_checksum"):
+    sys.exit(f"zero stage {stage} parameters differ from stage 0's")
+print(f"zero stage {stage} == stage 0 param_checksum")
 PY
 }
-export -f two_ranks_zero2
-step two-ranks-zero2 90 20 "grep -E 'param_checksum|differ|ran on|^ringtrain: error' $logs/two-ranks-zero2.log | tail -1" \
-  -- two_ranks_zero2
+export -f two_ranks_zero
+for stage in 2 3; do
+  step "two-ranks-zero$stage" 90 25 \
+    "grep -E 'param_checksum|differ|ran on|^ringtrain: error' $logs/two-ranks-zero$stage.log | tail -1" \
+    -- two_ranks_zero "$stage"
+done
 
 # compute-sanitizer TOOL on the GPU test executables whose names match PATTERN (not the MPI ones),
 # fastest first, while time lasts: memcheck on all, racecheck and synccheck on the kernel tests.

@@ -58,6 +58,9 @@ class ParameterResidency {
   virtual void release(std::size_t node, Pass pass) = 0;
   // The address of arena element `offset` of an acquired node's parameters (the same layout).
   virtual float* where(std::int64_t offset) = 0;
+  // A GPU model computing in bf16/f16: the address of that element in the compute dtype, a
+  // copy of where's values made for the acquire (the model binds its layers' compute views to it).
+  virtual void* compute_where(std::int64_t offset) = 0;
   // For a reader of every parameter between passes (a pruning mask update): the whole arena in
   // place (in Model::params) until release_all. Collective when the parameters are sharded (every rank at once).
   virtual void gather_all() = 0;
@@ -135,9 +138,12 @@ class Model {
   // Where element `offset` of the gradient arena lives (the arena, or its place).
   float* gradient_at(std::int64_t offset);
   // Parameters kept elsewhere between uses (ZeRO stage 3; null: always in the arena, the
-  // default). Host (CPU) models only. At each acquire the node's layer is bound to where its
-  // parameters are; with a low-precision compute dtype its compute copy is rounded from there
-  // instead (rather than the whole arena's before a forward).
+  // default). At each acquire the node's layer is bound to where its parameters are; with a
+  // low-precision compute dtype its compute copy is rounded from there on the CPU (rather than
+  // the whole arena's before a forward), and on the GPU is the residency's (compute_where), the
+  // model keeping no compute copy of its own. A GPU arena moves into Tensor::reservable memory
+  // (so that the residency can release its pages); detached again, its released pages are
+  // mapped back, their values unspecified.
   void set_parameter_residency(ParameterResidency* residency);
   ParameterResidency* parameter_residency() const { return residency_; }
   // The nodes that use parameters in a pass, in the order it runs them (backward skips nodes
@@ -284,6 +290,7 @@ class Model {
   Tensor params_, grads_;
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   ParameterResidency* residency_ = nullptr;
+  bool params_reservable_ = false;     // a GPU arena moved into Tensor::reservable memory for a residency
   LayerTimes* layer_times_ = nullptr;  // set_layer_times
   Device device_;
   DType compute_dtype_ = DType::f32;

@@ -40,6 +40,10 @@ class Tensor {
   Tensor() = default;
   // Zero-filled. Device::cuda allocates on the current GPU (NotCompiled without CUDA).
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
+  // Zero-filled memory whose pages can be released and committed again (release_pages,
+  // commit_pages): on the host what empty() gives; on the GPU reserved address space mapped one
+  // granule at a time (CUDA virtual memory management).
+  static Tensor reservable(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
   // A non-owning view of memory the caller keeps alive, on `device` (where data points).
   static Tensor wrap(void* data, const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu);
 
@@ -84,5 +88,13 @@ std::int64_t host_mapped_bytes();
 // again. Elements on pages shared with memory outside the range keep their values. Returns the
 // bytes released.
 std::int64_t release_host_pages(float* data, std::int64_t count);
+// The same for count floats at data on `device`: on the host release_host_pages; on the GPU,
+// within a Tensor::reservable, the whole granules inside the range are unmapped (after a device
+// synchronize) and then must not be used until commit_pages. Returns the bytes released.
+std::int64_t release_pages(float* data, std::int64_t count, Device device);
+// Makes count floats at data usable again after release_pages (their values unspecified until
+// written): nothing to do on the host (a released page comes back when written); on the GPU,
+// within a Tensor::reservable, every unmapped granule of the range is mapped.
+void commit_pages(float* data, std::int64_t count, Device device);
 
 }  // namespace ringtrain

@@ -89,7 +89,7 @@ TEST(CudaGraphOption, ACpuModelIsRefusedAndTrainsAsWithout) {
 
 // train.zero_stage is checked where the set-up first needs it, the optimizer's ranges (before a
 // checkpoint is resumed into a sharded layout): out of range is a ConfigError naming the key;
-// every stage runs on the CPU (stage 3's refusal on a GPU model is test_cuda_step's).
+// every stage runs on the CPU (and on a GPU model: test_cuda_step's).
 TEST(ZeroStageOption, CheckedWhenTheOptimizerRangesAreAskedFor) {
   Config c = Config::parse("[[layers]]\ntype = \"flatten\"\n[[layers]]\ntype = \"linear\"\nout = 10\n", "m.toml");
   auto model = build_model(c, Shape{1, 4, 4});
