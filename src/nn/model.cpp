@@ -453,6 +453,9 @@ const Tensor& Model::forward(const Tensor& x, const StepInfo& info) {
              "model input is {} on the {}, the model reads {} on the {}", dtype_name(x.dtype()),
              x.device() == Device::cuda ? "GPU" : "CPU", dtype_name(input_dtype()),
              device_ == Device::cuda ? "GPU" : "CPU");
+  RT_REQUIRE(!params_released_, Error,
+             "model: its parameters were left sharded by a ZeRO stage 3 step (gather them with FullParameters while "
+             "the step exists)");
   const std::int64_t n = x.shape()[0];
   ensure_batch(n);
   prepare_compute(x);
@@ -599,17 +602,20 @@ std::string_view Model::layer_kind(std::size_t i) const { return nodes_[i].layer
 std::int64_t Model::layer_forward_flops(std::size_t i) const { return nodes_[i].layer->forward_flops_per_sample(); }
 
 void Model::set_parameter_residency(ParameterResidency* residency) {
-  if (device_ == Device::cuda) {
-    if (residency != nullptr && !params_reservable_) {
+  if (device_ == Device::cuda && residency != nullptr) {  // may allocate: before anything changes
+    if (params_reservable_) {
+      commit_pages(params_.f32(), params_.numel(), device_);  // what an earlier residency released
+    } else {
       Tensor moved = Tensor::reservable(params_.shape(), DType::f32, device_);
       copy_into(moved, params_);
       params_ = moved;
       params_reservable_ = true;
     }
-    if (residency == nullptr && params_reservable_) commit_pages(params_.f32(), params_.numel(), device_);
-    if (compute_dtype_ != DType::f32)  // the residency's copies, or the model's own again
-      compute_params_ = residency != nullptr ? Tensor() : Tensor::empty(params_.shape(), compute_dtype_, device_);
+    compute_params_ = Tensor();  // the residency's copies instead (compute_where)
   }
+  // Detached, a GPU arena keeps its released granules unmapped (a detach allocates nothing: it
+  // runs in destructors); forward refuses to run on it.
+  params_released_ = device_ == Device::cuda && residency == nullptr && params_reservable_;
   residency_ = residency;
   compute_stale_ = true;
   rebind_layers();  // back on the arena until an acquire

@@ -142,8 +142,8 @@ class Model {
   // low-precision compute dtype its compute copy is rounded from there on the CPU (rather than
   // the whole arena's before a forward), and on the GPU is the residency's (compute_where), the
   // model keeping no compute copy of its own. A GPU arena moves into Tensor::reservable memory
-  // (so that the residency can release its pages); detached again, its released pages are
-  // mapped back, their values unspecified.
+  // (so that the residency can release its pages); detached again, it keeps them released and
+  // the model no longer runs (Error), as detaching allocates nothing.
   void set_parameter_residency(ParameterResidency* residency);
   ParameterResidency* parameter_residency() const { return residency_; }
   // The nodes that use parameters in a pass, in the order it runs them (backward skips nodes
@@ -291,6 +291,7 @@ class Model {
   std::vector<GradientPlace> grad_places_;  // empty: the gradients live in grads_
   ParameterResidency* residency_ = nullptr;
   bool params_reservable_ = false;     // a GPU arena moved into Tensor::reservable memory for a residency
+  bool params_released_ = false;       // a GPU arena left with granules unmapped by a detached residency
   LayerTimes* layer_times_ = nullptr;  // set_layer_times
   Device device_;
   DType compute_dtype_ = DType::f32;
