@@ -20,6 +20,7 @@ class CudaBackend final : public GpuBackend {
   std::shared_ptr<void> reserve_pages(std::size_t bytes) const override;
   std::int64_t release_pages(void* data, std::size_t bytes) const override;
   void commit_pages(void* data, std::size_t bytes) const override;
+  std::int64_t mapped_bytes(const void* data) const override;
 
   void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const override;
   void zero(void* dst, std::size_t bytes) const override;

@@ -58,10 +58,12 @@ class GpuBackend {
   // `bytes` of address space, mapped and zeroed, freed when the last owner lets go;
   // release_pages unmaps the whole granules inside [data, data + bytes) of such memory (after a
   // device synchronize) and returns the bytes unmapped; commit_pages maps again every granule
-  // that overlaps the range (contents unspecified).
+  // that overlaps the range (contents unspecified); mapped_bytes: the bytes of the reservation
+  // holding `data` that are mapped.
   virtual std::shared_ptr<void> reserve_pages(std::size_t bytes) const = 0;
   virtual std::int64_t release_pages(void* data, std::size_t bytes) const = 0;
   virtual void commit_pages(void* data, std::size_t bytes) const = 0;
+  virtual std::int64_t mapped_bytes(const void* data) const = 0;
 
   // tensor_ops on the device (tensor_ops.cpp), on the compute stream; synchronize waits for
   // the whole device. zero: `bytes` zero bytes at dst.

@@ -121,6 +121,11 @@ class Reservation {
     return bytes;
   }
 
+  std::int64_t mapped_bytes() const {
+    return static_cast<std::int64_t>(granule_) *
+           std::count_if(handles_.begin(), handles_.end(), [](CUmemGenericAllocationHandle h) { return h != 0; });
+  }
+
   // Maps every unmapped granule that overlaps [from, to) (their contents unspecified).
   void commit(std::uintptr_t from, std::uintptr_t to) {
     if (to <= from) return;
@@ -224,6 +229,8 @@ std::int64_t CudaBackend::release_pages(void* data, std::size_t bytes) const {
   const auto from = reinterpret_cast<std::uintptr_t>(data);
   return reservation_of(data, bytes)->release(from, from + bytes);
 }
+
+std::int64_t CudaBackend::mapped_bytes(const void* data) const { return reservation_of(data, 0)->mapped_bytes(); }
 
 void CudaBackend::commit_pages(void* data, std::size_t bytes) const {
   const auto from = reinterpret_cast<std::uintptr_t>(data);

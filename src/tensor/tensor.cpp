@@ -186,6 +186,8 @@ std::int64_t release_pages(float* data, std::int64_t count, Device device) {
   return gpu("CUDA reserved device memory").release_pages(data, static_cast<std::size_t>(count) * sizeof(float));
 }
 
+std::int64_t reserved_mapped_bytes(const void* data) { return gpu("CUDA reserved device memory").mapped_bytes(data); }
+
 void commit_pages(float* data, std::int64_t count, Device device) {
   if (device == Device::cpu || count <= 0) return;  // host pages come back when written
   gpu("CUDA reserved device memory").commit_pages(data, static_cast<std::size_t>(count) * sizeof(float));

@@ -108,6 +108,7 @@ std::size_t ZeroParameters::group_of(std::int64_t offset) const {
 }
 
 std::int64_t ZeroParameters::kept_bytes() const {
+  if (device_ == Device::cuda) return reserved_mapped_bytes(arena_);  // whole granules: a little more than the shards
   std::int64_t n = 0;
   for (const Group& g : groups_)
     for (const Part& p : g.parts) n += p.own.count;

@@ -72,7 +72,8 @@ class ZeroParameters : public ParameterResidency {
   // group's copy).
   void for_each_gathered(const std::function<void(const float* data, std::int64_t count)>& fn);
 
-  std::int64_t kept_bytes() const;  // this rank's shards (f32)
+  // This rank's shards (f32); on a GPU the arena's mapped granules, which hold them.
+  std::int64_t kept_bytes() const;
   // The gathered copies' pools: the most the passes held at once (and reuse).
   std::int64_t gathered_bytes() const { return pool_.bytes() + compute_pool_.bytes(); }
 

@@ -1,7 +1,8 @@
 // Reserved device memory (Tensor::reservable on the GPU, ZeRO stage 3's parameter arena): it
 // starts zeroed; release_pages unmaps only the whole granules inside a range, so the elements
-// around it keep their values; commit_pages maps them again for writing; a pointer outside any
-// reservation is an Error, not a crash. Skips without a GPU.
+// around it keep their values, and the mapped bytes drop by what it released; commit_pages maps
+// them again for writing; a pointer outside any reservation is an Error, not a crash. Skips
+// without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -34,11 +35,15 @@ TEST(ReservedDeviceMemory, ReleasedGranulesComeBackOnCommitAndTheEdgesKeepTheirV
   copy_into(t, pattern);
 
   const std::int64_t edge = 1000;  // elements kept at each end: their granules are never unmapped
+  const std::int64_t mapped = reserved_mapped_bytes(t.raw());
+  EXPECT_GE(mapped, n * static_cast<std::int64_t>(sizeof(float)));
   const std::int64_t released = release_pages(t.f32() + edge, n - 2 * edge, Device::cuda);
   EXPECT_GT(released, 0);
   EXPECT_LE(released, (n - 2 * edge) * static_cast<std::int64_t>(sizeof(float)));
+  EXPECT_EQ(reserved_mapped_bytes(t.f32() + n / 2), mapped - released) << "any address in it names the reservation";
   EXPECT_EQ(release_pages(t.f32() + edge, n - 2 * edge, Device::cuda), 0) << "released twice";
   commit_pages(t.f32(), n, Device::cuda);
+  EXPECT_EQ(reserved_mapped_bytes(t.raw()), mapped);
   const std::vector<float> after = read(t);
   for (std::int64_t i = 0; i < edge; ++i) {
     ASSERT_EQ(after[static_cast<std::size_t>(i)], pattern.f32()[i]) << i;

@@ -96,5 +96,7 @@ std::int64_t release_pages(float* data, std::int64_t count, Device device);
 // written): nothing to do on the host (a released page comes back when written); on the GPU,
 // within a Tensor::reservable, every unmapped granule of the range is mapped.
 void commit_pages(float* data, std::int64_t count, Device device);
+// The bytes of the GPU Tensor::reservable holding `data` that are mapped (what it occupies).
+std::int64_t reserved_mapped_bytes(const void* data);
 
 }  // namespace ringtrain
