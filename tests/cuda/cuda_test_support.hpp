@@ -150,6 +150,18 @@ class DeviceBuffer {
   std::size_t bytes_;
 };
 
+// ||got - ref||_2 / ||ref||_2 (the plain norm of the difference when ref is zero), infinite when
+// got holds a non-finite value (an unwritten output): whole trained models against each other.
+inline double l2_rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
+    norm += static_cast<double>(ref[i]) * ref[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
 // The largest error of gpu against ref under a mixed bound, element by element:
 // |gpu_i - ref_i| / (|ref_i| + rms(ref)), so each element is judged against its own size and,
 // near zero, against the tensor's root-mean-square (not its largest element, which would let

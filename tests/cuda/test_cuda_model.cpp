@@ -31,6 +31,7 @@ using test::kGptPositions;
 using test::kGptVocab;
 using test::kInput;
 using test::kMlp;
+using test::l2_rel_error;
 
 // The values of a float tensor (any device), as f32.
 std::vector<float> to_host_f32(const Tensor& t) {
@@ -45,17 +46,6 @@ Tensor to_device(const std::vector<float>& v, const Shape& shape, DType dtype) {
   Tensor dev = Tensor::empty(shape, dtype, Device::cuda);
   copy_into(dev, Tensor::wrap(raw.data(), Shape{static_cast<std::int64_t>(v.size())}, dtype));
   return dev;
-}
-
-// ||got - ref||_2 / ||ref||_2, infinite when got holds a non-finite value (unwritten output).
-double l2_rel_error(const std::vector<float>& got, const std::vector<float>& ref) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
-    norm += static_cast<double>(ref[i]) * ref[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
 // The CPU and GPU models of `text` for input `input` (f32 samples, or token ids for a GPT), the

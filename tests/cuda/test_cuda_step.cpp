@@ -38,6 +38,7 @@ using test::kGpt;
 using test::kGptPositions;
 using test::kInput;
 using test::kMlp;
+using test::l2_rel_error;
 
 constexpr std::int64_t kBatch = 32, kSteps = 12;
 
@@ -130,16 +131,6 @@ Trained train(const char* text, Device device, DType precision, bool cuda_graph,
   return t;
 }
 
-double l2_rel(const std::vector<float>& got, const std::vector<float>& ref) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff += (static_cast<double>(got[i]) - ref[i]) * (static_cast<double>(got[i]) - ref[i]);
-    norm += static_cast<double>(ref[i]) * ref[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
 void expect_graph_equals_eager(const char* text, DType precision) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   const Trained eager = train(text, Device::cuda, precision, false);
@@ -151,7 +142,7 @@ void expect_graph_equals_eager(const char* text, DType precision) {
   EXPECT_EQ(graph.refused, "");
   ASSERT_EQ(graph.params.size(), eager.params.size());
   EXPECT_EQ(std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)), 0)
-      << "L2 relative difference " << l2_rel(graph.params, eager.params);
+      << "L2 relative difference " << l2_rel_error(graph.params, eager.params);
 }
 
 TEST(CudaStep, MlpGraphEqualsEagerF32) { expect_graph_equals_eager(kMlp, DType::f32); }
@@ -164,7 +155,7 @@ TEST(CudaStep, EagerGpuStepMatchesCpuStep) {
   for (const char* text : {kMlp, kCnn}) {
     const Trained cpu = train(text, Device::cpu, DType::f32, false);
     const Trained gpu = train(text, Device::cuda, DType::f32, false);
-    EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+    EXPECT_LT(l2_rel_error(gpu.params, cpu.params), 1e-4);
   }
 }
 
@@ -175,7 +166,7 @@ TEST(CudaStep, EagerGpuStepMatchesCpuStepAccumulatingTwoMicroBatches) {
   for (const char* text : {kMlp, kCnn}) {
     const Trained cpu = train(text, Device::cpu, DType::f32, false, two);
     const Trained gpu = train(text, Device::cuda, DType::f32, false, two);
-    EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+    EXPECT_LT(l2_rel_error(gpu.params, cpu.params), 1e-4);
   }
 }
 
@@ -186,11 +177,11 @@ TEST(CudaStep, EagerGpuGptStepMatchesCpuStep) {
   gpt.input = Shape{kGptPositions};
   const Trained cpu = train(kGpt, Device::cpu, DType::f32, false, gpt);
   const Trained gpu = train(kGpt, Device::cuda, DType::f32, false, gpt);
-  EXPECT_LT(l2_rel(gpu.params, cpu.params), 1e-4);
+  EXPECT_LT(l2_rel_error(gpu.params, cpu.params), 1e-4);
   const Trained graph = train(kGpt, Device::cuda, DType::f32, true, gpt);
   EXPECT_TRUE(graph.graphed) << graph.refused;
   EXPECT_EQ(std::memcmp(graph.params.data(), gpu.params.data(), gpu.params.size() * sizeof(float)), 0)
-      << "L2 relative difference " << l2_rel(graph.params, gpu.params);
+      << "L2 relative difference " << l2_rel_error(graph.params, gpu.params);
 }
 
 // fp16 loss scales far from the overflow threshold either way: a fixed 2^40 overflows f16 in
@@ -221,7 +212,7 @@ TEST(CudaStep, Fp16LossScalingSkipsAndTrainsAsTheCpu) {
     const Trained gpu = train(kMlp, Device::cuda, DType::f16, false, fp16);
     EXPECT_EQ(cpu.skipped, scaling == &overflowing ? kSteps : 0) << "scale " << scaling->init;
     EXPECT_EQ(gpu.skipped, cpu.skipped) << "scale " << scaling->init;
-    EXPECT_LE(l2_rel(gpu.params, cpu.params), scaling == &overflowing ? 0.0 : 2e-2) << "scale " << scaling->init;
+    EXPECT_LE(l2_rel_error(gpu.params, cpu.params), scaling == &overflowing ? 0.0 : 2e-2) << "scale " << scaling->init;
   }
 }
 
@@ -250,7 +241,7 @@ TEST(CudaStep, DecidingOnTheDeviceEqualsDecidingOnTheHost) {
     EXPECT_EQ(on_device.skipped, on_host.skipped);
     ASSERT_EQ(on_device.params.size(), on_host.params.size());
     EXPECT_EQ(std::memcmp(on_device.params.data(), on_host.params.data(), on_host.params.size() * sizeof(float)), 0)
-        << "L2 relative difference " << l2_rel(on_device.params, on_host.params);
+        << "L2 relative difference " << l2_rel_error(on_device.params, on_host.params);
   }
 }
 
@@ -280,11 +271,11 @@ TEST(CudaStep, ZeroStagesEqualStageZero) {
           const Trained sharded = train(text, Device::cuda, precision, false, setup);
           ASSERT_EQ(sharded.params.size(), stage0.params.size());
           if (stage == 3) {
-            EXPECT_LT(l2_rel(sharded.params, stage0.params), 1e-6);
+            EXPECT_LT(l2_rel_error(sharded.params, stage0.params), 1e-6);
             continue;
           }
           EXPECT_EQ(std::memcmp(sharded.params.data(), stage0.params.data(), stage0.params.size() * sizeof(float)), 0)
-              << "L2 relative difference " << l2_rel(sharded.params, stage0.params);
+              << "L2 relative difference " << l2_rel_error(sharded.params, stage0.params);
         }
       }
 }
@@ -304,7 +295,7 @@ TEST(CudaStep, ZeroStageThreeGptEqualsStageZero) {
     gpt.zero_stage = 3;
     const Trained stage3 = train(kGpt, Device::cuda, precision, false, gpt);
     ASSERT_EQ(stage3.params.size(), stage0.params.size());
-    EXPECT_LT(l2_rel(stage3.params, stage0.params), 1e-6);
+    EXPECT_LT(l2_rel_error(stage3.params, stage0.params), 1e-6);
   }
 }
 
@@ -333,7 +324,7 @@ TEST(CudaStep, PruningWithTheGraphEqualsEagerAndTheCpu) {
   const Trained graph = train(kMlp, Device::cuda, DType::f32, true, pruned);
   EXPECT_TRUE(graph.graphed) << graph.refused;
   EXPECT_EQ(std::memcmp(graph.params.data(), eager.params.data(), eager.params.size() * sizeof(float)), 0)
-      << "L2 relative difference " << l2_rel(graph.params, eager.params);
+      << "L2 relative difference " << l2_rel_error(graph.params, eager.params);
   std::int64_t zeros_cpu = 0, zeros_gpu = 0, differ = 0;
   for (std::size_t i = 0; i < cpu.params.size(); ++i) {
     zeros_cpu += cpu.params[i] == 0.0f;
@@ -342,7 +333,7 @@ TEST(CudaStep, PruningWithTheGraphEqualsEagerAndTheCpu) {
   }
   EXPECT_GT(zeros_cpu, static_cast<std::int64_t>(cpu.params.size() / 4)) << "half the weights should be pruned";
   EXPECT_EQ(differ, 0) << zeros_cpu << " zeros on the CPU, " << zeros_gpu << " on the GPU";
-  EXPECT_LT(l2_rel(eager.params, cpu.params), 1e-4);
+  EXPECT_LT(l2_rel_error(eager.params, cpu.params), 1e-4);
 }
 
 TEST(CudaStep, MlpWithDropoutGraphEqualsEager) {

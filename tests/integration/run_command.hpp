@@ -72,6 +72,14 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// The lines of a command's output that are ringtrain's error lines ("ringtrain: error: ...").
+inline std::vector<std::string> error_lines(const std::string& output) {
+  std::vector<std::string> out;
+  for (const auto& line : lines_of(output))
+    if (line.rfind("ringtrain: error:", 0) == 0) out.push_back(line);
+  return out;
+}
+
 // PIDs of the ringtrain processes of this run (their command line names the run dir),
 // keyed by MPI rank (from OMPI_COMM_WORLD_RANK in their environment).
 inline std::map<int, pid_t> rank_pids(const std::string& run_dir) {

@@ -123,14 +123,9 @@ TEST_P(CliErrors, EveryBadInputGivesOneClearLine) {
     const auto r = run_ringtrain(ranks, c.args, 60);
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_LT(r.exit_code, 124) << "timed out or killed by a signal:\n" << r.output;
-    int error_lines = 0;
-    std::string error_line;
-    for (const auto& line : lines_of(r.output))
-      if (line.rfind("ringtrain: error:", 0) == 0) {
-        ++error_lines;
-        error_line = line;
-      }
-    EXPECT_EQ(error_lines, 1) << r.output;
+    const std::vector<std::string> errors = error_lines(r.output);
+    EXPECT_EQ(errors.size(), 1u) << r.output;
+    const std::string error_line = errors.empty() ? std::string() : errors.back();
     for (const auto& e : c.expected)
       EXPECT_NE(error_line.find(e), std::string::npos) << "missing '" << e << "' in: " << error_line;
     EXPECT_EQ(r.output.find("core dumped"), std::string::npos) << r.output;

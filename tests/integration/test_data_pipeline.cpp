@@ -42,13 +42,6 @@ std::string write_config(const std::string& name, const std::string& train, cons
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-std::vector<std::string> error_lines(const std::string& output) {
-  std::vector<std::string> out;
-  for (const auto& line : lines_of(output))
-    if (line.rfind("ringtrain: error:", 0) == 0) out.push_back(line);
-  return out;
-}
-
 struct BadCase {
   std::string name;
   std::string train;                  // the data.train value (TOML)

@@ -71,13 +71,9 @@ const std::string& exported() {
 // Exactly one error line, naming what is wrong.
 void expect_one_error(const CommandResult& r, const std::string& needle) {
   EXPECT_NE(r.exit_code, 0);
-  int errors = 0;
-  for (const auto& line : lines_of(r.output))
-    if (line.rfind("ringtrain: error:", 0) == 0) {
-      ++errors;
-      EXPECT_NE(line.find(needle), std::string::npos) << line;
-    }
-  EXPECT_EQ(errors, 1) << r.output;
+  const std::vector<std::string> errors = error_lines(r.output);
+  EXPECT_EQ(errors.size(), 1u) << r.output;
+  for (const auto& line : errors) EXPECT_NE(line.find(needle), std::string::npos) << line;
 }
 
 TEST(GptExport, ANewRunFromTheExportedWeightsEvaluatesAsTheTrainedRun) {

@@ -245,13 +245,9 @@ void expect_error(const std::vector<std::string>& sets, const std::string& needl
   }
   const auto r = run_ringtrain(2, args);
   EXPECT_NE(r.exit_code, 0);
-  int errors = 0;
-  for (const auto& line : lines_of(r.output))
-    if (line.rfind("ringtrain: error:", 0) == 0) {
-      ++errors;
-      EXPECT_NE(line.find(needle), std::string::npos) << line;
-    }
-  EXPECT_EQ(errors, 1) << r.output;
+  const std::vector<std::string> errors = error_lines(r.output);
+  EXPECT_EQ(errors.size(), 1u) << r.output;
+  for (const auto& line : errors) EXPECT_NE(line.find(needle), std::string::npos) << line;
 }
 
 TEST(GptTrain, WrongModelsForTheDataAreOneError) {

@@ -67,9 +67,7 @@ bool own_namespaces_work() {
 
 void expect_one_error(const CommandResult& r, const std::string& expected) {
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  std::size_t errors = 0;
-  for (const auto& line : lines_of(r.output)) errors += line.rfind("ringtrain: error:", 0) == 0 ? 1 : 0;
-  EXPECT_EQ(errors, 1u) << r.output;
+  EXPECT_EQ(error_lines(r.output).size(), 1u) << r.output;
   EXPECT_NE(r.output.find(expected), std::string::npos) << "expected '" << expected << "' in:\n" << r.output;
   EXPECT_EQ(r.output.find("epoch 1/"), std::string::npos) << "training started:\n" << r.output;
 }

@@ -40,13 +40,6 @@ std::string llmc_shard(std::int32_t magic, std::int32_t tokens_in_header, int n)
   return bytes;
 }
 
-std::vector<std::string> error_lines(const std::string& output) {
-  std::vector<std::string> out;
-  for (const auto& line : lines_of(output))
-    if (line.rfind("ringtrain: error:", 0) == 0) out.push_back(line);
-  return out;
-}
-
 class TokenConvertCli : public ::testing::TestWithParam<int> {};
 
 TEST_P(TokenConvertCli, TextAndLlmcShardsConvert) {
