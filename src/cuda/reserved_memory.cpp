@@ -184,19 +184,24 @@ class Reservation {
   std::vector<CUmemGenericAllocationHandle> handles_;
 };
 
-// The live reservations by their first address.
-std::mutex registry_mutex;
-std::map<std::uintptr_t, std::shared_ptr<Reservation>>& registry() {
-  static auto* live = new std::map<std::uintptr_t, std::shared_ptr<Reservation>>();  // outlives static tensors
-  return *live;
+// The live reservations by their first address, and the lock that guards them: never destroyed,
+// so that a tensor freed during static destruction still finds both.
+struct Registry {
+  std::mutex mutex;
+  std::map<std::uintptr_t, std::shared_ptr<Reservation>> live;
+};
+Registry& registry() {
+  static auto* r = new Registry();
+  return *r;
 }
 
 // The reservation holding [data, data + bytes).
 std::shared_ptr<Reservation> reservation_of(const void* data, std::size_t bytes) {
   const auto at = reinterpret_cast<std::uintptr_t>(data);
-  const std::lock_guard<std::mutex> lock(registry_mutex);
-  auto it = registry().upper_bound(at);
-  RT_REQUIRE(it != registry().begin(), Error, "reserved device memory: {} is not in a reservation", data);
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.live.upper_bound(at);
+  RT_REQUIRE(it != r.live.begin(), Error, "reserved device memory: {} is not in a reservation", data);
   --it;
   RT_REQUIRE(at + bytes <= it->second->end(), Error,
              "reserved device memory: {} bytes at {} run past the reservation's end", bytes, data);
@@ -212,16 +217,17 @@ std::shared_ptr<void> CudaBackend::reserve_pages(std::size_t bytes) const {
   const std::uintptr_t begin = reservation->begin();
   void* data = reservation->data();
   {
-    const std::lock_guard<std::mutex> lock(registry_mutex);
-    registry()[begin] = reservation;
+    const std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().live[begin] = reservation;
   }
   return {data, [begin](void*) {
-            std::shared_ptr<Reservation> last;
-            const std::lock_guard<std::mutex> lock(registry_mutex);
-            auto it = registry().find(begin);
-            if (it == registry().end()) return;
+            std::shared_ptr<Reservation> last;  // freed after the lock is let go
+            Registry& r = registry();
+            const std::lock_guard<std::mutex> lock(r.mutex);
+            auto it = r.live.find(begin);
+            if (it == r.live.end()) return;
             last = std::move(it->second);
-            registry().erase(it);
+            r.live.erase(it);
           }};
 }
 
