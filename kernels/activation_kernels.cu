@@ -52,19 +52,19 @@ struct GeluGradOp {  // (x, dy) -> dy * gelu'(x)
   }
 };
 
-// In place over [rows][width]: y = act(y + bias), the bias indexed by the column (kPerColumn: a
+// In place over [rows][width]: y = act(y + bias), the bias (of type B: f32 or T) indexed by the
+// column (kPerColumn: a
 // Linear's [N][C]) or by row % channels (a convolution's [N*C][HW] planes, the channel advanced
 // with the row instead of divided out of it).
-template <typename T, bool kRelu, bool kPerColumn>
-__global__ void bias_act_2d_kernel(T* y, const float* bias, std::int64_t rows, std::int64_t width,
-                                   std::int64_t channels) {
+template <typename T, typename B, bool kRelu, bool kPerColumn>
+__global__ void bias_act_2d_kernel(T* y, const B* bias, std::int64_t rows, std::int64_t width, std::int64_t channels) {
   const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (col >= width) return;
   std::int64_t channel = blockIdx.y % channels;
   const std::int64_t channel_step = gridDim.y % channels;
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     T& out = y[r * width + col];
-    float v = to_float(out) + bias[kPerColumn ? col : channel];
+    float v = to_float(out) + to_float(bias[kPerColumn ? col : channel]);
     if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
     out = from_float<T>(v);
     channel += channel_step;
@@ -72,10 +72,10 @@ __global__ void bias_act_2d_kernel(T* y, const float* bias, std::int64_t rows, s
   }
 }
 
-template <typename T, bool kRelu, bool kPerColumn>
-void launch_bias_act_2d(T* y, const float* bias, std::int64_t rows, std::int64_t width, std::int64_t channels,
+template <typename T, typename B, bool kRelu, bool kPerColumn>
+void launch_bias_act_2d(T* y, const B* bias, std::int64_t rows, std::int64_t width, std::int64_t channels,
                         void* stream) {
-  bias_act_2d_kernel<T, kRelu, kPerColumn>
+  bias_act_2d_kernel<T, B, kRelu, kPerColumn>
       <<<column_row_grid(width, rows), kThreads, 0, as_stream(stream)>>>(y, bias, rows, width, channels);
   check_launch("bias_act_2d_kernel");
 }
@@ -138,31 +138,44 @@ void require_shape(const char* name, std::int64_t outer, std::int64_t channels, 
              channels, inner);
 }
 
+// The bias as B, for launch_bias_act_2d's two layouts.
+template <typename T, typename B>
+void launch_bias_act(T* out, const B* bias, std::int64_t outer, std::int64_t channels, std::int64_t inner, bool relu,
+                     void* stream) {
+  if (inner == 1) {  // [outer][channels]: the bias by column
+    if (relu)
+      launch_bias_act_2d<T, B, true, true>(out, bias, outer, channels, channels, stream);
+    else
+      launch_bias_act_2d<T, B, false, true>(out, bias, outer, channels, channels, stream);
+  } else {  // [outer * channels][inner] planes: the bias by plane
+    if (relu)
+      launch_bias_act_2d<T, B, true, false>(out, bias, outer * channels, inner, channels, stream);
+    else
+      launch_bias_act_2d<T, B, false, false>(out, bias, outer * channels, inner, channels, stream);
+  }
+}
+
 }  // namespace
 
-void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std::int64_t channels, std::int64_t inner,
-                             Activation act, DType dtype, void* stream) {
+void launch_bias_act_forward(void* y, const void* bias, DType bias_dtype, std::int64_t outer, std::int64_t channels,
+                             std::int64_t inner, Activation act, DType dtype, void* stream) {
   require_shape("bias_act_forward", outer, channels, inner);
+  RT_REQUIRE(bias_dtype == DType::f32 || bias_dtype == dtype, Error,
+             "bias_act_forward: a {} bias for {} values (f32 or the values' dtype)", dtype_name(bias_dtype),
+             dtype_name(dtype));
   dispatch_float(dtype, "bias_act_forward", [&](auto tag) {
     using T = decltype(tag);
     const std::int64_t n = outer * channels * inner;
     auto* out = static_cast<T*>(y);
     const bool relu = act == Activation::relu;
     if (n == 0 || (bias == nullptr && !relu)) return;
-    if (bias == nullptr) {
+    if (bias == nullptr)
       launch_map("relu_kernel", ReluOp<T>{}, out, static_cast<const T*>(out), static_cast<const T*>(nullptr), n,
                  stream);
-    } else if (inner == 1) {  // [outer][channels]: the bias by column
-      if (relu)
-        launch_bias_act_2d<T, true, true>(out, bias, outer, channels, channels, stream);
-      else
-        launch_bias_act_2d<T, false, true>(out, bias, outer, channels, channels, stream);
-    } else {  // [outer * channels][inner] planes: the bias by plane
-      if (relu)
-        launch_bias_act_2d<T, true, false>(out, bias, outer * channels, inner, channels, stream);
-      else
-        launch_bias_act_2d<T, false, false>(out, bias, outer * channels, inner, channels, stream);
-    }
+    else if (bias_dtype == DType::f32)
+      launch_bias_act(out, static_cast<const float*>(bias), outer, channels, inner, relu, stream);
+    else
+      launch_bias_act(out, static_cast<const T*>(bias), outer, channels, inner, relu, stream);
   });
 }
 

@@ -1,6 +1,6 @@
 // Host launchers for bias + activation forward, ReLU and GELU forward/backward and the bias gradient
-// (activation_kernels.cu). Tensors are f32, bf16 or f16 (computed in float); bias and its
-// gradient are f32. The stream is an opaque cudaStream_t; launches are checked.
+// (activation_kernels.cu). Tensors are f32, bf16 or f16 (computed in float); a bias is f32 or
+// the values' dtype, its gradient f32. The stream is an opaque cudaStream_t; launches are checked.
 #pragma once
 #include <cstdint>
 
@@ -10,10 +10,11 @@ namespace ringtrain::kernels {
 
 enum class Activation { none, relu };
 
-// y viewed as [outer][channels][inner], in place: y = act(y + bias[c]); bias (f32, device) may
-// be null. With no bias and no activation nothing is launched.
-void launch_bias_act_forward(void* y, const float* bias, std::int64_t outer, std::int64_t channels, std::int64_t inner,
-                             Activation act, DType dtype, void* stream);
+// y viewed as [outer][channels][inner], in place: y = act(y + bias[c]), the sum in float; bias
+// (device, bias_dtype: f32 or dtype, else Error) may be null. With no bias and no activation
+// nothing is launched.
+void launch_bias_act_forward(void* y, const void* bias, DType bias_dtype, std::int64_t outer, std::int64_t channels,
+                             std::int64_t inner, Activation act, DType dtype, void* stream);
 
 // y = x > 0 ? x : 0 over n elements (y may alias x).
 void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream);

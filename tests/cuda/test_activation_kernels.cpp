@@ -1,6 +1,7 @@
 // Bias + activation forward, ReLU and GELU forward/backward and bias gradient against the CPU (the
-// ReLU and GELU layers, plain loops for the bias), in f32, bf16 and f16, on poisoned outputs. Skips without a GPU,
-// except the dtype checks, which fail before any CUDA call.
+// ReLU and GELU layers, plain loops for the bias), in f32, bf16 and f16 (the bias in f32 or the
+// values' dtype), on poisoned outputs. Skips without a GPU, except the dtype checks, which fail
+// before any CUDA call.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -39,21 +40,23 @@ TEST(CudaActivationKernels, BiasActForwardMatchesCpu) {
   for (DType dtype : kFloatDTypes)
     for (const Extents& e : kExtents)
       for (Activation act : {Activation::none, Activation::relu})
-        for (bool with_bias : {false, true}) {
+        for (const auto& [with_bias, bias_dtype] :
+             {std::pair{false, DType::f32}, std::pair{true, DType::f32}, std::pair{true, dtype}}) {
           SCOPED_TRACE(std::string(dtype_name(dtype)) + " [" + std::to_string(e.outer) + ", " +
                        std::to_string(e.channels) + ", " + std::to_string(e.inner) + "] relu " +
-                       std::to_string(act == Activation::relu) + " bias " + std::to_string(with_bias));
+                       std::to_string(act == Activation::relu) + " bias " + std::to_string(with_bias) + " of " +
+                       std::string(dtype_name(bias_dtype)));
           const auto n = static_cast<std::size_t>(e.numel());
           const auto y = test::random_values(n, 1, dtype, 2.0f);
-          const auto bias = test::random_values(static_cast<std::size_t>(e.channels), 2);
+          const auto bias = test::random_values(static_cast<std::size_t>(e.channels), 2, bias_dtype);
           std::vector<float> ref = y;
           if (with_bias)
             for (std::size_t i = 0; i < n; ++i) ref[i] += bias[(i / static_cast<std::size_t>(e.inner)) % bias.size()];
           if (act == Activation::relu) ref = cpu_relu(ref);
           auto dy = DeviceBuffer::of_values(y, dtype);
-          auto db = DeviceBuffer::of(bias);
-          kernels::launch_bias_act_forward(dy.get(), with_bias ? db.as<float>() : nullptr, e.outer, e.channels, e.inner,
-                                           act, dtype, nullptr);
+          auto db = DeviceBuffer::of_values(bias, bias_dtype);
+          kernels::launch_bias_act_forward(dy.get(), with_bias ? db.get() : nullptr, bias_dtype, e.outer, e.channels,
+                                           e.inner, act, dtype, nullptr);
           test::expect_close(dy.read_values(dtype), test::round_to(dtype, ref), test::tolerance(dtype));
         }
 }
@@ -192,7 +195,8 @@ TEST(CudaActivationKernels, NoElementsLaunchesNothing) {
   RT_SKIP_WITHOUT_GPU();
   DeviceBuffer poisoned(16);
   for (DType dtype : kFloatDTypes) {
-    kernels::launch_bias_act_forward(poisoned.get(), poisoned.as<float>(), 0, 4, 4, Activation::relu, dtype, nullptr);
+    kernels::launch_bias_act_forward(poisoned.get(), poisoned.get(), DType::f32, 0, 4, 4, Activation::relu, dtype,
+                                     nullptr);
     kernels::launch_relu_forward(poisoned.get(), poisoned.get(), 0, dtype, nullptr);
     kernels::launch_relu_backward(poisoned.get(), poisoned.get(), poisoned.get(), 0, dtype, nullptr);
     kernels::launch_bias_grad(poisoned.as<float>(), poisoned.get(), 3, 0, 3, dtype, nullptr);
@@ -204,8 +208,16 @@ TEST(CudaActivationKernels, NoElementsLaunchesNothing) {
 TEST(CudaActivationKernels, UnsupportedDtypeThrowsNamingIt) {
   float dummy = 0.0f;
   test::expect_error_naming(
-      [&] { kernels::launch_bias_act_forward(&dummy, nullptr, 1, 1, 1, Activation::relu, DType::i32, nullptr); },
+      [&] {
+        kernels::launch_bias_act_forward(&dummy, nullptr, DType::f32, 1, 1, 1, Activation::relu, DType::i32, nullptr);
+      },
       "i32");
+  // a bias of another low precision than the values'
+  test::expect_error_naming(
+      [&] {
+        kernels::launch_bias_act_forward(&dummy, &dummy, DType::f16, 1, 1, 1, Activation::none, DType::bf16, nullptr);
+      },
+      "f16 bias for bf16");
   test::expect_error_naming([&] { kernels::launch_relu_forward(&dummy, &dummy, 1, DType::i32, nullptr); }, "i32");
   test::expect_error_naming([&] { kernels::launch_relu_backward(&dummy, &dummy, &dummy, 1, DType::i32, nullptr); },
                             "i32");

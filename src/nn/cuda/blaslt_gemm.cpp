@@ -79,20 +79,17 @@ bool writes_c(Epilogue e) { return e == Epilogue::bias || e == Epilogue::relu ||
 
 // The epilogue's vector, set on the descriptor before each call: plans are shared by every
 // vector of the same alignment. The heuristic also reads it (for that alignment).
-void set_vector(cublasLtMatmulDesc_t desc, float* vector) {
+void set_vector(cublasLtMatmulDesc_t desc, void* vector) {
   void* pointer = vector;
   RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
 }
 
-// Whether cuBLASLt's epilogue is asked for at all. The bias vector's type is documented to be
-// the output's (f32 vectors with a bf16/f16 output are not), and cuBLASLt kernels have been
-// reported to assume a 16-byte aligned vector whatever the heuristic was told: other cases
-// take the plain GEMM and the kernel, which give the same values.
-bool fusable(Epilogue epilogue, DType c_type, std::uint32_t align_vector) {
+// Whether cuBLASLt's epilogue is asked for at all. cuBLASLt kernels have been reported to assume
+// a 16-byte aligned vector whatever the heuristic was told: a less aligned one takes the plain
+// GEMM and the kernel, which give the same values.
+bool fusable(Epilogue epilogue, std::uint32_t align_vector) {
   if (epilogue == Epilogue::none) return false;
-  if (!has_vector(epilogue)) return true;
-  if (align_vector < 16) return false;
-  return epilogue == Epilogue::bias_grad || c_type == DType::f32;
+  return !has_vector(epilogue) || align_vector >= 16;
 }
 
 cublasComputeType_t compute_type(DType ab_type, MathMode math) {
@@ -141,7 +138,7 @@ BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
 BlasLt::~BlasLt() = default;
 
 BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type,
-                             DType c_type, MathMode math, Epilogue epilogue, const float* vector) const {
+                             DType c_type, MathMode math, Epilogue epilogue, const void* vector) const {
   // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
   const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
   const std::uint32_t align_vector = has_vector(epilogue) ? alignment(vector) : 0;
@@ -163,6 +160,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   // The unfused path's kernels (gemm) read C and A packed; the fused form is held to the same.
   RT_REQUIRE(!has_vector(key.epilogue) || key.align_vector > 0, Error, "{}: null epilogue vector", describe(key));
   RT_REQUIRE(!writes_c(key.epilogue) || s.ldc == s.n, Error, "{}: the epilogue needs ldc == n", describe(key));
+  RT_REQUIRE(key.epilogue != Epilogue::bias_grad || key.c_type == DType::f32, Error,
+             "{}: the bias-gradient epilogue needs an f32 C (its vector is C's type)", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
              "{}: the bias-gradient epilogue needs A packed (lda == {})", describe(key), s.trans_a ? s.m : s.k);
   auto plan = std::make_unique<Plan>();
@@ -181,8 +180,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   if (key.epilogue != Epilogue::none) {
     const cublasLtEpilogue_t epilogue = lt_epilogue(key.epilogue);
     RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (has_vector(key.epilogue)) {  // our vectors are f32 whatever C is (cuBLASLt's default is C's type)
-      const std::int32_t vector_type = CUDA_R_32F;
+    if (has_vector(key.epilogue)) {  // the vector is C's type (cuBLASLt's default; said, not assumed)
+      const auto vector_type = static_cast<std::int32_t>(cuda_type(key.c_type));
       RT_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)));
     }
@@ -223,11 +222,11 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   return results;
 }
 
-BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
+BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
   auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
   std::vector<cublasLtMatmulHeuristicResult_t> offered;
-  if (!always_cublas_ && fusable(key.epilogue, key.c_type, key.align_vector)) {
+  if (!always_cublas_ && fusable(key.epilogue, key.align_vector)) {
     if (has_vector(key.epilogue)) set_vector(plan->desc.get(), vector);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
@@ -261,7 +260,7 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, float* vector) {
 }
 
 void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-                 float beta, void* c, float* vector, void* stream) const {
+                 float beta, void* c, void* vector, void* stream) const {
   if (has_vector(plan.fused)) set_vector(plan.desc.get(), vector);
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
@@ -300,7 +299,7 @@ void BlasLt::run_cublas(const Key& key, float alpha, const void* a, const void* 
 }
 
 void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-                  DType c_type, MathMode math, void* stream, Epilogue epilogue, float* vector) {
+                  DType c_type, MathMode math, void* stream, Epilogue epilogue, void* vector) {
   if (s.m == 0 || s.n == 0) return;  // as blas::sgemm
   RT_REQUIRE(has_vector(epilogue) || vector == nullptr, Error, "gemm: a vector the epilogue{} does not read",
              epilogue_name(epilogue));
@@ -317,9 +316,10 @@ void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b,
   // Unfused: the kernel the epilogue replaces, on packed C and A (make_plan checked).
   if (writes_c(epilogue)) {  // vector is null for relu
     const auto act = epilogue == Epilogue::bias ? kernels::Activation::none : kernels::Activation::relu;
-    kernels::launch_bias_act_forward(c, vector, s.m, s.n, 1, act, c_type, stream);
+    kernels::launch_bias_act_forward(c, vector, c_type, s.m, s.n, 1, act, c_type, stream);
   } else {  // op(A)[i][k] is A[k][i] of A [k, m] when trans_a, else A[i][k] of A [m, k]
-    kernels::launch_bias_grad(vector, a, s.trans_a ? s.k : 1, s.m, s.trans_a ? 1 : s.k, ab_type, stream);
+    kernels::launch_bias_grad(static_cast<float*>(vector), a, s.trans_a ? s.k : 1, s.m, s.trans_a ? 1 : s.k, ab_type,
+                              stream);
   }
 }
 

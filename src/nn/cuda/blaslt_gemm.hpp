@@ -33,14 +33,16 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
-// What the GEMM also does, with an f32 device vector. bias: C[i][j] += vector[j] (length n),
+// What the GEMM also does, with a device vector of C's dtype. bias: C[i][j] += vector[j] (length n),
 // after alpha and beta (the bias is not scaled); C must be packed (ldc == n). relu: C[i][j] =
 // max(C[i][j], 0) after everything else (no vector; NaN gives 0 as the CPU ReLU), C packed;
 // bias_relu: both, the bias first. bias_grad: vector[i] = sum over k of op(A)[i][k] (length m,
 // overwritten): with op(A) = dy^T this is the bias gradient of the weight-gradient GEMM; needs
-// alpha == 1 and A packed (lda == its row). Fused by cuBLASLt where it has an algorithm, the
-// vector is 16-byte aligned and (bias, bias_relu) C is f32; otherwise one kernel runs after the
-// plain GEMM (same results; a missing algorithm is warned once per BlasLt).
+// alpha == 1, an f32 C and A packed (lda == its row). Fused by cuBLASLt where it has an
+// algorithm and the vector is 16-byte aligned (a bf16 output adds a bf16 bias in the epilogue,
+// as the model's compute copy holds it); otherwise one kernel runs after the plain GEMM (the
+// same values in f32; a bf16/f16 C is then rounded twice; a missing algorithm is warned once
+// per BlasLt).
 enum class Epilogue { none, bias, relu, bias_relu, bias_grad };
 
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
@@ -58,7 +60,7 @@ class BlasLt {
   // not read (it may hold NaN). `vector` is the epilogue's (see Epilogue), null with none.
   // Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
   void gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-            DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, float* vector = nullptr);
+            DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, void* vector = nullptr);
 
   // For benchmarks: runs every algorithm the heuristic offers for this problem (up to
   // max_candidates) `repeats` times on `stream` with alpha = 1, beta = 0 (C is overwritten)
@@ -84,15 +86,15 @@ class BlasLt {
 
   static std::string describe(const Key& key);  // for messages
   Key make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type, DType c_type,
-               MathMode math, Epilogue epilogue, const float* vector) const;
+               MathMode math, Epilogue epilogue, const void* vector) const;
   std::unique_ptr<Plan> make_plan(const Key& key) const;
   // The plan for key, made (and its algorithm chosen) on first use; without a fused algorithm
   // for key's epilogue, a plain GEMM's plan marked unfused.
-  Plan& plan_for(const Key& key, float* vector);
+  Plan& plan_for(const Key& key, void* vector);
   // What the heuristic offers, best first; empty when nothing fits.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
   void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b, float beta,
-           void* c, float* vector, void* stream) const;
+           void* c, void* vector, void* stream) const;
   // The plain GEMM of key on cuBLAS (cublasGemmEx, or its strided-batched form).
   void run_cublas(const Key& key, float alpha, const void* a, const void* b, float beta, void* c, void* stream);
 

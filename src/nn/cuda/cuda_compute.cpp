@@ -20,7 +20,7 @@ void ComputeCopy::use(const Tensor& copy) {
   external_ = true;
 }
 
-const void* ComputeCopy::refresh(void* stream) {
+void* ComputeCopy::refresh(void* stream) {
   if (copy_.raw() != nullptr && !external_)
     kernels::launch_cast(master_.raw(), DType::f32, copy_.raw(), copy_.dtype(), master_.numel(), stream);
   return get();

@@ -34,8 +34,8 @@ class ComputeCopy {
  public:
   void bind(const Tensor& master, DType act);
   void use(const Tensor& copy);
-  const void* refresh(void* stream);  // before a forward: the master may have changed
-  const void* get() const { return copy_.raw() != nullptr ? copy_.raw() : master_.raw(); }
+  void* refresh(void* stream);  // before a forward: the master may have changed
+  void* get() const { return copy_.raw() != nullptr ? copy_.raw() : master_.raw(); }
 
  private:
   Tensor master_, copy_;

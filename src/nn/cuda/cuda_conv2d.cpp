@@ -29,8 +29,8 @@ void CudaConv2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   const std::int64_t n = x.shape()[0];
   op_for(n).forward(x.raw(), weight_.refresh(c.stream), y.raw(), c.stream);
   if (o_.bias)
-    kernels::launch_bias_act_forward(y.raw(), b_.f32(), n, o_.out_channels, oh_ * ow_, kernels::Activation::none, c.act,
-                                     c.stream);
+    kernels::launch_bias_act_forward(y.raw(), b_.f32(), DType::f32, n, o_.out_channels, oh_ * ow_,
+                                     kernels::Activation::none, c.act, c.stream);
 }
 
 void CudaConv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {

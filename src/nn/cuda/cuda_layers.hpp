@@ -36,7 +36,7 @@ class CudaLinear final : public Linear {
  public:
   CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias, double init_std);
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
-  void bind_compute(const std::vector<Tensor>& compute) override { weight_.use(compute[0]); }
+  void bind_compute(const std::vector<Tensor>& compute) override;
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // Not on the GPU yet: a tied weight then goes through the model's scratch.
@@ -46,6 +46,7 @@ class CudaLinear final : public Linear {
  private:
   ComputePtr compute_;
   ComputeCopy weight_;
+  ComputeCopy bias_;  // in the activation dtype: the epilogue adds it to C of that dtype
 };
 
 class CudaConv2d final : public Conv2d {

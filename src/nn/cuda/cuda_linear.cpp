@@ -1,6 +1,7 @@
-// CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias (and an absorbed ReLU) in its
-// epilogue; backward is two GEMMs, dW (in f32 straight from low-precision inputs, the bias
-// gradient in its epilogue) and dx, after the absorbed ReLU's rule is applied to dy in place.
+// CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias (in the activation dtype, as the
+// compute copy holds it) and an absorbed ReLU in its epilogue; backward is two GEMMs, dW (in f32
+// straight from low-precision inputs, the bias gradient in its epilogue) and dx, after the
+// absorbed ReLU's rule is applied to dy in place.
 #include <typeinfo>
 
 #include "kernels/activation_kernels.hpp"
@@ -14,6 +15,12 @@ CudaLinear::CudaLinear(ComputePtr compute, std::int64_t out_features, bool bias,
 void CudaLinear::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
   Linear::bind(params, grads);
   weight_.bind(w_, compute_->act);
+  if (has_bias_) bias_.bind(b_, compute_->act);
+}
+
+void CudaLinear::bind_compute(const std::vector<Tensor>& compute) {
+  weight_.use(compute[0]);
+  if (has_bias_) bias_.use(compute[1]);
 }
 
 bool CudaLinear::absorb_consumer(const Layer& consumer) {
@@ -25,10 +32,11 @@ void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   CudaCompute& c = *compute_;
   const std::int64_t n = rows_of(x);
   const void* w = weight_.refresh(c.stream);
+  void* b = has_bias_ ? bias_.refresh(c.stream) : nullptr;
   const Epilogue epilogue =
       relu_after_ ? (has_bias_ ? Epilogue::bias_relu : Epilogue::relu) : (has_bias_ ? Epilogue::bias : Epilogue::none);
   c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(), c.act, c.act,
-              c.math, c.stream, epilogue, has_bias_ ? b_.f32() : nullptr);
+              c.math, c.stream, epilogue, b);
 }
 
 void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {

@@ -1,5 +1,5 @@
-// BlasLt's epilogues against blas::sgemm plus loops: the bias and/or the ReLU applied to C (a NaN
-// row giving 0, as the CPU ReLU) and the bias gradient written beside a weight-gradient GEMM (onto
+// BlasLt's epilogues against blas::sgemm plus loops: the bias (of C's type) and/or the ReLU
+// applied to C (a NaN row giving 0, as the CPU ReLU) and the bias gradient written beside a weight-gradient GEMM (onto
 // a NaN-poisoned vector), at CudaLinear's shapes and odd ones, every transpose combination, each
 // input type. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -71,15 +71,15 @@ double forward_error(BlasLt& lt, Epilogue epilogue, const LinearCase& g, bool tr
   if (relu)
     for (std::int64_t k = 0; k < s.k; ++k) a[static_cast<std::size_t>(trans_a ? k * s.m : k)] = std::nanf("");
   const auto b = test::random_values(static_cast<std::size_t>(s.k * s.n), seed + 1, t.ab);
-  const auto bias = test::random_values(static_cast<std::size_t>(s.n), seed + 2);
+  const auto bias = test::random_values(static_cast<std::size_t>(s.n), seed + 2, t.c);
   auto c_ref = test::random_values(static_cast<std::size_t>(s.m * s.n), seed + 3, t.c);
   const auto da = DeviceBuffer::of_values(a, t.ab), db = DeviceBuffer::of_values(b, t.ab);
-  const auto dbias = DeviceBuffer::of_values(bias, DType::f32);
+  const auto dbias = DeviceBuffer::of_values(bias, t.c);
   auto dc = DeviceBuffer::of_values(c_ref, t.c);
   if (beta == 0.0f) dc.poison();
 
   lt.gemm(s, alpha, da.get(), db.get(), beta, dc.get(), t.ab, t.c, t.math, nullptr, epilogue,
-          bias_on ? dbias.as<float>() : nullptr);
+          bias_on ? dbias.get() : nullptr);
   blas::sgemm(trans_a, trans_b, s.m, s.n, s.k, alpha, a.data(), s.lda, b.data(), s.ldb, beta, c_ref.data(), s.ldc);
   for (std::int64_t i = 0; i < s.m; ++i)
     for (std::int64_t j = 0; j < s.n; ++j) {
@@ -87,7 +87,7 @@ double forward_error(BlasLt& lt, Epilogue epilogue, const LinearCase& g, bool tr
       v = test::round_to(t.c, v + (bias_on ? bias[static_cast<std::size_t>(j)] : 0.0f));
     }
   if (relu) ReLU::apply(c_ref.data(), c_ref.data(), static_cast<std::int64_t>(c_ref.size()));
-  EXPECT_EQ(dbias.read_values(DType::f32), bias) << "the bias was written";
+  EXPECT_EQ(dbias.read_values(t.c), bias) << "the bias was written";
   return test::max_rel_error(dc.read_values(t.c), c_ref);
 }
 
@@ -207,7 +207,8 @@ TEST(BlasLtEpiloguePlans, EpilogueIsPartOfThePlan) {
   EXPECT_EQ(dbias.read_values(DType::f32), bias);
 }
 
-// Vectors at any offset into an arena (4-byte aligned) are right, fused or not.
+// Vectors at any offset into an arena (aligned to their element only) are right, fused or not:
+// the forward's f16 bias 2-byte aligned, the gradient's f32 vector 4-byte aligned.
 TEST(BlasLtEpiloguePlans, MisalignedVectors) {
   RT_SKIP_WITHOUT_GPU();
   BlasLt lt;
@@ -216,15 +217,15 @@ TEST(BlasLtEpiloguePlans, MisalignedVectors) {
   const auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), 3, DType::f16);
   const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), 4, DType::f16);
   const auto dy = test::random_values(static_cast<std::size_t>(g.batch * g.out), 5, DType::f16);
-  const auto bias = test::random_values(static_cast<std::size_t>(g.out + 1), 6);
+  const auto bias = test::random_values(static_cast<std::size_t>(g.out + 1), 6, DType::f16);
   const auto dx = DeviceBuffer::of_values(x, DType::f16), dw = DeviceBuffer::of_values(w, DType::f16);
-  const auto ddy = DeviceBuffer::of_values(dy, DType::f16), dbias = DeviceBuffer::of_values(bias, DType::f32);
+  const auto ddy = DeviceBuffer::of_values(dy, DType::f16), dbias = DeviceBuffer::of_values(bias, DType::f16);
   const DeviceBuffer y(static_cast<std::size_t>(g.batch * g.out) * sizeof(std::uint16_t));
   const DeviceBuffer grad_w(static_cast<std::size_t>(g.out * g.in) * sizeof(float));
   const DeviceBuffer grad_b(static_cast<std::size_t>(g.out + 1) * sizeof(float));
 
   lt.gemm(fwd, 1.0f, dx.get(), dw.get(), 0.0f, y.get(), DType::f16, DType::f16, MathMode::strict_f32, nullptr,
-          Epilogue::bias, dbias.as<float>() + 1);
+          Epilogue::bias, dbias.as<std::uint16_t>() + 1);
   lt.gemm(bwd, 1.0f, ddy.get(), dx.get(), 0.0f, grad_w.get(), DType::f16, DType::f32, MathMode::strict_f32, nullptr,
           Epilogue::bias_grad, grad_b.as<float>() + 1);
 
@@ -250,7 +251,7 @@ TEST(BlasLtEpilogueErrors, RejectsBadArguments) {
   const DeviceBuffer d(96 * sizeof(float));  // A, B, C (each up to 4 x 5) and the vector, apart
   float* base = d.as<float>();
   float* v = base + 72;
-  const auto gemm = [&](const GemmShape& s, float alpha, Epilogue e, float* vector) {
+  const auto gemm = [&](const GemmShape& s, float alpha, Epilogue e, void* vector) {
     lt.gemm(s, alpha, base, base + 24, 0.0f, base + 48, DType::f32, DType::f32, MathMode::strict_f32, nullptr, e,
             vector);
   };
@@ -266,6 +267,10 @@ TEST(BlasLtEpilogueErrors, RejectsBadArguments) {
   EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::relu, nullptr), Error);  // ldc > n
   EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 4, 4, 5}, 1.0f, Epilogue::bias, v), Error);        // ldc > n
   EXPECT_THROW(gemm(GemmShape{false, false, 4, 4, 4, 5, 4, 4}, 1.0f, Epilogue::bias_grad, v), Error);   // lda > k
+  // the gradient vector is C's type and f32 only: a bf16 C cannot carry it
+  EXPECT_THROW(lt.gemm(ok, 1.0f, base, base + 24, 0.0f, base + 48, DType::bf16, DType::bf16, MathMode::strict_f32,
+                       nullptr, Epilogue::bias_grad, v),
+               Error);
 }
 
 }  // namespace
