@@ -210,6 +210,17 @@ void Model::absorb_consumers() {
   }
 }
 
+void Model::fuse_producer_gradients() {
+  const std::vector<int> readers = reader_counts();
+  for (std::size_t j = 0; j < nodes_.size(); ++j)
+    for (const int v : reads_[j]) {
+      if (v == kInput) continue;
+      const auto p = static_cast<std::size_t>(v);
+      if (readers[p] == 1 && needs_grad_[p] && !always_passes_through(p))
+        (void)nodes_[j].layer->fuse_producer_gradient(*nodes_[p].layer);
+    }
+}
+
 std::size_t Model::layer_done_by(std::size_t i) const {
   return absorbed_by_[i] < 0 ? i : static_cast<std::size_t>(absorbed_by_[i]);
 }
@@ -222,6 +233,7 @@ void Model::plan_backward() {
     for (const int v : reads_[i]) needed = needed || (v != kInput && needs_grad_[static_cast<std::size_t>(v)]);
     needs_grad_[i] = needed;
   }
+  fuse_producer_gradients();
   // Backward visits nodes last to first; the first read of a value to be visited writes its
   // gradient, every later one adds to it.
   std::vector<bool> written(nodes_.size(), false);

@@ -103,6 +103,13 @@ class Layer {
   // GEMM epilogue: no pass and no buffer of the ReLU's). Its backward may then overwrite dy: the
   // model reads that gradient no more.
   virtual bool absorb_consumer(const Layer& /*consumer*/) { return false; }
+  // Asked once at model build, after the absorbing above, for each value that this layer alone
+  // reads (once), that `producer` computes and whose gradient the model needs: true when this
+  // layer's backward, as it writes that value's gradient, also applies the gradient rule of the
+  // activation the producer absorbed (absorb_consumer), so that the producer's backward need not
+  // (a ReLU's, in the epilogue of the next Linear's input-gradient GEMM on the GPU). This layer
+  // tells the producer so itself; the model only asks.
+  virtual bool fuse_producer_gradient(Layer& /*producer*/) { return false; }
 
   // True when, in a training pass (or not), this one-input layer's output is its input unchanged,
   // only reshaped (Flatten; Dropout when not training or p == 0). The model then calls neither

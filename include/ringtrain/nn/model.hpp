@@ -229,6 +229,9 @@ class Model {
   // Then lets each node absorb the one-input, parameter-free node that alone reads its output
   // (Layer::absorb_consumer): that node's readers then read this one's output instead.
   void absorb_consumers();
+  // Then asks each node, for each value only it reads whose gradient is needed, whether it
+  // applies the gradient rule its producer absorbed (Layer::fuse_producer_gradient).
+  void fuse_producer_gradients();
   // Which values need a gradient and which reads of a value add to a gradient already written.
   void plan_backward();
   // Which gradient buffer each value's gradient uses (buffers shared between disjoint lives).

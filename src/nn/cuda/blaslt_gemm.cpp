@@ -49,13 +49,18 @@ std::uint32_t alignment(const void* p) {
 // bias_grad, one sum over k per row of op(A) (i < m), is one value per column of D reduced
 // from the second operand (op(A)^T is cuBLASLt's op(B)): EPILOGUE_BGRADB ("length = columns
 // of D, reduced over k"). BGRADA would sum op(B) instead, one value per j < n. For
-// CudaLinear's dW[out, in] = dy^T x (A = dy, trans_a) BGRADB sums dy over the batch.
+// CudaLinear's dW[out, in] = dy^T x (A = dy, trans_a) BGRADB sums dy over the batch. The ReLU
+// bit-mask is a matrix of D's shape with a leading dimension in bits: bit j + i * ld for D's
+// row j and column i, our C[i][j] (ReluMask).
 cublasLtEpilogue_t lt_epilogue(Epilogue e) {
   switch (e) {
     case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case Epilogue::relu: return CUBLASLT_EPILOGUE_RELU;
     case Epilogue::bias_relu: return CUBLASLT_EPILOGUE_RELU_BIAS;
     case Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADB;
+    case Epilogue::relu_mask: return CUBLASLT_EPILOGUE_RELU_AUX;
+    case Epilogue::bias_relu_mask: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
+    case Epilogue::relu_grad: return CUBLASLT_EPILOGUE_DRELU;
     case Epilogue::none: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -67,15 +72,29 @@ const char* epilogue_name(Epilogue e) {
     case Epilogue::relu: return " + relu";
     case Epilogue::bias_relu: return " + bias + relu";
     case Epilogue::bias_grad: return " + bias gradient";
+    case Epilogue::relu_mask: return " + relu (bit-mask)";
+    case Epilogue::bias_relu_mask: return " + bias + relu (bit-mask)";
+    case Epilogue::relu_grad: return " + relu gradient";
     case Epilogue::none: break;
   }
   return "";
 }
 
-bool has_vector(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_grad; }
+bool has_vector(Epilogue e) {
+  return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_grad || e == Epilogue::bias_relu_mask;
+}
+
+bool has_mask(Epilogue e) {
+  return e == Epilogue::relu_mask || e == Epilogue::bias_relu_mask || e == Epilogue::relu_grad;
+}
 
 // The epilogues that write C from the product (C packed): every one but the bias gradient.
-bool writes_c(Epilogue e) { return e == Epilogue::bias || e == Epilogue::relu || e == Epilogue::bias_relu; }
+bool writes_c(Epilogue e) { return e != Epilogue::none && e != Epilogue::bias_grad; }
+
+// The activation the unfused path's forward kernel applies after the plain GEMM.
+kernels::Activation forward_activation(Epilogue e) {
+  return e == Epilogue::bias ? kernels::Activation::none : kernels::Activation::relu;
+}
 
 // The epilogue's vector, set on the descriptor before each call: plans are shared by every
 // vector of the same alignment. The heuristic also reads it (for that alignment).
@@ -86,10 +105,15 @@ void set_vector(cublasLtMatmulDesc_t desc, void* vector) {
 
 // Whether cuBLASLt's epilogue is asked for at all. cuBLASLt kernels have been reported to assume
 // a 16-byte aligned vector whatever the heuristic was told: a less aligned one takes the plain
-// GEMM and the kernel, which give the same values.
-bool fusable(Epilogue epilogue, std::uint32_t align_vector) {
+// GEMM and the kernel, which give the same values. A relu_grad without bits has no mask to read.
+bool fusable(Epilogue epilogue, std::uint32_t align_vector, std::uint32_t align_mask) {
   if (epilogue == Epilogue::none) return false;
-  return !has_vector(epilogue) || align_vector >= 16;
+  if (has_vector(epilogue) && align_vector < 16) return false;
+  return !has_mask(epilogue) || align_mask >= 16;
+}
+
+void set_mask_bits(cublasLtMatmulDesc_t desc, void* bits) {
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &bits, sizeof(bits)));
 }
 
 cublasComputeType_t compute_type(DType ab_type, MathMode math) {
@@ -126,10 +150,11 @@ std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
   return fmt::format(
       "gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} batch={} {} x {} -> {}{}{} (alignment "
-      "A/B/C/vector {}/{}/{}/{} bytes)",
+      "A/B/C/vector/mask {}/{}/{}/{}/{} bytes{})",
       s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, s.batch, dtype_name(key.ab_type),
       dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
-      epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector);
+      epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector, key.align_mask,
+      key.mask_ld > 0 ? fmt::format("; mask ld {} bits", key.mask_ld) : "");
 }
 
 BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
@@ -138,11 +163,23 @@ BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
 BlasLt::~BlasLt() = default;
 
 BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type,
-                             DType c_type, MathMode math, Epilogue epilogue, const void* vector) const {
+                             DType c_type, MathMode math, Epilogue epilogue, const void* vector,
+                             const ReluMask* mask) const {
   // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
   const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
   const std::uint32_t align_vector = has_vector(epilogue) ? alignment(vector) : 0;
-  return Key{s, ab_type, c_type, effective, epilogue, alignment(a), alignment(b), alignment(c), align_vector};
+  const bool masked = has_mask(epilogue) && mask != nullptr;
+  return Key{s,
+             ab_type,
+             c_type,
+             effective,
+             epilogue,
+             alignment(a),
+             alignment(b),
+             alignment(c),
+             align_vector,
+             masked ? alignment(mask->bits) : 0,
+             masked ? mask->ld : 0};
 }
 
 std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
@@ -160,6 +197,11 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
   // The unfused path's kernels (gemm) read C and A packed; the fused form is held to the same.
   RT_REQUIRE(!has_vector(key.epilogue) || key.align_vector > 0, Error, "{}: null epilogue vector", describe(key));
   RT_REQUIRE(!writes_c(key.epilogue) || s.ldc == s.n, Error, "{}: the epilogue needs ldc == n", describe(key));
+  RT_REQUIRE(!has_mask(key.epilogue) || (key.mask_ld >= s.n && key.mask_ld % 128 == 0), Error,
+             "{}: the ReLU bit-mask needs a leading dimension of whole 128-bit words >= n (got {})", describe(key),
+             key.mask_ld);
+  RT_REQUIRE(key.epilogue == Epilogue::relu_grad || !has_mask(key.epilogue) || key.align_mask > 0, Error,
+             "{}: no bit-mask to write", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || key.c_type == DType::f32, Error,
              "{}: the bias-gradient epilogue needs an f32 C (its vector is C's type)", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
@@ -185,6 +227,9 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
       RT_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type, sizeof(vector_type)));
     }
+    if (has_mask(key.epilogue))
+      RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &key.mask_ld,
+                                                     sizeof(key.mask_ld)));
     plan->fused = key.epilogue;
   }
   return plan;
@@ -222,12 +267,13 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   return results;
 }
 
-BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector) {
+BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
   auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
   std::vector<cublasLtMatmulHeuristicResult_t> offered;
-  if (!always_cublas_ && fusable(key.epilogue, key.align_vector)) {
+  if (!always_cublas_ && fusable(key.epilogue, key.align_vector, key.align_mask)) {
     if (has_vector(key.epilogue)) set_vector(plan->desc.get(), vector);
+    if (has_mask(key.epilogue)) set_mask_bits(plan->desc.get(), mask_bits);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
       log::warn(
@@ -240,7 +286,8 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector) {
   if (offered.empty()) {  // no epilogue, or not fused: the plain GEMM (gemm() runs the kernel after it)
     Key plain = key;
     plain.epilogue = Epilogue::none;
-    plain.align_vector = 0;
+    plain.align_vector = plain.align_mask = 0;
+    plain.mask_ld = 0;
     plan = make_plan(plain);
     if (!always_cublas_) offered = candidates(plain, *plan, 1);
   }
@@ -260,8 +307,9 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector) {
 }
 
 void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-                 float beta, void* c, void* vector, void* stream) const {
+                 float beta, void* c, void* vector, void* mask_bits, void* stream) const {
   if (has_vector(plan.fused)) set_vector(plan.desc.get(), vector);
+  if (has_mask(plan.fused)) set_mask_bits(plan.desc.get(), mask_bits);
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
                                  static_cast<cudaStream_t>(stream)));
@@ -298,29 +346,36 @@ void BlasLt::run_cublas(const Key& key, float alpha, const void* a, const void* 
                                              i32(s.ldc), s.stride_c, i32(s.batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
-void BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-                  DType c_type, MathMode math, void* stream, Epilogue epilogue, void* vector) {
-  if (s.m == 0 || s.n == 0) return;  // as blas::sgemm
+bool BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
+                  DType c_type, MathMode math, void* stream, Epilogue epilogue, void* vector, const ReluMask* mask) {
+  if (s.m == 0 || s.n == 0) return false;  // as blas::sgemm
   RT_REQUIRE(has_vector(epilogue) || vector == nullptr, Error, "gemm: a vector the epilogue{} does not read",
              epilogue_name(epilogue));
+  RT_REQUIRE(has_mask(epilogue) == (mask != nullptr), Error, "gemm: the epilogue{} {} a ReLU mask",
+             epilogue_name(epilogue), has_mask(epilogue) ? "needs" : "reads no");
+  RT_REQUIRE(epilogue != Epilogue::relu_grad || mask->output != nullptr, Error,
+             "gemm: the ReLU-gradient epilogue needs the ReLU's output (its rule when not fused)");
   // Whether cuBLASLt scales its bias gradient by alpha is not documented: only alpha == 1 is taken.
   RT_REQUIRE(epilogue != Epilogue::bias_grad || alpha == 1.0f, Error,
              "gemm: the bias-gradient epilogue needs alpha == 1 (got {})", alpha);
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector);
-  const Plan& plan = plan_for(key, vector);
+  void* bits = mask != nullptr ? mask->bits : nullptr;
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector, mask);
+  const Plan& plan = plan_for(key, vector, bits);
   if (plan.on_cublas)
     run_cublas(key, alpha, a, b, beta, c, stream);
   else
-    run(plan, plan.algo, alpha, a, b, beta, c, vector, stream);
-  if (plan.fused == epilogue) return;
+    run(plan, plan.algo, alpha, a, b, beta, c, vector, bits, stream);
+  if (plan.fused == epilogue) return epilogue != Epilogue::none;
   // Unfused: the kernel the epilogue replaces, on packed C and A (make_plan checked).
-  if (writes_c(epilogue)) {  // vector is null for relu
-    const auto act = epilogue == Epilogue::bias ? kernels::Activation::none : kernels::Activation::relu;
-    kernels::launch_bias_act_forward(c, vector, c_type, s.m, s.n, 1, act, c_type, stream);
+  if (epilogue == Epilogue::relu_grad) {
+    kernels::launch_relu_backward(c, mask->output, c, s.m * s.n, c_type, stream);
+  } else if (writes_c(epilogue)) {  // vector is null for relu and relu_mask
+    kernels::launch_bias_act_forward(c, vector, c_type, s.m, s.n, 1, forward_activation(epilogue), c_type, stream);
   } else {  // op(A)[i][k] is A[k][i] of A [k, m] when trans_a, else A[i][k] of A [m, k]
     kernels::launch_bias_grad(static_cast<float*>(vector), a, s.trans_a ? s.k : 1, s.m, s.trans_a ? 1 : s.k, ab_type,
                               stream);
   }
+  return false;
 }
 
 std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, const void* b, void* c, DType ab_type,
@@ -328,7 +383,7 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
                                             int max_candidates) {
   RT_REQUIRE(repeats > 0 && max_candidates > 0, Error,
              "time_candidates: repeats ({}) and max_candidates ({}) must be > 0", repeats, max_candidates);
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr);
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr, nullptr);
   const auto plan = make_plan(key);
   const auto offered = candidates(key, *plan, max_candidates);
   RT_REQUIRE(!offered.empty(), Error, "cuBLASLt has no algorithm for {} within a workspace of {} bytes", describe(key),
@@ -341,9 +396,9 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
   const Owned<cudaEvent_t, cudaEventDestroy> own_stop(stop);
   std::vector<double> ms;
   for (const cublasLtMatmulHeuristicResult_t& r : offered) {
-    run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, stream);  // warm-up: first-call setup is not timed
+    run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, nullptr, stream);  // warm-up: first-call setup is not timed
     RT_CUDA_CHECK(cudaEventRecord(start, st));
-    for (int i = 0; i < repeats; ++i) run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, stream);
+    for (int i = 0; i < repeats; ++i) run(*plan, r.algo, 1.0f, a, b, 0.0f, c, nullptr, nullptr, stream);
     RT_CUDA_CHECK(cudaEventRecord(stop, st));
     RT_CUDA_CHECK(cudaEventSynchronize(stop));
     float elapsed = 0.0f;

@@ -43,7 +43,21 @@ struct GemmShape {
 // as the model's compute copy holds it); otherwise one kernel runs after the plain GEMM (the
 // same values in f32; a bf16/f16 C is then rounded twice; a missing algorithm is warned once
 // per BlasLt).
-enum class Epilogue { none, bias, relu, bias_relu, bias_grad };
+// relu_mask, bias_relu_mask: relu, bias_relu that also write the ReLU's bit-mask (ReluMask) when
+// cuBLASLt runs them (gemm() returns whether it did). relu_grad, for the gradient GEMM of the
+// ReLU's input: C[i][j] = 0 where the ReLU gave 0 (from the bit-mask when there is one and
+// cuBLASLt runs it, else from the ReLU's output by a kernel after the plain GEMM); C packed.
+enum class Epilogue { none, bias, relu, bias_relu, bias_grad, relu_mask, bias_relu_mask, relu_grad };
+
+// The ReLU of a forward GEMM (C [m, n] row-major) seen by the gradient GEMM that later writes its
+// input's gradient (the same shape): bit i * ld + j of `bits` is set where C[i][j] > 0 (cuBLASLt's
+// bit-mask, its layout of C^T). ld is in bits: a multiple of 128, at least n (row_bits).
+struct ReluMask {
+  void* bits = nullptr;  // device, ld / 8 * m bytes; relu_grad: null when not written
+  std::int64_t ld = 0;
+  const void* output = nullptr;  // relu_grad: the ReLU's output (C's type and shape), its rule unfused
+  static std::int64_t row_bits(std::int64_t n) { return (n + 127) / 128 * 128; }
+};
 
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
 class BlasLt {
@@ -57,10 +71,12 @@ class BlasLt {
 
   // A, B of ab_type (f32, bf16 or f16), C of c_type (f32, or equal to ab_type); f32
   // accumulation (TF32 tensor cores for f32 inputs when math == tf32). With beta == 0, C is
-  // not read (it may hold NaN). `vector` is the epilogue's (see Epilogue), null with none.
-  // Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
-  void gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-            DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, void* vector = nullptr);
+  // not read (it may hold NaN). `vector` and `mask` are the epilogue's (see Epilogue), null
+  // when it reads none. Returns whether cuBLASLt ran the epilogue (false: a kernel did, or there
+  // is none). Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
+  bool gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
+            DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, void* vector = nullptr,
+            const ReluMask* mask = nullptr);
 
   // For benchmarks: runs every algorithm the heuristic offers for this problem (up to
   // max_candidates) `repeats` times on `stream` with alpha = 1, beta = 0 (C is overwritten)
@@ -79,6 +95,8 @@ class BlasLt {
     MathMode math;
     Epilogue epilogue;
     std::uint32_t align_a, align_b, align_c, align_vector;  // align_vector: 0 without epilogue
+    std::uint32_t align_mask;                               // 0 without a mask's bits
+    std::int64_t mask_ld;                                   // 0 without a mask
     // NOLINTNEXTLINE(modernize-use-nullptr): as for GemmShape above
     auto operator<=>(const Key&) const = default;
   };
@@ -86,15 +104,15 @@ class BlasLt {
 
   static std::string describe(const Key& key);  // for messages
   Key make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type, DType c_type,
-               MathMode math, Epilogue epilogue, const void* vector) const;
+               MathMode math, Epilogue epilogue, const void* vector, const ReluMask* mask) const;
   std::unique_ptr<Plan> make_plan(const Key& key) const;
   // The plan for key, made (and its algorithm chosen) on first use; without a fused algorithm
   // for key's epilogue, a plain GEMM's plan marked unfused.
-  Plan& plan_for(const Key& key, void* vector);
+  Plan& plan_for(const Key& key, void* vector, void* mask_bits);
   // What the heuristic offers, best first; empty when nothing fits.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
   void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b, float beta,
-           void* c, void* vector, void* stream) const;
+           void* c, void* vector, void* mask_bits, void* stream) const;
   // The plain GEMM of key on cuBLAS (cublasGemmEx, or its strided-batched form).
   void run_cublas(const Key& key, float alpha, const void* a, const void* b, float beta, void* c, void* stream);
 

@@ -42,11 +42,20 @@ class CudaLinear final : public Linear {
   // Not on the GPU yet: a tied weight then goes through the model's scratch.
   bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
   bool absorb_consumer(const Layer& consumer) override;  // a CudaReLU: in the GEMM's epilogue
+  // A CudaLinear with an absorbed ReLU: its ReLU's gradient in this layer's dx GEMM's epilogue,
+  // from the bit-mask that layer's forward GEMM writes.
+  bool fuse_producer_gradient(Layer& producer) override;
 
  private:
   ComputePtr compute_;
   ComputeCopy weight_;
   ComputeCopy bias_;  // in the activation dtype: the epilogue adds it to C of that dtype
+  // With the absorbed ReLU's gradient done by the next Linear: the ReLU's bit-mask of the last
+  // training forward ([batch][ReluMask::row_bits(out)] bits) and whether cuBLASLt wrote it.
+  bool relu_gradient_by_consumer_ = false;
+  Tensor relu_mask_;
+  bool relu_mask_written_ = false;
+  const CudaLinear* relu_producer_ = nullptr;  // whose ReLU's gradient this layer's dx GEMM applies
 };
 
 class CudaConv2d final : public Conv2d {

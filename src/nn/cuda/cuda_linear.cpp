@@ -1,7 +1,11 @@
 // CudaLinear: y = x W^T + b as one cuBLASLt GEMM with the bias (in the activation dtype, as the
 // compute copy holds it) and an absorbed ReLU in its epilogue; backward is two GEMMs, dW (in f32
 // straight from low-precision inputs, the bias gradient in its epilogue) and dx, after the
-// absorbed ReLU's rule is applied to dy in place.
+// absorbed ReLU's rule is applied to dy in place. When the next layer is a CudaLinear that alone
+// reads this one's output, the ReLU's rule goes into that layer's dx GEMM instead (cuBLASLt's
+// DRELU epilogue, reading the bit-mask this layer's forward wrote), and no pass is left for it.
+// (Its bias gradient stays in this layer's dW GEMM: DRELU_BGRAD would write it during the next
+// layer's backward, where ZeRO stage 2 may not have this layer's gradient bucket placed yet.)
 #include <typeinfo>
 
 #include "kernels/activation_kernels.hpp"
@@ -28,27 +32,52 @@ bool CudaLinear::absorb_consumer(const Layer& consumer) {
   return relu_after_;
 }
 
-void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+bool CudaLinear::fuse_producer_gradient(Layer& producer) {
+  auto* linear = dynamic_cast<CudaLinear*>(&producer);
+  if (linear == nullptr || !linear->relu_after_) return false;
+  linear->relu_gradient_by_consumer_ = true;
+  relu_producer_ = linear;
+  return true;
+}
+
+void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   CudaCompute& c = *compute_;
   const std::int64_t n = rows_of(x);
   const void* w = weight_.refresh(c.stream);
   void* b = has_bias_ ? bias_.refresh(c.stream) : nullptr;
-  const Epilogue epilogue =
+  Epilogue epilogue =
       relu_after_ ? (has_bias_ ? Epilogue::bias_relu : Epilogue::relu) : (has_bias_ ? Epilogue::bias : Epilogue::none);
-  c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(), c.act, c.act,
-              c.math, c.stream, epilogue, b);
+  ReluMask mask;
+  const bool masked = relu_gradient_by_consumer_ && info.training;
+  if (masked) {
+    mask.ld = ReluMask::row_bits(out_);
+    mask.bits = scratch(relu_mask_, mask.ld / 8 * n, DType::u8).raw();
+    epilogue = has_bias_ ? Epilogue::bias_relu_mask : Epilogue::relu_mask;
+  }
+  const bool fused = c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, out_}, 1.0f, x.raw(), w, 0.0f, y.raw(),
+                                 c.act, c.act, c.math, c.stream, epilogue, b, masked ? &mask : nullptr);
+  relu_mask_written_ = masked && fused;
 }
 
 void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   CudaCompute& c = *compute_;
   const std::int64_t n = rows_of(x);
-  if (relu_after_) kernels::launch_relu_backward(dy.raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
+  if (relu_after_ && !relu_gradient_by_consumer_)
+    kernels::launch_relu_backward(dy.raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
   c.blas.gemm(GemmShape{true, false, out_, in_, n, out_, in_, in_}, 1.0f, dy.raw(), x.raw(), 0.0f, dw_.raw(), c.act,
               DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
               has_bias_ ? db_.f32() : nullptr);
-  if (dx != nullptr)
-    c.blas.gemm(GemmShape{false, false, n, in_, out_, out_, in_, in_}, 1.0f, dy.raw(), weight_.get(), 0.0f, dx->raw(),
-                c.act, c.act, c.math, c.stream);
+  if (dx == nullptr) return;
+  const GemmShape input_grad{false, false, n, in_, out_, out_, in_, in_};
+  if (relu_producer_ == nullptr) {
+    c.blas.gemm(input_grad, 1.0f, dy.raw(), weight_.get(), 0.0f, dx->raw(), c.act, c.act, c.math, c.stream);
+    return;
+  }
+  // x is the producer's output after its ReLU: the rule's source when its bit-mask is not there
+  const ReluMask mask{relu_producer_->relu_mask_written_ ? relu_producer_->relu_mask_.raw() : nullptr,
+                      ReluMask::row_bits(in_), x.raw()};
+  c.blas.gemm(input_grad, 1.0f, dy.raw(), weight_.get(), 0.0f, dx->raw(), c.act, c.act, c.math, c.stream,
+              Epilogue::relu_grad, nullptr, &mask);
 }
 
 }  // namespace ringtrain::cuda

@@ -1,5 +1,6 @@
 // BlasLt's epilogues against blas::sgemm plus loops: the bias (of C's type) and/or the ReLU
-// applied to C (a NaN row giving 0, as the CPU ReLU) and the bias gradient written beside a weight-gradient GEMM (onto
+// applied to C (a NaN row giving 0, as the CPU ReLU), the ReLU's bit-mask and the gradient GEMM
+// that applies it, and the bias gradient written beside a weight-gradient GEMM (onto
 // a NaN-poisoned vector), at CudaLinear's shapes and odd ones, every transpose combination, each
 // input type. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -181,6 +182,76 @@ TEST_P(BlasLtBiasGradEpilogue, MatchesCpuGemmPlusColumnSums) {
 
 INSTANTIATE_TEST_SUITE_P(Types, BlasLtBiasGradEpilogue, kTypes, type_name);
 
+class BlasLtReluMask : public ::testing::TestWithParam<TypeCase> {};
+
+// A Linear + ReLU whose ReLU gradient the next Linear's dx GEMM applies (CudaLinear): the forward
+// with the bit-mask gives the CPU's relu(x W^T + b) (a NaN row 0), and the gradient GEMM
+// dx = dz V (C of the forward's shape) comes out as the CPU's product with the ReLU's rule
+// (dx = 0 where y = 0), from the bit-mask when cuBLASLt wrote it and from y when it did not or
+// when there is no mask (the kernel after the plain GEMM).
+TEST_P(BlasLtReluMask, TheGradientGemmAppliesTheForwardsReLU) {
+  RT_SKIP_WITHOUT_GPU();
+  const TypeCase t = GetParam();
+  if (t.c != t.ab) GTEST_SKIP() << "activations and their gradients share one type";
+  const double tol = test::tolerance(t.c, t.math);
+  constexpr std::int64_t kNext = 13;  // the next Linear's outputs: the gradient GEMM's k
+  std::uint64_t seed = 700;
+  for (const LinearCase& g : kLinearCases)
+    for (const bool bias_on : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
+                                        << " bias=" << bias_on);
+      BlasLt lt;
+      const GemmShape fwd = packed(false, true, g.batch, g.out, g.in),
+                      grad = packed(false, false, g.batch, g.out, kNext);
+      auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), seed += 5, t.ab);
+      for (std::int64_t k = 0; k < g.in; ++k) x[static_cast<std::size_t>(k)] = std::nanf("");  // row 0
+      const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), seed + 1, t.ab);
+      const auto bias = test::random_values(static_cast<std::size_t>(g.out), seed + 2, t.c);
+      const auto dz = test::random_values(static_cast<std::size_t>(g.batch * kNext), seed + 3, t.ab);
+      const auto v = test::random_values(static_cast<std::size_t>(kNext * g.out), seed + 4, t.ab);
+      const auto dx_in = DeviceBuffer::of_values(x, t.ab), dw = DeviceBuffer::of_values(w, t.ab);
+      const auto dbias = DeviceBuffer::of_values(bias, t.c), ddz = DeviceBuffer::of_values(dz, t.ab);
+      const auto dv = DeviceBuffer::of_values(v, t.ab);
+      const std::int64_t ld = cuda::ReluMask::row_bits(g.out);
+      const DeviceBuffer y(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
+      const DeviceBuffer bits(static_cast<std::size_t>(ld / 8 * g.batch));
+      DeviceBuffer dgrad(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
+
+      cuda::ReluMask forward_mask{bits.get(), ld, nullptr};
+      const bool written = lt.gemm(fwd, 1.0f, dx_in.get(), dw.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
+                                   bias_on ? Epilogue::bias_relu_mask : Epilogue::relu_mask,
+                                   bias_on ? dbias.get() : nullptr, &forward_mask);
+      std::vector<float> y_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
+      blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, y_ref.data(),
+                  fwd.ldc);
+      for (std::size_t i = 0; i < y_ref.size(); ++i)
+        y_ref[i] = test::round_to(t.c, y_ref[i] + (bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f));
+      ReLU::apply(y_ref.data(), y_ref.data(), static_cast<std::int64_t>(y_ref.size()));
+      const auto y_got = y.read_values(t.c);
+      EXPECT_LT(test::max_rel_error(y_got, y_ref), tol);
+
+      std::vector<float> dx_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
+      blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb, 0.0f,
+                  dx_ref.data(), grad.ldc);
+      for (std::size_t i = 0; i < dx_ref.size(); ++i)
+        dx_ref[i] = y_got[i] > 0.0f ? test::round_to(t.c, dx_ref[i]) : 0.0f;
+      for (const bool with_bits : {true, false}) {
+        const cuda::ReluMask mask{with_bits && written ? bits.get() : nullptr, ld, y.get()};
+        dgrad.poison();
+        lt.gemm(grad, 1.0f, ddz.get(), dv.get(), 0.0f, dgrad.get(), t.ab, t.c, t.math, nullptr, Epilogue::relu_grad,
+                nullptr, &mask);
+        const auto got = dgrad.read_values(t.c);
+        EXPECT_LT(test::max_rel_error(got, dx_ref), tol) << "bits " << (mask.bits != nullptr);
+        for (std::int64_t j = 0; j < g.out; ++j)
+          EXPECT_EQ(got[static_cast<std::size_t>(j)], 0.0f) << "NaN row, j " << j;
+      }
+      std::cout << "[ info ] " << (bias_on ? "bias + relu" : "relu")
+                << " with bit-mask: " << (written ? "written by cuBLASLt" : "not written (the kernel ran)") << "\n";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BlasLtReluMask, kTypes, type_name);
+
 // A plan is per epilogue: the same shape and pointers without one must not add the bias, nor
 // touch the vector.
 TEST(BlasLtEpiloguePlans, EpilogueIsPartOfThePlan) {
@@ -271,6 +342,21 @@ TEST(BlasLtEpilogueErrors, RejectsBadArguments) {
   EXPECT_THROW(lt.gemm(ok, 1.0f, base, base + 24, 0.0f, base + 48, DType::bf16, DType::bf16, MathMode::strict_f32,
                        nullptr, Epilogue::bias_grad, v),
                Error);
+  // the ReLU bit-mask: needed by exactly its epilogues, in whole 128-bit words per row, with
+  // somewhere to write it (forward) or the ReLU's output to fall back on (gradient)
+  const cuda::ReluMask mask{v, 128, base};
+  const auto masked = [&](Epilogue e, const cuda::ReluMask* m) {
+    lt.gemm(ok, 1.0f, base, base + 24, 0.0f, base + 48, DType::f32, DType::f32, MathMode::strict_f32, nullptr, e,
+            nullptr, m);
+  };
+  EXPECT_NO_THROW(masked(Epilogue::relu_mask, &mask));
+  EXPECT_NO_THROW(masked(Epilogue::relu_grad, &mask));
+  EXPECT_THROW(masked(Epilogue::relu_mask, nullptr), Error);
+  EXPECT_THROW(masked(Epilogue::relu, &mask), Error);
+  const cuda::ReluMask part_word{v, 64, nullptr}, no_bits{nullptr, 128, nullptr}, no_output{v, 128, nullptr};
+  EXPECT_THROW(masked(Epilogue::relu_mask, &part_word), Error);
+  EXPECT_THROW(masked(Epilogue::relu_mask, &no_bits), Error);
+  EXPECT_THROW(masked(Epilogue::relu_grad, &no_output), Error);
 }
 
 }  // namespace

@@ -392,6 +392,51 @@ TEST(GraphModel, AReLUWithTwoReadersIsNotAbsorbed) {
   EXPECT_EQ(m->layer_done_by(0), 0u);
 }
 
+// A Linear that records the producers the model asks it about (Layer::fuse_producer_gradient).
+class AskingLinear final : public Linear {
+ public:
+  AskingLinear(std::int64_t out, std::vector<const Layer*>* asked) : Linear(out, true), asked_(asked) {}
+  bool fuse_producer_gradient(Layer& producer) override {
+    asked_->push_back(&producer);
+    return false;
+  }
+
+ private:
+  std::vector<const Layer*>* asked_;
+};
+
+// A layer is asked about a value's producer only where it alone reads that value, once, and the
+// value's gradient is needed: not about a ReLU of the input (no gradient), a value read twice,
+// a pass-through (Flatten: its gradient is its input's), nor a value another layer reads too.
+TEST(GraphModel, ALayerIsAskedToFuseOnlyAProducerWhoseGradientItAloneWrites) {
+  std::vector<const Layer*> asked;
+  std::vector<ModelNode> nodes;
+  const auto add = [&](std::unique_ptr<Layer> layer, std::string name, std::vector<std::string> inputs = {}) {
+    const Layer* raw = layer.get();
+    nodes.push_back({std::move(layer), std::move(name), std::move(inputs)});
+    return raw;
+  };
+  const Layer* input_relu = add(std::make_unique<ReLU>(), "r");
+  const Layer* first = add(std::make_unique<AskingLinear>(5, &asked), "a");   // reads r: no gradient
+  const Layer* second = add(std::make_unique<AskingLinear>(5, &asked), "b");  // reads a alone
+  add(std::make_unique<Flatten>(), "f");
+  add(std::make_unique<AskingLinear>(5, &asked), "c");  // reads the pass-through f
+  const Layer* twice = add(std::make_unique<AskingLinear>(5, &asked), "d");
+  add(std::make_unique<Add>(), "e", {"d", "d"});  // d read twice
+  const Layer* shared = add(std::make_unique<AskingLinear>(5, &asked), "g", {"e"});
+  add(std::make_unique<AskingLinear>(5, &asked), "h", {"g"});  // g is also read by the add below
+  add(std::make_unique<Add>(), "s", {"h", "g"});
+  Model model(std::move(nodes), Shape{6});
+  // Asked: b about a, and d about c (c's output, read by d alone), g about the add e; not c about
+  // f, the add about d, h about g, nor a about the input's ReLU.
+  EXPECT_NE(std::find(asked.begin(), asked.end(), first), asked.end());
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), input_relu), 0);
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), twice), 0);
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), shared), 0);
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), second), 0) << "its reader is the pass-through";
+  EXPECT_EQ(asked.size(), 3u);
+}
+
 TEST(GraphModel, WrongGraphsNameTheLayer) {
   const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\nname = \"h\"\n";
   EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"g\"]\n", Shape{4})
