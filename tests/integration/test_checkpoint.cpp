@@ -8,7 +8,7 @@
 // split and xxhsum give.
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX kill(), which <csignal> need not declare
 #include <sys/mount.h>
 
 #include <chrono>
@@ -43,7 +43,7 @@ std::string fmt_step(std::int64_t step) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("ringtrain-ckpt-test") / name;
+  fs::path dir = fs::temp_directory_path() / ("ringtrain-ckpt-test") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -59,7 +59,7 @@ std::string adamw_config(const fs::path& dir) {
   const auto at = text.find(sgd);
   EXPECT_NE(at, std::string::npos) << "examples/fashion_mnist/mlp.toml changed its [optim] section";
   if (at != std::string::npos) text.replace(at, sgd.size(), "name = \"adamw\"\nlr = 0.001\n");
-  const std::string path = (dir / "mlp-adamw.toml").string();
+  std::string path = (dir / "mlp-adamw.toml").string();
   std::ofstream(path) << text;
   return path;
 }
@@ -137,40 +137,63 @@ CommandResult inspect(const std::string& path) {
   return run_command(shell_quote(RINGTRAIN_EXE) + " ckpt inspect " + shell_quote(path));
 }
 
-// Each of these starts at an exit-at-step stop and finishes a run of kTotal steps.
+// The MLP's runs below stop at kStop and finish a run of kTotal steps.
 constexpr std::int64_t kStop = 40;
 constexpr std::int64_t kTotal = 80;
 
-class BitwiseResume : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+// A run stopped at `stop` (train.exit_at_step) and resumed to `total` against a straight run of
+// `total` steps: the MLP with SGD, with AdamW (its bias correction depends on the restored step
+// count), and the residual CNN example (named values, adds, batch norm and its running
+// statistics, which the file keeps per rank).
+struct ResumeCase {
+  int ranks;
+  std::string model;
+  std::int64_t global_batch, stop, total;
+};
+
+void PrintTo(const ResumeCase& c, std::ostream* os) {
+  *os << c.model << " on " << c.ranks << " ranks, global batch " << c.global_batch << ", stop " << c.stop << " of "
+      << c.total;
+}
+
+class BitwiseResume : public ::testing::TestWithParam<ResumeCase> {};
 
 TEST_P(BitwiseResume, StoppedAndResumedEqualsStraight) {
-  const auto [ranks, optimizer] = GetParam();
-  const std::vector<std::string> optim = {"--set", "train.max_steps=" + std::to_string(kTotal)};
-  const fs::path dir = fresh_dir("bitwise-" + optimizer + "-np" + std::to_string(ranks));
-  // AdamW: its bias correction depends on the restored step count.
-  const std::string config = optimizer == "adamw" ? adamw_config(dir) : mlp_config();
-  const CommandResult straight = train(ranks, dir / "straight", optim, config);
+  const ResumeCase c = GetParam();
+  const std::vector<std::string> run = {"--set", "train.max_steps=" + std::to_string(c.total), "--set",
+                                        "train.batch_size=" + std::to_string(c.global_batch / c.ranks)};
+  const fs::path dir = fresh_dir("bitwise-" + c.model + "-np" + std::to_string(c.ranks));
+  const std::string config = c.model == "adamw" ? adamw_config(dir)
+                             : c.model == "resnet"
+                                 ? std::string(RINGTRAIN_SOURCE_DIR) + "/examples/fashion_mnist/resnet.toml"
+                                 : mlp_config();
+  const CommandResult straight = train(c.ranks, dir / "straight", run, config);
   ASSERT_EQ(straight.exit_code, 0) << straight.output;
 
-  std::vector<std::string> first = optim;
-  first.insert(first.end(), {"--set", "train.exit_at_step=" + std::to_string(kStop)});
-  const CommandResult stopped = train(ranks, dir / "split", first, config);
+  std::vector<std::string> first = run;
+  first.insert(first.end(), {"--set", "train.exit_at_step=" + std::to_string(c.stop)});
+  const CommandResult stopped = train(c.ranks, dir / "split", first, config);
   ASSERT_EQ(stopped.exit_code, kResumableExit) << stopped.output;
-  EXPECT_NE(stopped.output.find("stopped: train.exit_at_step = 40 reached after step 40"), std::string::npos)
+  const std::string at = std::to_string(c.stop);
+  EXPECT_NE(stopped.output.find("stopped: train.exit_at_step = " + at + " reached after step " + at), std::string::npos)
       << stopped.output;
-  std::vector<std::string> second = optim;
+  std::vector<std::string> second = run;
   second.insert(second.end(), {"--set", "train.resume=auto"});
-  const CommandResult resumed = train(ranks, dir / "split", second, config);
+  const CommandResult resumed = train(c.ranks, dir / "split", second, config);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resume: " + ckpt(dir / "split", kStop) + " at step 40"), std::string::npos)
+  EXPECT_NE(resumed.output.find("resume: " + ckpt(dir / "split", c.stop) + " at step " + at), std::string::npos)
       << resumed.output;
 
-  const std::string a = ckpt(dir / "straight", kTotal), b = ckpt(dir / "split", kTotal);
+  const std::string a = ckpt(dir / "straight", c.total), b = ckpt(dir / "split", c.total);
   std::vector<std::string> datasets = {"/params"};
-  datasets.push_back(optimizer == "adamw" ? "/optimizer/m" : "/optimizer/velocity");
-  if (optimizer == "adamw") datasets.push_back("/optimizer/v");
+  datasets.emplace_back(c.model == "adamw" ? "/optimizer/m" : "/optimizer/velocity");
+  if (c.model == "adamw") datasets.emplace_back("/optimizer/v");
+  if (c.model == "resnet") datasets.emplace_back("/model_buffers");
+  const std::string files = "h5diff " + shell_quote(a) + " " + shell_quote(b);
   for (const std::string& d : datasets) {
-    const CommandResult diff = run_command("h5diff " + shell_quote(a) + " " + shell_quote(b) + " " + d + " " + d);
+    std::string command = files;
+    command.append(" ").append(d).append(" ").append(d);
+    const CommandResult diff = run_command(command);
     EXPECT_EQ(diff.exit_code, 0) << d << ": " << diff.output;
   }
   // The runs' own end-of-training checksums agree too.
@@ -182,10 +205,10 @@ TEST_P(BitwiseResume, StoppedAndResumedEqualsStraight) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Runs, BitwiseResume,
-                         ::testing::Values(std::tuple{2, std::string("sgd")}, std::tuple{4, std::string("adamw")}),
-                         [](const auto& info) {
-                           return std::get<1>(info.param) + "_np" + std::to_string(std::get<0>(info.param));
-                         });
+                         ::testing::Values(ResumeCase{2, "sgd", kGlobalBatch, kStop, kTotal},
+                                           ResumeCase{4, "adamw", kGlobalBatch, kStop, kTotal},
+                                           ResumeCase{2, "resnet", 32, 6, 12}),
+                         [](const auto& info) { return info.param.model + "_np" + std::to_string(info.param.ranks); });
 
 TEST(CheckpointResharding, FourRanksContinueOnTwoAndOne) {
   const fs::path dir = fresh_dir("reshard");
