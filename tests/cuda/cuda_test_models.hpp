@@ -1,6 +1,6 @@
 // The small models the CUDA model and step tests train (an MLP with a dropout layer of p = 0,
-// a CNN with batch norm) on [1, 12, 12] inputs, a GPT on token windows, and binding this
-// process to its GPU.
+// one with two hidden layers, a CNN with batch norm, a residual CNN) on [1, 12, 12] inputs, a GPT on token windows, and
+// binding this process to its GPU.
 #pragma once
 #include <cstdint>
 
@@ -21,6 +21,61 @@ type = "relu"
 [[layers]]
 type = "dropout"
 p = 0.0
+[[layers]]
+type = "linear"
+out = 10
+)";
+
+// Two hidden layers, each Linear + ReLU: the second Linear applies the first one's ReLU gradient
+// in its input-gradient GEMM (Layer::fuse_producer_gradient; kMlp's dropout is in the way).
+inline constexpr const char* kMlpTwoHidden = R"(
+[[layers]]
+type = "flatten"
+[[layers]]
+type = "linear"
+out = 64
+[[layers]]
+type = "relu"
+[[layers]]
+type = "linear"
+out = 32
+[[layers]]
+type = "relu"
+[[layers]]
+type = "linear"
+out = 10
+)";
+
+// A residual block on the GPU: conv-BN-ReLU, conv-BN, their sum (named values), ReLU.
+inline constexpr const char* kResidualCnn = R"(
+[[layers]]
+type = "conv2d"
+out_channels = 8
+bias = false
+padding = 1
+[[layers]]
+type = "batchnorm2d"
+[[layers]]
+type = "relu"
+name = "s"
+[[layers]]
+type = "conv2d"
+out_channels = 8
+bias = false
+padding = 1
+[[layers]]
+type = "batchnorm2d"
+name = "f"
+[[layers]]
+type = "add"
+inputs = ["s", "f"]
+[[layers]]
+type = "relu"
+[[layers]]
+type = "maxpool2d"
+kernel = 2
+[[layers]]
+type = "flatten"
 [[layers]]
 type = "linear"
 out = 10

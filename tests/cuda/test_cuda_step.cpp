@@ -38,6 +38,8 @@ using test::kGpt;
 using test::kGptPositions;
 using test::kInput;
 using test::kMlp;
+using test::kMlpTwoHidden;
+using test::kResidualCnn;
 using test::l2_rel_error;
 
 constexpr std::int64_t kBatch = 32, kSteps = 12;
@@ -149,10 +151,12 @@ TEST(CudaStep, MlpGraphEqualsEagerF32) { expect_graph_equals_eager(kMlp, DType::
 TEST(CudaStep, MlpGraphEqualsEagerBf16) { expect_graph_equals_eager(kMlp, DType::bf16); }
 TEST(CudaStep, CnnGraphEqualsEagerF32) { expect_graph_equals_eager(kCnn, DType::f32); }
 TEST(CudaStep, CnnGraphEqualsEagerBf16) { expect_graph_equals_eager(kCnn, DType::bf16); }
+TEST(CudaStep, MlpTwoHiddenGraphEqualsEagerBf16) { expect_graph_equals_eager(kMlpTwoHidden, DType::bf16); }
+TEST(CudaStep, ResidualCnnGraphEqualsEagerBf16) { expect_graph_equals_eager(kResidualCnn, DType::bf16); }
 
 TEST(CudaStep, EagerGpuStepMatchesCpuStep) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  for (const char* text : {kMlp, kCnn}) {
+  for (const char* text : {kMlp, kCnn, kMlpTwoHidden, kResidualCnn}) {
     const Trained cpu = train(text, Device::cpu, DType::f32, false);
     const Trained gpu = train(text, Device::cuda, DType::f32, false);
     EXPECT_LT(l2_rel_error(gpu.params, cpu.params), 1e-4);
@@ -163,7 +167,7 @@ TEST(CudaStep, EagerGpuStepMatchesCpuStepAccumulatingTwoMicroBatches) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
   TrainSetup two;
   two.accumulation_steps = 2;
-  for (const char* text : {kMlp, kCnn}) {
+  for (const char* text : {kMlp, kCnn, kMlpTwoHidden, kResidualCnn}) {
     const Trained cpu = train(text, Device::cpu, DType::f32, false, two);
     const Trained gpu = train(text, Device::cuda, DType::f32, false, two);
     EXPECT_LT(l2_rel_error(gpu.params, cpu.params), 1e-4);
