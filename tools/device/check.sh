@@ -190,8 +190,18 @@ export launch
 summary_accuracy() {
   python3 -c 'import json, sys; print("final_test_accuracy", json.load(open(sys.argv[1]))["final_test_accuracy"])' "$1"
 }
-step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- \
-  ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4
+# The cuda tests; every test's output then joins the logs (ctest's LastTest.log as
+# ctest-cuda-all.log): passing tests print what ran, e.g. whether cuBLASLt fused each epilogue
+# (the bias, ReLU, bit-mask and ReLU-gradient ones) or a kernel ran after the plain GEMM.
+ctest_cuda() {
+  local rc=0
+  ctest --test-dir "$build" -L cuda --output-on-failure --timeout 120 -j 4 || rc=$?
+  cp "$build/Testing/Temporary/LastTest.log" "$logs/ctest-cuda-all.log" 2>/dev/null
+  grep -h '\[ info \]' "$logs/ctest-cuda-all.log" 2>/dev/null | sort | uniq -c
+  return "$rc"
+}
+export -f ctest_cuda
+step ctest-cuda 150 30 "grep -E 'tests passed|tests failed' $logs/ctest-cuda.log" -- ctest_cuda
 
 # Fashion-MNIST CNN, 3 epochs on the GPU (1 rank, the example's batch 64); accuracy from summary.json.
 train_cnn() {
