@@ -3,32 +3,18 @@
 
 #include <algorithm>
 
-#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/shard.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/monitor/tracer.hpp"
+#include "tensor/device_ops.hpp"
 
 namespace ringtrain {
 namespace {
 
-// The bucketer's element-wise work on n floats, where they live: host loops, or the GPU's
-// kernels and copies, queued on the compute stream in call order.
-void add_floats(Device device, float* dst, const float* src, std::int64_t n) {
-  if (device == Device::cuda) return gpu("gradient buckets").add_into(dst, src, n, DType::f32);
-  for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
-void copy_floats(Device device, float* dst, const float* src, std::int64_t n) {
-  const auto bytes = static_cast<std::size_t>(n) * sizeof(float);
-  if (device == Device::cuda) return gpu("gradient buckets").copy_bytes(dst, true, src, true, bytes);
-  std::copy_n(src, n, dst);
-}
-
-void zero_floats(Device device, float* dst, std::int64_t n) {
-  if (device == Device::cuda) return gpu("gradient buckets").zero(dst, static_cast<std::size_t>(n) * sizeof(float));
-  std::fill_n(dst, n, 0.0f);
-}
+// The bytes of n floats: the bucketer's copies and zero-fills go through the device's operations
+// (tensor/device_ops.hpp; on the GPU queued on the compute stream in call order).
+std::size_t float_bytes(std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
 
 }  // namespace
 
@@ -112,9 +98,9 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
     if (accumulate_into_ != nullptr) {  // an earlier micro-batch: into the carry, no collective
       const Bucket& b = buckets_[i];
       if (first_micro_batch_)
-        copy_floats(device_, accumulate_into_ + b.begin, data_[i], b.end - b.begin);
+        device_ops(device_).copy(accumulate_into_ + b.begin, data_[i], float_bytes(b.end - b.begin));
       else
-        add_floats(device_, accumulate_into_ + b.begin, data_[i], b.end - b.begin);
+        device_ops(device_).add_into(accumulate_into_ + b.begin, data_[i], b.end - b.begin, DType::f32);
     } else {
       launch(i);
     }
@@ -124,7 +110,8 @@ void GradBucketer::on_ready(std::int64_t ready_from) {
 
 void GradBucketer::clear_unwritten(std::size_t index) {
   if (!staging_ || index >= staging_->unwritten.size()) return;
-  for (const ArenaRange& r : staging_->unwritten[index]) zero_floats(device_, data_[index] + r.offset, r.count);
+  for (const ArenaRange& r : staging_->unwritten[index])
+    device_ops(device_).zero(data_[index] + r.offset, float_bytes(r.count));
 }
 
 void GradBucketer::wait_for_buffer(std::size_t index) {
@@ -138,7 +125,7 @@ void GradBucketer::launch(std::size_t index) {
   const Bucket& b = buckets_[index];
   float* data = data_[index];
   const std::size_t count = static_cast<std::size_t>(b.end - b.begin);
-  if (carry_ != nullptr) add_floats(device_, data, carry_ + b.begin, b.end - b.begin);
+  if (carry_ != nullptr) device_ops(device_).add_into(data, carry_ + b.begin, b.end - b.begin, DType::f32);
   const bool scatter = reduction_ == BucketReduction::reduce_scatter;
   auto done = [this, index, scatter](CommThread::Clock::time_point begin, CommThread::Clock::time_point end) {
     if (staging_ && staging_->on_reduced) staging_->on_reduced(index);

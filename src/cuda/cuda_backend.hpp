@@ -17,6 +17,7 @@ class CudaBackend final : public GpuBackend {
   MemoryPool& pool() const override;
   std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const override;
   void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device, std::size_t bytes) const override;
+  void copy(void* dst, const void* src, std::size_t bytes) const override;
   std::shared_ptr<void> reserve_pages(std::size_t bytes) const override;
   std::int64_t release_pages(void* data, std::size_t bytes) const override;
   void commit_pages(void* data, std::size_t bytes) const override;

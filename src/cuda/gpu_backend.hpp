@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ringtrain/tensor/tensor.hpp"
+#include "tensor/device_ops.hpp"
 
 namespace ringtrain {
 
@@ -26,18 +27,17 @@ class StepGraph;
 class DeviceStepStats;
 struct ArenaRange;
 struct GpuAugment;
-struct SgdHyper;
-struct AdamWHyper;
-struct ComputeCopyOut;
 struct CudaVersions;
 struct VisibleGpu;
 struct CudaGpu;
 struct GemmProblem;
 
-class GpuBackend {
+// The DeviceOps of Device::cuda (tensor/device_ops.hpp) are implemented by memory.cpp
+// (allocate_zeroed from pool(), copy), reserved_memory.cpp (CUDA virtual memory management:
+// reserve_pages, release_pages after a device synchronize, commit_pages), tensor_ops.cpp and
+// optimizer_update.cpp (one kernel each, on the compute stream).
+class GpuBackend : public DeviceOps {
  public:
-  virtual ~GpuBackend() = default;
-
   // Device binding (device.cpp): the visible GPUs (0 when there is no driver or no GPU), and
   // binding the calling thread to one.
   virtual int device_count() const = 0;
@@ -46,45 +46,16 @@ class GpuBackend {
   // Device memory (memory.cpp). make_memory: cudaMalloc/cudaFree/cudaMemGetInfo on the device
   // current when it is made. pool: the process's caching pool on the device current at first
   // use (the rank's bound GPU), never destroyed (tensors may be released after main returns).
-  // allocate_zeroed: `bytes` zeroed bytes from pool(), returned to it when the last owner lets
-  // go. copy_bytes: cudaMemcpy between host and device (either side may be either), ordered on
-  // the default stream; a copy to host memory returns when the bytes are there.
+  // copy_bytes: cudaMemcpy between host and device (either side may be either), ordered on the
+  // default stream; a copy to host memory returns when the bytes are there. mapped_bytes
+  // (reserved_memory.cpp): the bytes of the reservation holding `data` that are mapped.
   virtual std::unique_ptr<DeviceMemory> make_memory() const = 0;
   virtual MemoryPool& pool() const = 0;
-  virtual std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const = 0;
   virtual void copy_bytes(void* dst, bool dst_on_device, const void* src, bool src_on_device,
                           std::size_t bytes) const = 0;
-  // Reserved memory (reserved_memory.cpp, CUDA virtual memory management): reserve_pages gives
-  // `bytes` of address space, mapped and zeroed, freed when the last owner lets go;
-  // release_pages unmaps the whole granules inside [data, data + bytes) of such memory (after a
-  // device synchronize) and returns the bytes unmapped; commit_pages maps again every granule
-  // that overlaps the range (contents unspecified); mapped_bytes: the bytes of the reservation
-  // holding `data` that are mapped.
-  virtual std::shared_ptr<void> reserve_pages(std::size_t bytes) const = 0;
-  virtual std::int64_t release_pages(void* data, std::size_t bytes) const = 0;
-  virtual void commit_pages(void* data, std::size_t bytes) const = 0;
   virtual std::int64_t mapped_bytes(const void* data) const = 0;
-
-  // tensor_ops on the device (tensor_ops.cpp), on the compute stream; synchronize waits for
-  // the whole device. zero: `bytes` zero bytes at dst.
-  virtual void add_into(void* dst, const void* src, std::int64_t n, DType dtype) const = 0;
-  virtual void zero(void* dst, std::size_t bytes) const = 0;
-  virtual void add_into_each(float* const* dsts, int count, const float* src, std::int64_t n) const = 0;
-  virtual bool has_nonfinite(const float* x, std::int64_t n) const = 0;
+  // cast (tensor_ops.cpp, on the compute stream): n elements converted from `from` to `to`.
   virtual void cast(void* dst, DType to, const void* src, DType from, std::int64_t n) const = 0;
-  virtual double sum_of_squares(const float* x, std::int64_t n) const = 0;
-  virtual void synchronize() const = 0;
-
-  // The fused optimizer updates over a whole arena and the pruning mask (optimizer_update.cpp):
-  // one kernel each, on the compute stream. device_scale: null, or a device f32 the gradients
-  // are also scaled by, 0 skipping the update (kernels/optimizer_kernels.hpp). apply_mask:
-  // x[i] = 0 where mask[i] == 0.
-  // copy: where the updated parameters also go in the compute dtype (update_rules.hpp).
-  virtual void sgd_update(float* params, const float* grads, float* velocity, std::int64_t n, float grad_scale,
-                          const float* device_scale, const ComputeCopyOut& copy, const SgdHyper& hyper) const = 0;
-  virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::int64_t n, float grad_scale,
-                            const float* device_scale, const ComputeCopyOut& copy, const AdamWHyper& hyper) const = 0;
-  virtual void apply_mask(float* x, const float* mask, std::int64_t n) const = 0;
 
   // The parts of a training step (src/nn/cuda's layers; step_loss.cpp, device_batch.cpp,
   // step_graph.cpp here); their interfaces say what each does.

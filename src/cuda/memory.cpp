@@ -96,4 +96,8 @@ void cuda::CudaBackend::copy_bytes(void* dst, bool dst_on_device, const void* sr
   RT_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
 }
 
+void cuda::CudaBackend::copy(void* dst, const void* src, std::size_t bytes) const {
+  copy_bytes(dst, true, src, true, bytes);
+}
+
 }  // namespace ringtrain

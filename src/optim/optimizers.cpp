@@ -1,12 +1,14 @@
-// SGD and AdamW over flat arenas: one tight loop over the shared per-element rules on the host,
-// or the fused kernel applying the same rules on the GPU (cuda/gpu_backend.hpp).
+// SGD and AdamW over flat arenas: the segments of the arena (owned shard, weight decay or not)
+// and their hyperparameters here; each segment's update by the device's operations
+// (tensor/device_ops.hpp: a tight loop over the shared per-element rules on the host, the fused
+// kernel applying the same rules on the GPU).
 #include "ringtrain/optim/optimizer.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
+#include "tensor/device_ops.hpp"
 
 namespace ringtrain {
 
@@ -84,13 +86,8 @@ void Sgd::update(float* params, const float* grads, std::int64_t state_offset, s
   SgdHyper h = hyper_;
   h.lr = lr;
   if (!weight_decay) h.weight_decay = 0.0f;
-  float* v = velocity_.f32() + state_offset;
-  if (velocity_.device() == Device::cuda)
-    return gpu("optimizer on the GPU").sgd_update(params, grads, v, n, grad_scale, device_scale, copy, h);
-  RT_REQUIRE(device_scale == nullptr && copy.data == nullptr, Error,
-             "sgd: a device scale or compute copy for an optimizer on the CPU");
-  const SgdHyper rule = h;  // as in AdamW::step
-  for (std::int64_t i = 0; i < n; ++i) sgd_update(params[i], grads[i] * grad_scale, v[i], rule);
+  device_ops(velocity_.device())
+      .sgd_update(params, grads, velocity_.f32() + state_offset, n, grad_scale, device_scale, copy, h);
 }
 
 AdamW::AdamW(std::int64_t num_params, const AdamWHyper& hyper, Device device, std::vector<ArenaRange> owned)
@@ -107,14 +104,9 @@ void AdamW::update(float* params, const float* grads, std::int64_t state_offset,
   if (!weight_decay) h.weight_decay = 0.0f;
   h.bias_correction1 = 1.0f - static_cast<float>(std::pow(h.beta1, static_cast<double>(t)));
   h.bias_correction2 = 1.0f - static_cast<float>(std::pow(h.beta2, static_cast<double>(t)));
-  float* m = m_.f32() + state_offset;
-  float* v = v_.f32() + state_offset;
-  if (m_.device() == Device::cuda)
-    return gpu("optimizer on the GPU").adamw_update(params, grads, m, v, n, grad_scale, device_scale, copy, h);
-  RT_REQUIRE(device_scale == nullptr && copy.data == nullptr, Error,
-             "adamw: a device scale or compute copy for an optimizer on the CPU");
-  const AdamWHyper rule = h;  // h's address escaped above: a fresh copy lets the loop vectorise
-  for (std::int64_t i = 0; i < n; ++i) adamw_update(params[i], grads[i] * grad_scale, m[i], v[i], rule);
+  device_ops(m_.device())
+      .adamw_update(params, grads, m_.f32() + state_offset, v_.f32() + state_offset, n, grad_scale, device_scale, copy,
+                    h);
 }
 
 }  // namespace ringtrain

@@ -1,11 +1,10 @@
 // Pruner (see header): which weights are pruned, the mask updates on schedule with their
 // cross-rank check, and the mask applied after every optimizer step where the data lives
-// (host loop, or the device mask kernel through cuda/gpu_backend.hpp).
+// (tensor/device_ops.hpp: a host loop, or the device mask kernel).
 #include <algorithm>
 #include <set>
 #include <utility>
 
-#include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
@@ -14,19 +13,9 @@
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/core/hash.hpp"
 #include "ringtrain/runtime/collective.hpp"
+#include "tensor/device_ops.hpp"
 
 namespace ringtrain {
-namespace {
-
-// Zeroes the n elements at x where the n at mask are 0; x and mask are on `device`.
-void zero_masked(float* x, const float* mask, std::int64_t n, Device device) {
-  if (device == Device::cuda) return gpu("pruning on the GPU").apply_mask(x, mask, n);
-  for (std::int64_t i = 0; i < n; ++i)
-    if (mask[i] == 0.0f) x[i] = 0.0f;
-}
-
-}  // namespace
-
 Pruner::Pruner(const PruneConfig& config, Model& model, Optimizer& optimizer, Communicator& comm,
                std::int64_t total_steps)
     : config_(config),
@@ -131,19 +120,19 @@ void Pruner::mask_written() {
 
 void Pruner::apply_mask() {
   const Tensor& mask = model_.device() == Device::cuda ? device_mask_ : mask_;
-  const Device device = model_.device();
+  const DeviceOps& ops = device_ops(model_.device());
   float* params = model_.params().f32();          // non-const: the compute copy is refreshed
   if (model_.parameter_residency() != nullptr) {  // sharded parameters (ZeRO stage 3): this rank's shard
     for_each_owned(ranges_, optimizer_.owned(), [&](std::int64_t offset, std::int64_t, std::int64_t count) {
-      zero_masked(params + offset, mask.f32() + offset, count, device);
+      ops.apply_mask(params + offset, mask.f32() + offset, count);
     });
   } else {
-    for (const ArenaRange& r : ranges_) zero_masked(params + r.offset, mask.f32() + r.offset, r.count, device);
+    for (const ArenaRange& r : ranges_) ops.apply_mask(params + r.offset, mask.f32() + r.offset, r.count);
   }
   // The optimizer state holds the elements it owns (all, or a ZeRO shard) packed.
   for (const Optimizer::StateBuffer& s : optimizer_.state())
     for_each_owned(ranges_, optimizer_.owned(), [&](std::int64_t offset, std::int64_t packed, std::int64_t count) {
-      zero_masked(s.tensor.f32() + packed, mask.f32() + offset, count, device);
+      ops.apply_mask(s.tensor.f32() + packed, mask.f32() + offset, count);
     });
 }
 

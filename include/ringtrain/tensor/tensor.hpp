@@ -66,6 +66,9 @@ class Tensor {
   Tensor flat_slice(std::int64_t offset, const Shape& shape) const;  // view at element offset
 
  private:
+  // empty (reservable = false) or reservable: zeroed memory from the device's operations.
+  static Tensor allocate(const Shape& shape, DType dtype, Device device, bool reservable);
+
   std::shared_ptr<void> storage_;  // keeps owned memory alive; null for wrapped views
   void* data_ = nullptr;
   Shape shape_;
