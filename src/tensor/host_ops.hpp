@@ -8,9 +8,9 @@ namespace ringtrain {
 
 class HostOps final : public DeviceOps {
  public:
-  // Aligned to kAllocationAlignment; from 1 MiB up an anonymous mapping: zero pages the kernel fills in on first
-  // touch, so memory never written (a gradient arena handed over to ZeRO staging before
-  // backward) is never resident. A large one is therefore reservable already.
+  // Aligned to kAllocationAlignment; from 1 MiB up an anonymous mapping: zero pages the kernel
+  // fills in on first touch, so memory never written (a gradient arena handed over to ZeRO
+  // staging before backward) is never resident. A large one is therefore reservable already.
   std::shared_ptr<void> allocate_zeroed(std::size_t bytes) const override;
   std::shared_ptr<void> reserve_pages(std::size_t bytes) const override { return allocate_zeroed(bytes); }
   std::int64_t release_pages(void* data, std::size_t bytes) const override;
