@@ -17,11 +17,11 @@ using namespace detail;
 
 // The element-wise ops, for launch_map (16-byte accesses where aligned).
 template <typename T>
-struct ReluOp {  // max(x, 0); NaN gives 0, as the CPU layer
+struct ReluOp {  // max(x, 0); NaN passes, -0 becomes +0, as the CPU layer and cuBLASLt's epilogue
   static constexpr int kInputs = 1;
   __device__ T operator()(T x) const {
     const float v = to_float(x);
-    return from_float<T>(v > 0.0f ? v : 0.0f);
+    return from_float<T>(!(v <= 0.0f) ? v : 0.0f);
   }
 };
 
@@ -65,7 +65,7 @@ __global__ void bias_act_2d_kernel(T* y, const B* bias, std::int64_t rows, std::
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     T& out = y[r * width + col];
     float v = to_float(out) + to_float(bias[kPerColumn ? col : channel]);
-    if constexpr (kRelu) v = v > 0.0f ? v : 0.0f;
+    if constexpr (kRelu) v = !(v <= 0.0f) ? v : 0.0f;
     out = from_float<T>(v);
     channel += channel_step;
     if (channel >= channels) channel -= channels;

@@ -16,7 +16,7 @@ enum class Activation { none, relu };
 void launch_bias_act_forward(void* y, const void* bias, DType bias_dtype, std::int64_t outer, std::int64_t channels,
                              std::int64_t inner, Activation act, DType dtype, void* stream);
 
-// y = x > 0 ? x : 0 over n elements (y may alias x).
+// y = x <= 0 ? 0 : x (a NaN passes) over n elements (y may alias x).
 void launch_relu_forward(void* y, const void* x, std::int64_t n, DType dtype, void* stream);
 
 // dx = y > 0 ? dy : 0 over n elements (dx may alias dy).

@@ -12,7 +12,9 @@
 namespace ringtrain {
 
 void ReLU::apply(const float* x, float* y, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  // !(x <= 0): a NaN passes (as cuBLASLt's ReLU epilogue and PyTorch: a diverged step stays
+  // visible in the loss), -0 becomes +0.
+  for (std::int64_t i = 0; i < n; ++i) y[i] = !(x[i] <= 0.0f) ? x[i] : 0.0f;
 }
 
 void ReLU::apply_backward(const float* y, const float* dy, float* dx, std::int64_t n) {

@@ -118,8 +118,8 @@ void MaxPool2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
           a[oy * ow_ + ox] = static_cast<std::int32_t>(plane_offset + where);
         }
     }
-  if (relu_first_)  // ReLU's own rule (-0 becomes +0); NaN-free inputs give the separate layers' bits
-    for (std::int64_t i = 0; i < n * out_sample; ++i) out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+  if (relu_first_)  // ReLU's own rule (-0 becomes +0, NaN passes); NaN-free inputs give the separate layers' bits
+    for (std::int64_t i = 0; i < n * out_sample; ++i) out[i] = !(out[i] <= 0.0f) ? out[i] : 0.0f;
 }
 
 // Each sample's input gradient is zeroed just before its windows add to it, while it is in cache.

@@ -1,6 +1,7 @@
 // CUDA optimizer kernels against the CPU optimizers (the reference), gradient scale included:
-// the updates (not the parameters) agree element by element to f32 error < 1e-5, over an arena
-// larger than one launch grid; vector and element paths give the same bits; the compute copy
+// the updates (not the parameters) agree element by element to f32 error < 1e-5 beyond one
+// rounding of the parameter per step (the GPU fuses multiply-adds), over an arena larger than one
+// launch grid; vector and element paths give the same bits; the compute copy
 // they write is the updated parameters rounded as the host rounds. Skips cleanly when no GPU is
 // visible (login nodes, CI).
 #include <cmath>
@@ -39,7 +40,7 @@ TEST(CudaOptimizerKernels, SgdNesterovMatchesCpu) {
                                h, nullptr);
     cpu.step(p.data(), g.data(), static_cast<std::int64_t>(n), 0.05f, kGradScale);
   }
-  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before), test::kTolF32);
+  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before, 3), test::kTolF32);
 }
 
 TEST(CudaOptimizerKernels, AdamWMatchesCpu) {
@@ -59,7 +60,7 @@ TEST(CudaOptimizerKernels, AdamWMatchesCpu) {
     kernels::launch_adamw_update(dp.as<float>(), dg.as<float>(), dm.as<float>(), dv.as<float>(),
                                  static_cast<std::int64_t>(n), kAdamGradScale, h, nullptr);
   }
-  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before), test::kTolF32);
+  EXPECT_LT(test::max_update_error(dp.read<float>(), p, before, 3), test::kTolF32);
 }
 
 // The kernels move float4 vectors when every arena is 16-byte aligned and single elements

@@ -35,7 +35,7 @@ struct GemmShape {
 
 // What the GEMM also does, with a device vector of C's dtype. bias: C[i][j] += vector[j] (length n),
 // after alpha and beta (the bias is not scaled); C must be packed (ldc == n). relu: C[i][j] =
-// max(C[i][j], 0) after everything else (no vector; NaN gives 0 as the CPU ReLU), C packed;
+// max(C[i][j], 0) after everything else (no vector; a NaN passes, as the CPU ReLU), C packed;
 // bias_relu: both, the bias first. bias_grad: vector[i] = sum over k of op(A)[i][k] (length m,
 // overwritten): with op(A) = dy^T this is the bias gradient of the weight-gradient GEMM; needs
 // alpha == 1, an f32 C and A packed (lda == its row). Fused by cuBLASLt where it has an

@@ -22,7 +22,7 @@ inline std::vector<float> distinct_values(std::size_t n, std::uint64_t seed) {
   return v;
 }
 
-// The documented tolerance (docs: f32 < 1e-5, tf32 < 1e-3, bf16/f16 < 1e-2) for an op whose
+// The tolerance (test_context.hpp: f32 < 1e-5, tf32 < 2e-3, bf16/f16 < 1e-2) for an op whose
 // inputs and outputs are `dtype` under `math`.
 inline double tolerance(DType dtype, cuda::MathMode math) {
   return dtype == DType::f32 && math == cuda::MathMode::tf32 ? kTolTf32 : tolerance(dtype);
