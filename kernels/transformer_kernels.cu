@@ -204,16 +204,25 @@ __global__ void causal_softmax_kernel(T* p, const float* s, float* lse_out, cons
   }
 }
 
+// Warp per row as causal_softmax_kernel: over row i's visible columns 0..i, ds = p (dp - sum of
+// p dp), as the CPU layer; above the diagonal p is 0, so ds is written 0 and dp is not read there
+// (half the row's traffic on average). Restrict-qualified: the loads of the next elements need
+// not wait for the stores to the row.
 template <typename T>
-__global__ void softmax_backward_kernel(T* p_ds, const float* dp, std::int64_t rows, std::int64_t t) {
+__global__ void causal_softmax_backward_kernel(T* __restrict__ p_ds, const float* __restrict__ dp, std::int64_t rows,
+                                               std::int64_t t) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   for (std::int64_t r = warp_index(); r < rows; r += warp_count()) {
+    const std::int64_t visible = r % t + 1;
     T* row = p_ds + r * t;
     const float* g = dp + r * t;
     float d = 0.0f;
-    for (std::int64_t j = lane; j < t; j += kWarp) d += to_float(row[j]) * g[j];
+#pragma unroll 4
+    for (std::int64_t j = lane; j < visible; j += kWarp) d += to_float(row[j]) * g[j];
     d = warp_sum(d);  // every lane has read its elements of the row before any writes
-    for (std::int64_t j = lane; j < t; j += kWarp) row[j] = from_float<T>(to_float(row[j]) * (g[j] - d));
+#pragma unroll 4
+    for (std::int64_t j = lane; j < visible; j += kWarp) row[j] = from_float<T>(to_float(row[j]) * (g[j] - d));
+    for (std::int64_t j = visible + lane; j < t; j += kWarp) row[j] = from_float<T>(0.0f);
   }
 }
 
@@ -395,15 +404,15 @@ void launch_causal_softmax(void* p, const float* s, float* lse_out, const float*
   });
 }
 
-void launch_softmax_backward(void* p_then_ds, const float* dp, std::int64_t rows, std::int64_t t, DType dtype,
-                             void* stream) {
-  require_count("softmax_backward", rows * t);
-  if (rows * t == 0) return;
-  dispatch_float(dtype, "softmax_backward", [&](auto tag) {
+void launch_causal_softmax_backward(void* p_then_ds, const float* dp, std::int64_t batches, std::int64_t t, DType dtype,
+                                    void* stream) {
+  require_count("causal_softmax_backward", batches * t * t);
+  if (batches * t == 0) return;
+  dispatch_float(dtype, "causal_softmax_backward", [&](auto tag) {
     using T = decltype(tag);
-    softmax_backward_kernel<T>
-        <<<warp_grid(rows), kThreads, 0, as_stream(stream)>>>(static_cast<T*>(p_then_ds), dp, rows, t);
-    check_launch("softmax_backward_kernel");
+    causal_softmax_backward_kernel<T>
+        <<<warp_grid(batches * t), kThreads, 0, as_stream(stream)>>>(static_cast<T*>(p_then_ds), dp, batches * t, t);
+    check_launch("causal_softmax_backward_kernel");
   });
 }
 

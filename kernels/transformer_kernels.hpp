@@ -64,9 +64,10 @@ void launch_merge_heads(void* y, const void* in, std::int64_t n, std::int64_t t,
 void launch_causal_softmax(void* p, const float* s, float* lse_out, const float* lse_in, std::int64_t batches,
                            std::int64_t t, DType dtype, void* stream);
 
-// Softmax backward in place: ds = p (dp - sum over the row of p dp), written over p (dtype);
-// dp is f32, both [rows, t].
-void launch_softmax_backward(void* p_then_ds, const float* dp, std::int64_t rows, std::int64_t t, DType dtype,
-                             void* stream);
+// The causal softmax's backward in place over `batches` [t, t] matrices: ds = p (dp - sum over
+// the visible columns of p dp) written over p (dtype) for row i's columns 0..i, 0 above the
+// diagonal, where dp (f32) is not read.
+void launch_causal_softmax_backward(void* p_then_ds, const float* dp, std::int64_t batches, std::int64_t t, DType dtype,
+                                    void* stream);
 
 }  // namespace ringtrain::kernels

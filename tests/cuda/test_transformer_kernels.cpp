@@ -1,7 +1,8 @@
 // The GPT layers' kernels against the CPU layers (the reference): the embedding's token-table
 // and position gradients bit for bit in f32 (the same sums in the same order), with more
 // positions than one grid's 65,535 rows; LayerNorm forward and backward with more rows than one
-// grid of warps covers; the causal softmax's zeros above the diagonal. Skips without a GPU.
+// grid of warps covers; the causal softmax's zeros above the diagonal and its backward against the
+// CPU layer's rule (dp above the diagonal never read). Skips without a GPU.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -117,6 +118,41 @@ TEST(CudaTransformerKernels, CausalSoftmaxHidesTheFutureAndRecomputesFromItsLogS
     EXPECT_NEAR(sum, 1.0, 1e-5);
   }
   test::expect_same_bits(d_again.read<float>(), p);
+}
+
+// ds = p (dp - sum over j <= i of p dp) for j <= i, 0 above the diagonal, in f32 and bf16, with
+// NaN in dp above the diagonal (must not be read) and rows longer than a warp.
+TEST(CudaTransformerKernels, CausalSoftmaxBackwardReadsOnlyTheVisibleColumns) {
+  RT_SKIP_WITHOUT_GPU();
+  const std::int64_t batches = 3, t = 77;
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    std::vector<float> p = test::random_values(static_cast<std::size_t>(batches * t * t), 10, dtype);
+    std::vector<float> dp = test::random_values(p.size(), 11, DType::f32, 2.0f);
+    std::vector<float> ds(p.size(), 0.0f);
+    for (std::int64_t r = 0; r < batches * t; ++r) {
+      const std::int64_t i = r % t;
+      double d = 0.0;
+      for (std::int64_t j = 0; j <= i; ++j) d += static_cast<double>(p[r * t + j]) * dp[r * t + j];
+      for (std::int64_t j = 0; j < t; ++j) {
+        const auto at = static_cast<std::size_t>(r * t + j);
+        if (j > i) {
+          p[at] = 0.0f;
+          dp[at] = std::nanf("");
+          continue;
+        }
+        ds[at] = test::round_to(dtype, static_cast<float>(p[at] * (dp[at] - d)));
+      }
+    }
+    auto d_p = DeviceBuffer::of_values(p, dtype);
+    const auto d_dp = DeviceBuffer::of(dp);
+    kernels::launch_causal_softmax_backward(d_p.get(), d_dp.as<float>(), batches, t, dtype, nullptr);
+    const std::vector<float> got = d_p.read_values(dtype);
+    EXPECT_LT(test::max_rel_error(got, ds), test::tolerance(dtype)) << dtype_name(dtype);
+    for (std::int64_t r = 0; r < batches * t; ++r)
+      for (std::int64_t j = r % t + 1; j < t; ++j)
+        ASSERT_EQ(got[static_cast<std::size_t>(r * t + j)], 0.0f)
+            << dtype_name(dtype) << " row " << r << " column " << j;
+  }
 }
 
 }  // namespace

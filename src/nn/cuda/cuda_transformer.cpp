@@ -114,7 +114,7 @@ void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor&, const Ten
   // dP = dY V^T (f32, over the scores)
   cc.blas.gemm(GemmShape{false, true, t_, t_, hs_, hs_, hs_, t_, batches, th, th, tt}, 1.0f, c.a, c.v, 0.0f, c.scores,
                cc.act, DType::f32, cc.math, cc.stream);
-  kernels::launch_softmax_backward(c.probs, c.scores, batches * t_, t_, cc.act, cc.stream);
+  kernels::launch_causal_softmax_backward(c.probs, c.scores, batches, t_, cc.act, cc.stream);
   // dQ = dS K scale (into v: v is no longer needed), dK = dS^T Q scale (into a: dY is not either)
   cc.blas.gemm(GemmShape{false, false, t_, hs_, t_, t_, hs_, hs_, batches, tt, th, th}, scale, c.probs, c.k, 0.0f, c.v,
                cc.act, cc.act, cc.math, cc.stream);
