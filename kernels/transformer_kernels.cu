@@ -2,9 +2,8 @@
 // the mean and the centred variance, as the CPU layer); its parameter gradients are summed per
 // chunk of kLayerNormChunk rows and then over the chunks in order. The embedding's token-table
 // gradient sorts the positions by token (CUB's stable radix sort of (token, row) pairs) and lets
-// one thread per column walk each token's positions in batch order. Attention's kernels change
-// layouts between the fused [N, T, 3C] tensors and per-head matrices (its GEMMs are cuBLASLt's)
-// and run the causal softmax and its backward, one warp per row.
+// one thread per column walk each token's positions in batch order. Attention's kernels are the
+// causal softmax and its backward, one warp per row (its GEMMs are cuBLASLt's).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "check/cuda_check.hpp"
@@ -158,27 +157,6 @@ __global__ void embedding_token_grad_kernel(float* dwte, const T* dy, const std:
   }
 }
 
-// Layout changes: one thread per element of a [rows, width] row-major tensor (columns across x,
-// rows across y); element (r, col) of x [N*T, 3C] is matrix `which` (q, k, v), head h, row r of
-// sample n, column d. kToHeads: x -> heads; else heads -> x.
-template <typename T, bool kToHeads>
-__global__ void qkv_layout_kernel(T* x, T* q, T* k, T* v, std::int64_t rows, std::int64_t t, std::int64_t heads,
-                                  std::int64_t hs, int parts) {
-  const std::int64_t c = heads * hs;
-  const std::int64_t col = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (col >= parts * c) return;
-  const std::int64_t which = col / c, h = (col - which * c) / hs, d = col - which * c - h * hs;
-  T* dst = which == 0 ? q : (which == 1 ? k : v);
-  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const std::int64_t sample = r / t, pos = r - sample * t;
-    const std::int64_t at = ((sample * heads + h) * t + pos) * hs + d;
-    if constexpr (kToHeads)
-      dst[at] = x[r * parts * c + col];
-    else
-      x[r * parts * c + col] = dst[at];
-  }
-}
-
 // Warp per row of a [batches * t, t] matrix; row i of each matrix sees columns 0..i.
 template <typename T>
 __global__ void causal_softmax_kernel(T* p, const float* s, float* lse_out, const float* lse_in, std::int64_t rows,
@@ -267,20 +245,6 @@ EmbeddingScratch carve(void* scratch, std::size_t scratch_bytes, std::int64_t ro
 
 }  // namespace
 
-// Launches qkv_layout_kernel over the [n*t, parts*heads*hs] tensor x.
-template <bool kToHeads>
-void launch_qkv_layout(void* x, void* q, void* k, void* v, std::int64_t n, std::int64_t t, std::int64_t heads,
-                       std::int64_t hs, int parts, DType dtype, void* stream, const char* name) {
-  require_count(name, n * t * heads * hs);
-  if (n * t * heads * hs == 0) return;
-  dispatch_float(dtype, name, [&](auto tag) {
-    using T = decltype(tag);
-    qkv_layout_kernel<T, kToHeads><<<column_row_grid(parts * heads * hs, n * t), kThreads, 0, as_stream(stream)>>>(
-        static_cast<T*>(x), static_cast<T*>(q), static_cast<T*>(k), static_cast<T*>(v), n * t, t, heads, hs, parts);
-    check_launch(name);
-  });
-}
-
 void launch_layernorm_forward(void* y, const void* x, const float* weight, const float* bias, float* mean, float* rstd,
                               std::int64_t rows, std::int64_t c, float eps, DType dtype, void* stream) {
   require_count("layernorm_forward", rows * c);
@@ -365,30 +329,6 @@ void launch_embedding_backward(float* dwte, float* dwpe, const void* dy, const s
         <<<column_row_grid(c, rows), kThreads, 0, s>>>(dwte, g, sc.keys_out, sc.rows_out, rows, c);
     check_launch("embedding_token_grad_kernel");
   });
-}
-
-// The layout kernels take mutable pointers both ways; the const inputs are only read.
-void launch_split_qkv(void* q, void* k, void* v, const void* x, std::int64_t n, std::int64_t t, std::int64_t heads,
-                      std::int64_t hs, DType dtype, void* stream) {
-  launch_qkv_layout<true>(const_cast<void*>(x), q, k, v, n, t, heads, hs, 3, dtype, stream, "split_qkv");
-}
-
-void launch_merge_qkv(void* x, const void* q, const void* k, const void* v, std::int64_t n, std::int64_t t,
-                      std::int64_t heads, std::int64_t hs, DType dtype, void* stream) {
-  launch_qkv_layout<false>(x, const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), n, t, heads, hs, 3,
-                           dtype, stream, "merge_qkv");
-}
-
-void launch_split_heads(void* out, const void* y, std::int64_t n, std::int64_t t, std::int64_t heads, std::int64_t hs,
-                        DType dtype, void* stream) {
-  launch_qkv_layout<true>(const_cast<void*>(y), out, nullptr, nullptr, n, t, heads, hs, 1, dtype, stream,
-                          "split_heads");
-}
-
-void launch_merge_heads(void* y, const void* in, std::int64_t n, std::int64_t t, std::int64_t heads, std::int64_t hs,
-                        DType dtype, void* stream) {
-  launch_qkv_layout<false>(y, const_cast<void*>(in), nullptr, nullptr, n, t, heads, hs, 1, dtype, stream,
-                           "merge_heads");
 }
 
 void launch_causal_softmax(void* p, const float* s, float* lse_out, const float* lse_in, std::int64_t batches,

@@ -1,9 +1,9 @@
 // Host launchers for the transformer layers' own kernels (transformer_kernels.cu): LayerNorm
-// forward/backward, the token + position embedding forward/backward, and attention's layout
-// changes and causal softmax. Activations are f32,
-// bf16 or f16 (computed in float); parameters, their gradients and the saved row statistics are
-// f32. Every reduction runs in a fixed order (no float atomics), so repeated runs give the same
-// bits. The stream is an opaque cudaStream_t; launches are checked.
+// forward/backward, the token + position embedding forward/backward, and attention's causal
+// softmax and its backward. Activations are f32, bf16 or f16 (computed in float); parameters,
+// their gradients and the saved row statistics are f32. Every reduction runs in a fixed order (no
+// float atomics), so repeated runs give the same bits. The stream is an opaque cudaStream_t;
+// launches are checked.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -43,19 +43,6 @@ std::size_t embedding_backward_scratch_bytes(std::int64_t rows, std::int64_t voc
 void launch_embedding_backward(float* dwte, float* dwpe, const void* dy, const std::int32_t* tokens, std::int64_t rows,
                                std::int64_t t, std::int64_t c, std::int64_t vocab, std::int64_t block, void* scratch,
                                std::size_t scratch_bytes, DType dtype, void* stream);
-
-// Attention's layout changes between the fused [N, T, 3C] input (q | k | v, head h in columns
-// h*hs..(h+1)*hs of each) or the [N, T, C] output and per-head [N*heads, T, hs] matrices.
-// split_qkv: q, k, v (each [N*heads, T, hs]) from x; merge_qkv: the reverse (dx from dq, dk, dv).
-void launch_split_qkv(void* q, void* k, void* v, const void* x, std::int64_t n, std::int64_t t, std::int64_t heads,
-                      std::int64_t hs, DType dtype, void* stream);
-void launch_merge_qkv(void* x, const void* q, const void* k, const void* v, std::int64_t n, std::int64_t t,
-                      std::int64_t heads, std::int64_t hs, DType dtype, void* stream);
-// split_heads: [N*heads, T, hs] from [N, T, heads*hs]; merge_heads: the reverse.
-void launch_split_heads(void* out, const void* y, std::int64_t n, std::int64_t t, std::int64_t heads, std::int64_t hs,
-                        DType dtype, void* stream);
-void launch_merge_heads(void* y, const void* in, std::int64_t n, std::int64_t t, std::int64_t heads, std::int64_t hs,
-                        DType dtype, void* stream);
 
 // Causal softmax of `batches` [t, t] f32 score matrices (already scaled), row i seeing columns
 // 0..i: p (dtype) gets the probabilities (0 above the diagonal). With lse_out, each row's

@@ -121,7 +121,7 @@ class BlasLt {
   std::map<Key, std::unique_ptr<Plan>> plans_;
   bool always_cublas_;
   Owned<cublasHandle_t, cublasDestroy> cublas_;  // made at the first GEMM that needs it
-  bool warned_unfused_ = false, warned_cublas_ = false;
+  bool warned_unfused_ = false, warned_cublas_ = false, warned_unaligned_ = false;
 };
 
 }  // namespace ringtrain::cuda

@@ -208,16 +208,23 @@ class CudaCausalSelfAttention final : public CausalSelfAttention {
   void start_decoding(std::int64_t max_positions) override;
 
  private:
-  // The scratch for n samples, carved: q, k, v, a fourth and fifth per-head buffer ([B, T, hs]
-  // each, B = n * heads), then the f32 scores [B, T, T] and the probabilities [B, T, T].
+  // The scratch for n samples, carved: the f32 scores [n * heads, T, T] (later dP) and the
+  // probabilities (later dS) of the activation dtype.
   struct Carved {
-    void *q, *k, *v, *a, *b;
     float* scores;
     void* probs;
   };
+  // A matrix operand of the per-head GEMMs: where sample 0's head 0 starts and how many elements
+  // the next sample's and the next head's start further.
+  struct Operand {
+    void* base;
+    std::int64_t per_sample, per_head;
+  };
   Carved carve(std::int64_t n);
-  // Splits x into q, k, v and computes the scaled scores into c.scores (both passes start so).
+  // Computes the scaled scores of x's q and k into c.scores (both passes start so).
   void scores(const Tensor& x, std::int64_t n, const Carved& c);
+  // s (its batch and strides set here) over every head of n samples.
+  void head_gemm(GemmShape s, float alpha, Operand a, Operand b, Operand c, DType c_type, std::int64_t n);
   ComputePtr compute_;
   Tensor lse_dev_;  // f32 [N*heads, T] of the last forward
 };

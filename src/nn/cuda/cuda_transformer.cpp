@@ -1,6 +1,7 @@
 // The CUDA layers of a GPT besides Linear and GELU: the residual Add (a kernel; backward hands dy
-// on), LayerNorm, the token + position Embedding and causal self-attention (its kernels in
-// kernels/transformer_kernels.cu, its GEMMs batched over heads on cuBLASLt). Their scratch (row
+// on), LayerNorm, the token + position Embedding and causal self-attention (its softmax kernels in
+// kernels/transformer_kernels.cu, its GEMMs on cuBLASLt, batched over heads or samples and
+// reading and writing the heads' columns of the fused tensors in place). Their scratch (row
 // statistics, partial sums, the embedding's sort) grows with the largest batch seen.
 #include <cmath>
 
@@ -59,68 +60,83 @@ void CudaCausalSelfAttention::start_decoding(std::int64_t) {
 }
 
 CudaCausalSelfAttention::Carved CudaCausalSelfAttention::carve(std::int64_t n) {
-  const std::int64_t per_head = n * heads_ * t_ * hs_, scores = n * heads_ * t_ * t_;
+  const std::int64_t scores = n * heads_ * t_ * t_;
   const auto act = static_cast<std::int64_t>(dtype_size(compute_->act));
-  auto aligned = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  const std::int64_t head_bytes = aligned(per_head * act), score_bytes = aligned(scores * 4);
-  auto* base =
-      static_cast<char*>(compute_->workspace(static_cast<std::size_t>(5 * head_bytes + score_bytes + scores * act)));
-  Carved c{};
-  void** heads[] = {&c.q, &c.k, &c.v, &c.a, &c.b};
-  for (std::size_t i = 0; i < 5; ++i) *heads[i] = base + static_cast<std::int64_t>(i) * head_bytes;
-  c.scores = reinterpret_cast<float*>(base + 5 * head_bytes);
-  c.probs = base + 5 * head_bytes + score_bytes;
-  return c;
+  const std::int64_t score_bytes = (scores * 4 + 255) / 256 * 256;
+  auto* base = static_cast<char*>(compute_->workspace(static_cast<std::size_t>(score_bytes + scores * act)));
+  return Carved{reinterpret_cast<float*>(base), base + score_bytes};
 }
 
-void CudaCausalSelfAttention::scores(const Tensor& x, std::int64_t n, const Carved& c) {
+// One GEMM per sample over its heads (batched, a head's matrices hs columns apart in the fused
+// [N, T, 3C] or [N, T, C] rows, T x T apart in the scores), or one per head over the samples,
+// whichever launches fewer: cuBLASLt's batch has one stride, and (sample, head) needs two.
+void CudaCausalSelfAttention::head_gemm(GemmShape s, float alpha, Operand a, Operand b, Operand c, DType c_type,
+                                        std::int64_t n) {
   CudaCompute& cc = *compute_;
-  kernels::launch_split_qkv(c.q, c.k, c.v, x.raw(), n, t_, heads_, hs_, cc.act, cc.stream);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  // S = q k^T scale per head, in f32
-  cc.blas.gemm(GemmShape{false, true, t_, t_, hs_, hs_, hs_, t_, n * heads_, t_ * hs_, t_ * hs_, t_ * t_}, scale, c.q,
-               c.k, 0.0f, c.scores, cc.act, DType::f32, cc.math, cc.stream);
+  const bool per_sample = n <= heads_;
+  const std::int64_t launches = per_sample ? n : heads_;
+  s.batch = per_sample ? heads_ : n;
+  s.stride_a = per_sample ? a.per_head : a.per_sample;
+  s.stride_b = per_sample ? b.per_head : b.per_sample;
+  s.stride_c = per_sample ? c.per_head : c.per_sample;
+  const auto ab_size = static_cast<std::int64_t>(dtype_size(cc.act)),
+             c_size = static_cast<std::int64_t>(dtype_size(c_type));
+  auto at = [&](const Operand& o, std::int64_t i, std::int64_t size) {
+    return static_cast<char*>(o.base) + (per_sample ? o.per_sample : o.per_head) * i * size;
+  };
+  for (std::int64_t i = 0; i < launches; ++i)
+    cc.blas.gemm(s, alpha, at(a, i, ab_size), at(b, i, ab_size), 0.0f, at(c, i, c_size), cc.act, c_type, cc.math,
+                 cc.stream);
+}
+
+// The scaled scores S = q k^T / sqrt(hs) of every head, read in place from x's [N, T, 3C] rows
+// (q, k, v side by side, each head hs columns), into c.scores (f32).
+void CudaCausalSelfAttention::scores(const Tensor& x, std::int64_t n, const Carved& c) {
+  const std::int64_t c3 = 3 * heads_ * hs_, tt = t_ * t_;
+  auto* qkv = const_cast<char*>(static_cast<const char*>(x.raw()));  // only read
+  const auto act = static_cast<std::int64_t>(dtype_size(compute_->act));
+  head_gemm(GemmShape{false, true, t_, t_, hs_, c3, c3, t_}, 1.0f / std::sqrt(static_cast<float>(hs_)),
+            Operand{qkv, t_ * c3, hs_}, Operand{qkv + heads_ * hs_ * act, t_ * c3, hs_},
+            Operand{c.scores, heads_ * tt, tt}, DType::f32, n);
 }
 
 void CudaCausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   CudaCompute& cc = *compute_;
-  const std::int64_t n = x.shape()[0], batches = n * heads_;
+  const std::int64_t n = x.shape()[0], batches = n * heads_, c1 = heads_ * hs_, c3 = 3 * c1, tt = t_ * t_;
   const Carved c = carve(n);
   scores(x, n, c);
   scratch(lse_dev_, batches * t_, DType::f32);
   kernels::launch_causal_softmax(c.probs, c.scores, lse_dev_.f32(), nullptr, batches, t_, cc.act, cc.stream);
-  // y per head (into a) = P v, then the heads side by side
-  cc.blas.gemm(GemmShape{false, false, t_, hs_, t_, t_, hs_, hs_, batches, t_ * t_, t_ * hs_, t_ * hs_}, 1.0f, c.probs,
-               c.v, 0.0f, c.a, cc.act, cc.act, cc.math, cc.stream);
-  kernels::launch_merge_heads(y.raw(), c.a, n, t_, heads_, hs_, cc.act, cc.stream);
+  // y's head columns = P v
+  auto* v =
+      const_cast<char*>(static_cast<const char*>(x.raw())) + 2 * c1 * static_cast<std::int64_t>(dtype_size(cc.act));
+  head_gemm(GemmShape{false, false, t_, hs_, t_, t_, c3, c1}, 1.0f, Operand{c.probs, heads_ * tt, tt},
+            Operand{v, t_ * c3, hs_}, Operand{y.raw(), t_ * c1, hs_}, cc.act, n);
 }
 
 // As the CPU layer: dV = P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)), dQ = dS K scale,
-// dK = dS^T Q scale. Buffers: a holds dY per head, then dK; b holds dV; v's slot takes dQ once
-// dP no longer needs v. dQ, dK and dV are merged into dx together.
+// dK = dS^T Q scale, each read from and written into the heads' columns of x, dy and dx in place.
 void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (dx == nullptr) return;
   CudaCompute& cc = *compute_;
-  const std::int64_t n = x.shape()[0], batches = n * heads_;
+  const std::int64_t n = x.shape()[0], batches = n * heads_, c1 = heads_ * hs_, c3 = 3 * c1, tt = t_ * t_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  const std::int64_t th = t_ * hs_, tt = t_ * t_;
+  const auto act = static_cast<std::int64_t>(dtype_size(cc.act));
+  auto* qkv = const_cast<char*>(static_cast<const char*>(x.raw()));  // only read
+  auto* dqkv = static_cast<char*>(dx->raw());
+  auto* g = const_cast<char*>(static_cast<const char*>(dy.raw()));  // only read
+  const Operand q{qkv, t_ * c3, hs_}, k{qkv + c1 * act, t_ * c3, hs_}, v{qkv + 2 * c1 * act, t_ * c3, hs_};
+  const Operand dq{dqkv, t_ * c3, hs_}, dk{dqkv + c1 * act, t_ * c3, hs_}, dv{dqkv + 2 * c1 * act, t_ * c3, hs_};
+  const Operand d_y{g, t_ * c1, hs_};
   const Carved c = carve(n);
+  const Operand probs{c.probs, heads_ * tt, tt}, d_p{c.scores, heads_ * tt, tt};
   scores(x, n, c);
   kernels::launch_causal_softmax(c.probs, c.scores, nullptr, lse_dev_.f32(), batches, t_, cc.act, cc.stream);
-  kernels::launch_split_heads(c.a, dy.raw(), n, t_, heads_, hs_, cc.act, cc.stream);
-  // dV = P^T dY (into b)
-  cc.blas.gemm(GemmShape{true, false, t_, hs_, t_, t_, hs_, hs_, batches, tt, th, th}, 1.0f, c.probs, c.a, 0.0f, c.b,
-               cc.act, cc.act, cc.math, cc.stream);
-  // dP = dY V^T (f32, over the scores)
-  cc.blas.gemm(GemmShape{false, true, t_, t_, hs_, hs_, hs_, t_, batches, th, th, tt}, 1.0f, c.a, c.v, 0.0f, c.scores,
-               cc.act, DType::f32, cc.math, cc.stream);
-  kernels::launch_causal_softmax_backward(c.probs, c.scores, batches, t_, cc.act, cc.stream);
-  // dQ = dS K scale (into v: v is no longer needed), dK = dS^T Q scale (into a: dY is not either)
-  cc.blas.gemm(GemmShape{false, false, t_, hs_, t_, t_, hs_, hs_, batches, tt, th, th}, scale, c.probs, c.k, 0.0f, c.v,
-               cc.act, cc.act, cc.math, cc.stream);
-  cc.blas.gemm(GemmShape{true, false, t_, hs_, t_, t_, hs_, hs_, batches, tt, th, th}, scale, c.probs, c.q, 0.0f, c.a,
-               cc.act, cc.act, cc.math, cc.stream);
-  kernels::launch_merge_qkv(dx->raw(), c.v, c.a, c.b, n, t_, heads_, hs_, cc.act, cc.stream);
+  head_gemm(GemmShape{true, false, t_, hs_, t_, t_, c1, c3}, 1.0f, probs, d_y, dv, cc.act, n);   // dV = P^T dY
+  head_gemm(GemmShape{false, true, t_, t_, hs_, c1, c3, t_}, 1.0f, d_y, v, d_p, DType::f32, n);  // dP = dY V^T
+  kernels::launch_causal_softmax_backward(c.probs, c.scores, batches, t_, cc.act, cc.stream);    // probs := dS
+  head_gemm(GemmShape{false, false, t_, hs_, t_, t_, c3, c3}, scale, probs, k, dq, cc.act, n);   // dQ = dS K scale
+  head_gemm(GemmShape{true, false, t_, hs_, t_, t_, c3, c3}, scale, probs, q, dk, cc.act, n);    // dK = dS^T Q scale
 }
 
 }  // namespace ringtrain::cuda

@@ -1,7 +1,8 @@
 // BlasLt (cuBLASLt GEMM) against blas::sgemm: all four transpose combinations, odd shapes and
 // padded leading dimensions (an LM head's vocabulary of 50257 among them), f32 strict and tf32,
 // bf16/f16 inputs with f32 or low-precision C, beta = 0 onto a NaN-poisoned C and beta = 1, one
-// and several matrices per call; each on cuBLASLt and on the cuBLAS fallback. Skips without a GPU.
+// and several matrices per call; each on cuBLASLt and on the cuBLAS fallback; the warning for a
+// large GEMM with unaligned rows. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -169,6 +170,28 @@ TEST(BlasLtGemmErrors, RejectsBadArguments) {
       Error);  // C neither f32 nor the input type
   EXPECT_THROW(
       lt.gemm(ok, 1.0f, d.get(), d.get(), 0.0f, d.get(), DType::i32, DType::i32, MathMode::strict_f32, nullptr), Error);
+}
+
+// A large GEMM whose rows are not whole 16-byte vectors (a GPT-2 LM head over 50257 tokens) is
+// warned about once, naming the padding; padded to 50304 it is not.
+TEST(BlasLtGemmWarnings, AnUnalignedLmHeadIsNamedOnce) {
+  RT_SKIP_WITHOUT_GPU();
+  const std::int64_t rows = 64, width = 768;
+  auto warning_for = [&](BlasLt& lt, std::int64_t vocab) {
+    const DeviceBuffer x(static_cast<std::size_t>(rows * width) * 2), w(static_cast<std::size_t>(vocab * width) * 2);
+    const DeviceBuffer logits(static_cast<std::size_t>(rows * vocab) * 2);
+    ::testing::internal::CaptureStderr();
+    lt.gemm(GemmShape{false, true, rows, vocab, width, width, width, vocab}, 1.0f, x.get(), w.get(), 0.0f, logits.get(),
+            DType::bf16, DType::bf16, MathMode::strict_f32, nullptr);
+    return ::testing::internal::GetCapturedStderr();
+  };
+  BlasLt lt;
+  const std::string first = warning_for(lt, 50257);
+  EXPECT_NE(first.find("not a multiple of 16 bytes"), std::string::npos) << first;
+  EXPECT_NE(first.find("model.vocab_size = 50304"), std::string::npos) << first;
+  EXPECT_EQ(warning_for(lt, 50259), "") << "warned once";
+  BlasLt padded;
+  EXPECT_EQ(warning_for(padded, 50304), "");
 }
 
 TEST(BlasLtGemmBench, TimesEveryCandidate) {
