@@ -1,6 +1,7 @@
 // Fused softmax cross-entropy and its batch sums against the CPU SoftmaxCrossEntropy
 // (src/nn/loss.cpp): per-row loss and arg-max from one-row CPU passes, the gradient from the
-// whole batch, in f32, bf16 and f16 on poisoned outputs. Skips without a GPU (dtype checks aside).
+// whole batch, in f32, bf16 and f16 on poisoned outputs, by the warp-per-row kernel and the
+// block-per-row one for wide rows. Skips without a GPU (dtype checks aside).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -55,9 +56,11 @@ struct Case {
 
 TEST(CudaLossKernels, SoftmaxXentMatchesCpu) {
   RT_SKIP_WITHOUT_GPU();
-  // k = 1 (loss 0), k < 32 (idle lanes), k > 32 (lanes loop), 10^6 rows (grid-stride).
+  // k = 1 (loss 0), k < 32 (idle lanes), k > 32 (lanes loop), 10^6 rows (grid-stride); from
+  // 2048 classes a block per row: the threshold, and GPT-2's odd vocabulary of 50257.
   for (DType dtype : kFloatDTypes)
-    for (const Case& c : {Case{1, 10}, Case{7, 1}, Case{7, 1000}, Case{1003, 37}, Case{1'000'003, 10}}) {
+    for (const Case& c : {Case{1, 10}, Case{7, 1}, Case{7, 1000}, Case{1003, 37}, Case{1'000'003, 10}, Case{5, 2048},
+                          Case{40, 50257}}) {
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
       const auto logits = test::random_values(c.n * static_cast<std::size_t>(c.k), 11, dtype, 4.0f);
       const auto labels = random_labels(c.n, c.k, 12);
@@ -94,18 +97,20 @@ TEST(CudaLossKernels, SoftmaxXentMatchesCpu) {
 
 TEST(CudaLossKernels, TiesPickTheFirstIndex) {
   RT_SKIP_WITHOUT_GPU();
-  // Row 0: the maximum at 3 and 40 (lanes 3 and 8 of the second pass); row 1: all equal.
-  const std::int64_t k = 64;
-  std::vector<float> logits(2 * k, 0.5f);
-  logits[3] = logits[40] = 2.0f;
-  const std::vector<std::int32_t> labels = {3, 0};
-  auto dz = DeviceBuffer::of(logits);
-  auto dl = DeviceBuffer::of(labels);
-  DeviceBuffer dd(logits.size() * sizeof(float)), loss(2 * sizeof(float)), correct(2 * sizeof(std::int32_t));
-  kernels::launch_softmax_xent(dz.get(), DType::f32, dl.as<std::int32_t>(), 2, k, 1.0f, dd.get(), loss.as<float>(),
-                               correct.as<std::int32_t>(), nullptr);
-  EXPECT_EQ(correct.read<std::int32_t>(), cpu_loss(logits, labels, k).row_correct);
-  EXPECT_EQ(correct.read<std::int32_t>(), (std::vector<std::int32_t>{1, 1}));
+  // Row 0: the maximum at 3 and at k - 24 (other lanes, or threads, and passes); row 1: all
+  // equal. 64 classes: a warp per row; 8192: a block per row.
+  for (const std::int64_t k : {64, 8192}) {
+    std::vector<float> logits(static_cast<std::size_t>(2 * k), 0.5f);
+    logits[3] = logits[static_cast<std::size_t>(k - 24)] = 2.0f;
+    const std::vector<std::int32_t> labels = {3, 0};
+    auto dz = DeviceBuffer::of(logits);
+    auto dl = DeviceBuffer::of(labels);
+    DeviceBuffer dd(logits.size() * sizeof(float)), loss(2 * sizeof(float)), correct(2 * sizeof(std::int32_t));
+    kernels::launch_softmax_xent(dz.get(), DType::f32, dl.as<std::int32_t>(), 2, k, 1.0f, dd.get(), loss.as<float>(),
+                                 correct.as<std::int32_t>(), nullptr);
+    EXPECT_EQ(correct.read<std::int32_t>(), cpu_loss(logits, labels, k).row_correct) << k;
+    EXPECT_EQ(correct.read<std::int32_t>(), (std::vector<std::int32_t>{1, 1})) << k;
+  }
 }
 
 TEST(CudaLossKernels, LabelOutsideTheClassesGivesNanLossAndNoOneHot) {
