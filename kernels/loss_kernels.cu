@@ -48,6 +48,17 @@ __device__ inline void add_exp(float& max, float& sum, float z) {
   }
 }
 
+// v[u] = z[base + u * kWideThreads] for u < kWideUnroll (0 past the row's end k): the loads are
+// issued together.
+template <typename T>
+__device__ inline void load_strided(const T* z, std::int64_t base, std::int64_t k, float (&v)[kWideUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kWideUnroll; ++u) {
+    const std::int64_t j = base + std::int64_t{u} * kWideThreads;
+    v[u] = j < k ? to_float(z[j]) : 0.0f;
+  }
+}
+
 template <typename T>
 __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* labels, std::int64_t n, std::int64_t k,
                                          float grad_scale, T* dlogits, float* row_loss, std::int32_t* row_correct) {
@@ -60,11 +71,7 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
     std::int64_t best_j = -1;
     for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
       float v[kWideUnroll];
-#pragma unroll
-      for (int u = 0; u < kWideUnroll; ++u) {
-        const std::int64_t j = base + std::int64_t{u} * kWideThreads;
-        v[u] = j < k ? to_float(z[j]) : 0.0f;
-      }
+      load_strided(z, base, k, v);
 #pragma unroll
       for (int u = 0; u < kWideUnroll; ++u) {
         const std::int64_t j = base + std::int64_t{u} * kWideThreads;
@@ -97,11 +104,7 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
     T* d = dlogits + row * k;
     for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
       float v[kWideUnroll];
-#pragma unroll
-      for (int u = 0; u < kWideUnroll; ++u) {
-        const std::int64_t j = base + std::int64_t{u} * kWideThreads;
-        v[u] = j < k ? to_float(z[j]) : 0.0f;
-      }
+      load_strided(z, base, k, v);
 #pragma unroll
       for (int u = 0; u < kWideUnroll; ++u) {
         const std::int64_t j = base + std::int64_t{u} * kWideThreads;
