@@ -1,6 +1,6 @@
 // LayerNorm, embedding and attention kernels. LayerNorm runs one warp per row (two passes over the row for
 // the mean and the centred variance, as the CPU layer); its parameter gradients are summed per
-// chunk of kLayerNormChunk rows and then over the chunks in order. The embedding's token-table
+// chunk of kLayerNormChunk rows and then over the chunks in a fixed order. The embedding's token-table
 // gradient sorts the positions by token (CUB's stable radix sort of (token, row) pairs) and lets
 // one thread per column walk each token's positions in batch order. Attention's kernels are the
 // causal softmax and its backward, one warp per row (its GEMMs are cuBLASLt's).
@@ -88,16 +88,38 @@ __global__ void layernorm_param_partial_kernel(float* partial, const T* dy, cons
   }
 }
 
+// The chunks' partial sums per column, by blocks of kReduceColumns columns x kReduceLanes lanes:
+// lane l adds chunks l, l + kReduceLanes, ... in order, then lane 0 adds the lanes' sums in
+// order (a fixed order: the same bits every run). One thread per column walking every chunk
+// left 3 blocks busy for GPT-2's 768 columns: 54 us per LayerNorm on an H200.
+constexpr int kReduceColumns = 32, kReduceLanes = kThreads / kReduceColumns;
+
 __global__ void layernorm_param_reduce_kernel(float* dweight, float* dbias, const float* partial, std::int64_t c,
                                               std::int64_t chunks) {
-  for (std::int64_t col = grid_start(); col < c; col += grid_stride()) {
+  __shared__ float lane_w[kReduceLanes][kReduceColumns], lane_b[kReduceLanes][kReduceColumns];
+  const int column = static_cast<int>(threadIdx.x) % kReduceColumns,
+            lane = static_cast<int>(threadIdx.x) / kReduceColumns;
+  for (std::int64_t first = blockIdx.x * std::int64_t{kReduceColumns}; first < c;
+       first += gridDim.x * std::int64_t{kReduceColumns}) {
+    const std::int64_t col = first + column;
     float dw = 0.0f, db = 0.0f;
-    for (std::int64_t k = 0; k < chunks; ++k) {
-      dw += partial[(k * 2) * c + col];
-      db += partial[(k * 2 + 1) * c + col];
+    if (col < c)
+      for (std::int64_t k = lane; k < chunks; k += kReduceLanes) {
+        dw += partial[(k * 2) * c + col];
+        db += partial[(k * 2 + 1) * c + col];
+      }
+    lane_w[lane][column] = dw;
+    lane_b[lane][column] = db;
+    __syncthreads();
+    if (lane == 0 && col < c) {
+      for (int l = 1; l < kReduceLanes; ++l) {
+        dw += lane_w[l][column];
+        db += lane_b[l][column];
+      }
+      dweight[col] = dw;
+      dbias[col] = db;
     }
-    dweight[col] = dw;
-    dbias[col] = db;
+    __syncthreads();  // the lanes' sums are rewritten for the next columns
   }
 }
 
@@ -281,7 +303,9 @@ void launch_layernorm_backward(void* dx, float* dweight, float* dbias, const voi
           <<<column_row_grid(c, chunks), kThreads, 0, as_stream(stream)>>>(scratch, g, in, mean, rstd, rows, c, chunks);
       check_launch("layernorm_param_partial_kernel");
     }
-    layernorm_param_reduce_kernel<<<grid_for(c), kThreads, 0, as_stream(stream)>>>(dweight, dbias, scratch, c, chunks);
+    const std::int64_t column_blocks = (c + kReduceColumns - 1) / kReduceColumns;
+    layernorm_param_reduce_kernel<<<static_cast<unsigned>(column_blocks < kMaxBlocks ? column_blocks : kMaxBlocks),
+                                    kThreads, 0, as_stream(stream)>>>(dweight, dbias, scratch, c, chunks);
     check_launch("layernorm_param_reduce_kernel");
   });
 }
