@@ -279,23 +279,31 @@ PY
 export -f gpt2_bench train_gpt gpt_detail
 step train-gpt2-bf16 120 40 gpt_detail -- train_gpt
 
-# Where the GPT-2 step's time goes: the phases (monitor.phase_timing: a host wait after each); the
-# step with the vocabulary padded to 50304 (a multiple of 64, as llm.c pads it) and with blocks of
-# 256 tokens (the same tokens per step, a quarter of the attention per token); and every kernel's
-# duration under Nsight Compute (one metric, one pass per kernel, clocks left alone) over one
-# warm-up and one timed step, summed by kernel name (gpt2_kernels.md).
+# Where the GPT-2 step's time goes: the step as train-gpt2-bf16 runs it with phase timing
+# (monitor.phase_timing: a host wait after each phase), with the vocabulary padded to 50304 (a
+# multiple of 64, as nanoGPT and llm.c pad it), that with the step replayed as a CUDA graph, and
+# with blocks of 256 tokens (the same tokens per step, a quarter of the attention per token), each
+# recorded as failed rather than stopping the step; then every kernel's duration under Nsight
+# Compute (one metric, one pass per kernel, clocks left alone) over one warm-up and one timed
+# step, summed by kernel name (gpt2_kernels.md).
+# gpt2_try VARIANT ARGS...: 5 timed steps into logs/gpt2_VARIANT.json, {"failed": true} if it fails.
+gpt2_try() {
+  local variant="$1"
+  shift
+  gpt2_bench --steps 5 --warmup 2 "$@" >"$logs/gpt2_$variant.json" || echo '{"failed": true}' >"$logs/gpt2_$variant.json"
+}
 gpt2_kernels() {
   local ncu
-  gpt2_bench --steps 5 --warmup 2 --set monitor.phase_timing=true >"$logs/gpt2_phases.json" || return
-  gpt2_bench --steps 5 --warmup 2 --set model.vocab_size=50304 >"$logs/gpt2_vocab50304.json" || return
-  gpt2_bench --steps 5 --warmup 2 --set model.block_size=256 --set train.batch_size=32 >"$logs/gpt2_block256.json" ||
-    return
+  gpt2_try phases --set monitor.phase_timing=true
+  gpt2_try vocab50304 --set model.vocab_size=50304
+  gpt2_try vocab50304_graph --set model.vocab_size=50304 --set train.cuda_graph=true
+  gpt2_try block256 --set model.block_size=256 --set train.batch_size=32
   ncu="$(command -v ncu || find /usr/local/cuda/bin /opt/nvidia -maxdepth 3 -name ncu -type f 2>/dev/null | head -1)"
   [ -n "$ncu" ] || { echo "no ncu"; return 1; }
   gpt2_bench "$ncu" --target-processes all --clock-control none --metrics gpu__time_duration.sum --csv \
     --print-units base --log-file "$work/gpt2_ncu.csv" -- --steps 1 --warmup 1 >/dev/null || return
-  python3 - "$work/gpt2_ncu.csv" "$logs"/gpt2_{phases,vocab50304,block256}.json >"$logs/gpt2_kernels.md" <<'PY'
-import collections, csv, json, sys
+  python3 - "$work/gpt2_ncu.csv" "$logs" >"$logs/gpt2_kernels.md" <<'PY'
+import collections, csv, json, os, sys
 rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))
         if r.get("Metric Name") == "gpu__time_duration.sum"]
 total = collections.Counter()
@@ -305,18 +313,25 @@ for r in rows:
     total[name] += float(r["Metric Value"].replace(",", "")) / 1e6
     count[name] += 1
 whole = sum(total.values())
-p, v, b = (json.load(open(f)) for f in sys.argv[2:5])
-print(f"GPT-2 small bf16, batch 8 x 1024: step {p['step_ms']:.1f} ms with phase timing (forward {p['forward_ms']:.1f}, "
-      f"backward {p['backward_ms']:.1f}, optimizer {p['optimizer_ms']:.1f}); vocabulary 50304: {v['step_ms']:.1f} ms; "
-      f"batch 32 x 256: {b['step_ms']:.1f} ms; Nsight Compute over 2 steps: {len(rows)} kernels, "
-      f"{whole:.1f} ms of kernel time\n")
+def step(variant):
+    j = json.load(open(os.path.join(sys.argv[2], f"gpt2_{variant}.json")))
+    if "step_ms" not in j:
+        return "failed"
+    mfu = j["flops_per_sample"] * j["global_batch"] / (j["step_ms"] / 1e3) / 989e12
+    return f"{j['step_ms']:.1f} ms (MFU {100 * mfu:.1f}%)"
+p = json.load(open(os.path.join(sys.argv[2], "gpt2_phases.json")))
+phases = (f" (forward {p['forward_ms']:.1f}, backward {p['backward_ms']:.1f}, optimizer {p['optimizer_ms']:.1f})"
+          if "step_ms" in p else "")
+print(f"GPT-2 small bf16, batch 8 x 1024: with phase timing {step('phases')}{phases}; vocabulary 50304: "
+      f"{step('vocab50304')}, as a CUDA graph {step('vocab50304_graph')}; batch 32 x 256: {step('block256')}; "
+      f"Nsight Compute over 2 steps: {len(rows)} kernels, {whole:.1f} ms of kernel time\n")
 print("| kernel | launches | ms (2 steps) | share |\n| --- | ---: | ---: | ---: |")
 for name, ms in total.most_common(40):
     print(f"| {name} | {count[name]} | {ms:.2f} | {100 * ms / whole:.1f}% |")
 PY
 }
 gpt2_kernels_detail() { sed -n 1p "$logs/gpt2_kernels.md"; sed -n 4,6p "$logs/gpt2_kernels.md"; }
-export -f gpt2_kernels gpt2_kernels_detail
+export -f gpt2_try gpt2_kernels gpt2_kernels_detail
 step gpt2-kernels 180 60 gpt2_kernels_detail -- gpt2_kernels
 
 step doctor-monitor 60 20 "grep -E 'gpu 0:|PASS|doctor failed|FAIL' $logs/doctor-monitor.log | head -2" -- \
