@@ -11,7 +11,7 @@
 namespace ringtrain {
 
 // Row-major C[m,n] = op(A) op(B), op(X) = X^T when trans_X, with tight leading dimensions,
-// as cuda::GemmShape takes it. A and B of ab_type, C of c_type, f32 accumulation.
+// as GemmShape takes it. A and B of ab_type, C of c_type, f32 accumulation.
 struct GemmProblem {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0;

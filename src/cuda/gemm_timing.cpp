@@ -48,7 +48,7 @@ CudaGpu cuda::CudaBackend::current_gpu() const {
 
 std::vector<std::vector<double>> cuda::CudaBackend::time_gemm_candidates(const GemmProblem& p, int repeats,
                                                                          int calls) const {
-  const cuda::GemmShape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};
+  const GemmShape shape{p.trans_a, p.trans_b, p.m, p.n, p.k, p.trans_a ? p.m : p.k, p.trans_b ? p.k : p.n, p.n};
   const cuda::DeviceBuffer a = random_operand(p.m * p.k, p.ab_type, 1);
   const cuda::DeviceBuffer b = random_operand(p.k * p.n, p.ab_type, 2);
   const cuda::DeviceBuffer c(static_cast<std::size_t>(p.m * p.n) * dtype_size(p.c_type));

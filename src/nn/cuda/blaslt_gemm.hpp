@@ -19,19 +19,9 @@
 #include "nn/cuda/math_mode.hpp"
 #include "nn/cuda/owned.hpp"
 #include "ringtrain/tensor/dtype.hpp"
+#include "tensor/gemm_shape.hpp"
 
 namespace ringtrain::cuda {
-
-// Row-major like blas::sgemm: C[m,n] = alpha * op(A) * op(B) + beta * C, op(X) = X^T when trans_X.
-// With batch > 1: `batch` such products, matrix i of A, B and C starting stride_a, stride_b and
-// stride_c elements after matrix i - 1 (attention's per-head GEMMs; no epilogue).
-struct GemmShape {
-  bool trans_a = false, trans_b = false;
-  std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
-  std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads the synthesised 0 of a defaulted <=>
-  auto operator<=>(const GemmShape&) const = default;
-};
 
 // What the GEMM also does, with a device vector of C's dtype. bias: C[i][j] += vector[j] (length n),
 // after alpha and beta (the bias is not scaled); C must be packed (ldc == n). relu: C[i][j] =

@@ -4,10 +4,12 @@
 // the rest through kernels/. Activations are in the compute dtype; parameters, their
 // gradients and batch-norm statistics stay f32.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
 
+#include "nn/attention_gemms.hpp"
 #include "nn/cuda/cuda_compute.hpp"
 #include "ringtrain/nn/layers.hpp"
 
@@ -214,17 +216,12 @@ class CudaCausalSelfAttention final : public CausalSelfAttention {
     float* scores;
     void* probs;
   };
-  // A matrix operand of the per-head GEMMs: where sample 0's head 0 starts and how many elements
-  // the next sample's and the next head's start further.
-  struct Operand {
-    void* base;
-    std::int64_t per_sample, per_head;
-  };
+  // A pass's buffers by AttentionGemms::Buffer (x, y, dy, dx, scores, probs; null where the pass
+  // has none).
+  using Buffers = std::array<void*, 6>;
   Carved carve(std::int64_t n);
-  // Computes the scaled scores of x's q and k into c.scores (both passes start so).
-  void scores(const Tensor& x, std::int64_t n, const Carved& c);
-  // s (its batch and strides set here) over every head of n samples.
-  void head_gemm(GemmShape s, float alpha, Operand a, Operand b, Operand c, DType c_type, std::int64_t n);
+  // Runs one of AttentionGemms' products over the buffers on cuBLASLt.
+  void run(const AttentionGemms::Product& product, const Buffers& buffers);
   ComputePtr compute_;
   Tensor lse_dev_;  // f32 [N*heads, T] of the last forward
 };

@@ -1,7 +1,6 @@
 // The CUDA layers of a GPT besides Linear and GELU: the residual Add (a kernel; backward hands dy
 // on), LayerNorm, the token + position Embedding and causal self-attention (its softmax kernels in
-// kernels/transformer_kernels.cu, its GEMMs on cuBLASLt, batched over heads or samples and
-// reading and writing the heads' columns of the fused tensors in place). Their scratch (row
+// kernels/transformer_kernels.cu, its GEMMs as nn/attention_gemms.hpp plans them, on cuBLASLt). Their scratch (row
 // statistics, partial sums, the embedding's sort) grows with the largest batch seen.
 #include <cmath>
 
@@ -67,76 +66,53 @@ CudaCausalSelfAttention::Carved CudaCausalSelfAttention::carve(std::int64_t n) {
   return Carved{reinterpret_cast<float*>(base), base + score_bytes};
 }
 
-// One GEMM per sample over its heads (batched, a head's matrices hs columns apart in the fused
-// [N, T, 3C] or [N, T, C] rows, T x T apart in the scores), or one per head over the samples,
-// whichever launches fewer: cuBLASLt's batch has one stride, and (sample, head) needs two.
-void CudaCausalSelfAttention::head_gemm(GemmShape s, float alpha, Operand a, Operand b, Operand c, DType c_type,
-                                        std::int64_t n) {
+void CudaCausalSelfAttention::run(const AttentionGemms::Product& product, const Buffers& buffers) {
   CudaCompute& cc = *compute_;
-  const bool per_sample = n <= heads_;
-  const std::int64_t launches = per_sample ? n : heads_;
-  s.batch = per_sample ? heads_ : n;
-  s.stride_a = per_sample ? a.per_head : a.per_sample;
-  s.stride_b = per_sample ? b.per_head : b.per_sample;
-  s.stride_c = per_sample ? c.per_head : c.per_sample;
-  const auto ab_size = static_cast<std::int64_t>(dtype_size(cc.act)),
-             c_size = static_cast<std::int64_t>(dtype_size(c_type));
-  auto at = [&](const Operand& o, std::int64_t i, std::int64_t size) {
-    return static_cast<char*>(o.base) + (per_sample ? o.per_sample : o.per_head) * i * size;
+  const DType c_type = product.c == AttentionGemms::Buffer::scores ? DType::f32 : cc.act;
+  auto at = [&](AttentionGemms::Buffer buffer, std::int64_t offset) {
+    const DType dtype = buffer == AttentionGemms::Buffer::scores ? DType::f32 : cc.act;
+    return static_cast<char*>(buffers[static_cast<std::size_t>(buffer)]) +
+           offset * static_cast<std::int64_t>(dtype_size(dtype));
   };
-  for (std::int64_t i = 0; i < launches; ++i)
-    cc.blas.gemm(s, alpha, at(a, i, ab_size), at(b, i, ab_size), 0.0f, at(c, i, c_size), cc.act, c_type, cc.math,
-                 cc.stream);
-}
-
-// The scaled scores S = q k^T / sqrt(hs) of every head, read in place from x's [N, T, 3C] rows
-// (q, k, v side by side, each head hs columns), into c.scores (f32).
-void CudaCausalSelfAttention::scores(const Tensor& x, std::int64_t n, const Carved& c) {
-  const std::int64_t c3 = 3 * heads_ * hs_, tt = t_ * t_;
-  auto* qkv = const_cast<char*>(static_cast<const char*>(x.raw()));  // only read
-  const auto act = static_cast<std::int64_t>(dtype_size(compute_->act));
-  head_gemm(GemmShape{false, true, t_, t_, hs_, c3, c3, t_}, 1.0f / std::sqrt(static_cast<float>(hs_)),
-            Operand{qkv, t_ * c3, hs_}, Operand{qkv + heads_ * hs_ * act, t_ * c3, hs_},
-            Operand{c.scores, heads_ * tt, tt}, DType::f32, n);
+  for (const AttentionGemms::Launch& l : product.launches)
+    cc.blas.gemm(l.shape, product.alpha, at(product.a, l.a), at(product.b, l.b), 0.0f, at(product.c, l.c), cc.act,
+                 c_type, cc.math, cc.stream);
 }
 
 void CudaCausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   CudaCompute& cc = *compute_;
-  const std::int64_t n = x.shape()[0], batches = n * heads_, c1 = heads_ * hs_, c3 = 3 * c1, tt = t_ * t_;
+  const std::int64_t n = x.shape()[0], batches = n * heads_;
   const Carved c = carve(n);
-  scores(x, n, c);
+  const AttentionGemms plan(n, t_, heads_, hs_);
+  const Buffers buffers{const_cast<void*>(x.raw()), y.raw(), nullptr, nullptr, c.scores, c.probs};  // x only read
+  run(plan.scores(), buffers);
   scratch(lse_dev_, batches * t_, DType::f32);
   kernels::launch_causal_softmax(c.probs, c.scores, lse_dev_.f32(), nullptr, batches, t_, cc.act, cc.stream);
-  // y's head columns = P v
-  auto* v =
-      const_cast<char*>(static_cast<const char*>(x.raw())) + 2 * c1 * static_cast<std::int64_t>(dtype_size(cc.act));
-  head_gemm(GemmShape{false, false, t_, hs_, t_, t_, c3, c1}, 1.0f, Operand{c.probs, heads_ * tt, tt},
-            Operand{v, t_ * c3, hs_}, Operand{y.raw(), t_ * c1, hs_}, cc.act, n);
+  run(plan.output(), buffers);
 }
 
 // As the CPU layer: dV = P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)), dQ = dS K scale,
-// dK = dS^T Q scale, each read from and written into the heads' columns of x, dy and dx in place.
+// dK = dS^T Q scale, with P recomputed from the forward's log-sum-exp; dP over the scores and dS
+// over the probabilities.
 void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
   if (dx == nullptr) return;
   CudaCompute& cc = *compute_;
-  const std::int64_t n = x.shape()[0], batches = n * heads_, c1 = heads_ * hs_, c3 = 3 * c1, tt = t_ * t_;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  const auto act = static_cast<std::int64_t>(dtype_size(cc.act));
-  auto* qkv = const_cast<char*>(static_cast<const char*>(x.raw()));  // only read
-  auto* dqkv = static_cast<char*>(dx->raw());
-  auto* g = const_cast<char*>(static_cast<const char*>(dy.raw()));  // only read
-  const Operand q{qkv, t_ * c3, hs_}, k{qkv + c1 * act, t_ * c3, hs_}, v{qkv + 2 * c1 * act, t_ * c3, hs_};
-  const Operand dq{dqkv, t_ * c3, hs_}, dk{dqkv + c1 * act, t_ * c3, hs_}, dv{dqkv + 2 * c1 * act, t_ * c3, hs_};
-  const Operand d_y{g, t_ * c1, hs_};
+  const std::int64_t n = x.shape()[0], batches = n * heads_;
   const Carved c = carve(n);
-  const Operand probs{c.probs, heads_ * tt, tt}, d_p{c.scores, heads_ * tt, tt};
-  scores(x, n, c);
+  const AttentionGemms plan(n, t_, heads_, hs_);
+  const Buffers buffers{const_cast<void*>(x.raw()),
+                        nullptr,
+                        const_cast<void*>(dy.raw()),
+                        dx->raw(),
+                        c.scores,
+                        c.probs};  // x and dy only read
+  run(plan.scores(), buffers);
   kernels::launch_causal_softmax(c.probs, c.scores, nullptr, lse_dev_.f32(), batches, t_, cc.act, cc.stream);
-  head_gemm(GemmShape{true, false, t_, hs_, t_, t_, c1, c3}, 1.0f, probs, d_y, dv, cc.act, n);   // dV = P^T dY
-  head_gemm(GemmShape{false, true, t_, t_, hs_, c1, c3, t_}, 1.0f, d_y, v, d_p, DType::f32, n);  // dP = dY V^T
-  kernels::launch_causal_softmax_backward(c.probs, c.scores, batches, t_, cc.act, cc.stream);    // probs := dS
-  head_gemm(GemmShape{false, false, t_, hs_, t_, t_, c3, c3}, scale, probs, k, dq, cc.act, n);   // dQ = dS K scale
-  head_gemm(GemmShape{true, false, t_, hs_, t_, t_, c3, c3}, scale, probs, q, dk, cc.act, n);    // dK = dS^T Q scale
+  run(plan.value_grad(), buffers);
+  run(plan.prob_grad(), buffers);
+  kernels::launch_causal_softmax_backward(c.probs, c.scores, batches, t_, cc.act, cc.stream);
+  run(plan.query_grad(), buffers);
+  run(plan.key_grad(), buffers);
 }
 
 }  // namespace ringtrain::cuda

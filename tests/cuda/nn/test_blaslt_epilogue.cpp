@@ -21,7 +21,6 @@ namespace {
 
 using cuda::BlasLt;
 using cuda::Epilogue;
-using cuda::GemmShape;
 using cuda::MathMode;
 using test::DeviceBuffer;
 

@@ -19,7 +19,6 @@ namespace ringtrain {
 namespace {
 
 using cuda::BlasLt;
-using cuda::GemmShape;
 using cuda::MathMode;
 using test::DeviceBuffer;
 
