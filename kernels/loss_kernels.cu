@@ -101,6 +101,12 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
     const std::int32_t label = labels[row];
     const bool valid = label >= 0 && label < k;
     const float inv = 1.0f / sum;
+    if (tid == 0) {  // the row's loss and arg-max, then its gradient
+      row_loss[row] =
+          valid ? static_cast<float>(log(static_cast<double>(sum)) - static_cast<double>(to_float(z[label]) - max))
+                : NAN;
+      row_correct[row] = tree_best_j[0] == label ? 1 : 0;
+    }
     T* d = dlogits + row * k;
     for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
       float v[kWideUnroll];
@@ -110,12 +116,6 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
         const std::int64_t j = base + std::int64_t{u} * kWideThreads;
         if (j < k) d[j] = from_float<T>((expf(v[u] - max) * inv - (j == label ? 1.0f : 0.0f)) * grad_scale);
       }
-    }
-    if (tid == 0) {
-      row_loss[row] =
-          valid ? static_cast<float>(log(static_cast<double>(sum)) - static_cast<double>(to_float(z[label]) - max))
-                : NAN;
-      row_correct[row] = tree_best_j[0] == label ? 1 : 0;
     }
     __syncthreads();  // the tree is reused by the block's next row
   }
