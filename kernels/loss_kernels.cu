@@ -8,6 +8,7 @@
 
 #include "kernels/launch.cuh"
 #include "kernels/loss_kernels.hpp"
+#include "kernels/running_softmax.cuh"
 #include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {
@@ -33,20 +34,6 @@ __device__ inline void take_better(float& v, std::int64_t& j, float ov, std::int
 constexpr std::int64_t kWideRow = 2048;
 constexpr int kWideThreads = 256;
 constexpr int kWideUnroll = 8;
-
-// sum * exp(max - to), 0 for an empty sum (whose max is -inf).
-__device__ inline float rescaled(float sum, float max, float to) { return sum == 0.0f ? 0.0f : sum * expf(max - to); }
-
-// Adds exp(z - max) to a running (max, sum), raising the maximum first when z exceeds it. A NaN
-// makes the sum NaN, as in the warp kernel; -inf adds nothing.
-__device__ inline void add_exp(float& max, float& sum, float z) {
-  if (z > max) {
-    sum = rescaled(sum, max, z) + 1.0f;
-    max = z;
-  } else if (z != -INFINITY) {
-    sum += expf(z - max);
-  }
-}
 
 // v[u] = z[base + u * kWideThreads] for u < kWideUnroll (0 past the row's end k): the loads are
 // issued together.
@@ -88,10 +75,7 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
     __syncthreads();
     for (int half = kWideThreads / 2; half > 0; half /= 2) {
       if (tid < half) {
-        const float m = fmaxf(tree_max[tid], tree_max[tid + half]);
-        tree_sum[tid] =
-            rescaled(tree_sum[tid], tree_max[tid], m) + rescaled(tree_sum[tid + half], tree_max[tid + half], m);
-        tree_max[tid] = m;
+        merge_exp(tree_max[tid], tree_sum[tid], tree_max[tid + half], tree_sum[tid + half]);
         take_better(tree_best[tid], tree_best_j[tid], tree_best[tid + half], tree_best_j[tid + half]);
       }
       __syncthreads();

@@ -3,11 +3,13 @@
 // chunk of kLayerNormChunk rows and then over the chunks in a fixed order. The embedding's token-table
 // gradient sorts the positions by token (CUB's stable radix sort of (token, row) pairs) and lets
 // one thread per column walk each token's positions in batch order. Attention's kernels are the
-// causal softmax and its backward, one warp per row (its GEMMs are cuBLASLt's).
+// causal softmax (its maximum and sum of exponentials in one pass) and its backward, one warp per
+// row (its GEMMs are cuBLASLt's).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "check/cuda_check.hpp"
 #include "kernels/launch.cuh"
+#include "kernels/running_softmax.cuh"
 #include "kernels/transformer_kernels.hpp"
 
 namespace ringtrain::kernels {
@@ -190,16 +192,17 @@ __global__ void causal_softmax_kernel(T* p, const float* s, float* lse_out, cons
     float lse = 0.0f;
     if (lse_in != nullptr) {
       lse = lse_in[r];
-    } else {
-      float m = -INFINITY;
-      for (std::int64_t j = lane; j < visible; j += kWarp) m = fmaxf(m, row[j]);
-      for (int offset = kWarp / 2; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-      float sum = 0.0f;
-      for (std::int64_t j = lane; j < visible; j += kWarp) sum += expf(row[j] - m);
-      lse = m + logf(warp_sum(sum));
+    } else {  // one pass: the running maximum and sum of exponentials, merged across the lanes
+      float m = -INFINITY, sum = 0.0f;
+#pragma unroll 4
+      for (std::int64_t j = lane; j < visible; j += kWarp) add_exp(m, sum, row[j]);
+      for (int offset = kWarp / 2; offset > 0; offset /= 2)
+        merge_exp(m, sum, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, sum, offset));
+      lse = m + logf(sum);
       if (lane == 0) lse_out[r] = lse;
     }
     T* out = p + r * t;
+#pragma unroll 4
     for (std::int64_t j = lane; j < t; j += kWarp) out[j] = from_float<T>(j < visible ? expf(row[j] - lse) : 0.0f);
   }
 }
