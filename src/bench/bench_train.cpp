@@ -198,6 +198,10 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
                       {"params", model->num_params()},
                       {"flops_per_sample", model->train_flops_per_sample()}};
   if (session->tokens()) j["tokens_per_s"] = global_rate * static_cast<double>(tc.data.block_size);
+  // On the GPU without monitor.phase_timing the host only queues the phases: their times are the
+  // queueing, not the device's (the step's total is the device's either way).
+  const bool phases_timed = model->device() != Device::cuda || tc.phase_timing;
+  j["phases_timed"] = phases_timed;
   const MemoryReport memory = gather_memory_report(stats, step.memory());
   j["zero_stage"] = tc.zero_stage;
   j["allgather_ms"] = ms([](const StepParts& s) { return s.allgather; });
@@ -214,11 +218,12 @@ void bench_train(Context& ctx, const TrainBenchOptions& o) {
       o.synthetic ? "synthetic" : "real", per_rank, per_rank * world, o.steps, o.warmup);
   log::info(
       "  {:.0f} samples/s ({:.0f} per rank), step {:.2f} ms (the slowest rank's median); rank 0's parts, each "
-      "its own median (so they need not add up to the step): data {:.2f}, forward {:.2f}, backward {:.2f}, "
+      "its own median (so they need not add up to the step{}): data {:.2f}, forward {:.2f}, backward {:.2f}, "
       "exposed comm {:.2f}, optimizer {:.2f} ms",
-      global_rate, global_rate / world, 1e3 * slowest_step_s, j["data_wait_ms"].get<double>(),
-      j["forward_ms"].get<double>(), j["backward_ms"].get<double>(), j["exposed_comm_ms"].get<double>(),
-      j["optimizer_ms"].get<double>());
+      global_rate, global_rate / world, 1e3 * slowest_step_s,
+      phases_timed ? "" : "; on the GPU the time to queue them: monitor.phase_timing = true times the device's",
+      j["data_wait_ms"].get<double>(), j["forward_ms"].get<double>(), j["backward_ms"].get<double>(),
+      j["exposed_comm_ms"].get<double>(), j["optimizer_ms"].get<double>());
   log::info(
       "  gradients {:.2f} MB in {} bucket{}, allreduce {:.2f} ms per step ({}): algbw {:.2f} GB/s, busbw {:.2f} "
       "GB/s",

@@ -39,6 +39,7 @@ TEST_P(BenchTrain, ReportsAConsistentBreakdown) {
   EXPECT_GT(j["samples_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["forward_ms"].get<double>(), 0.0);
   EXPECT_GT(j["backward_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["phases_timed"], true);  // the CPU times its phases
   // The parts are medians of rank 0's steps and the step is the slowest rank's median, so
   // they need not add up exactly; they must not exceed it by much.
   const double parts = j["data_wait_ms"].get<double>() + j["forward_ms"].get<double>() +
