@@ -17,7 +17,7 @@ nlohmann::json bench(int ranks, bool synthetic) {
   std::vector<std::string> args = {"bench", "train",     mlp(), "--json", "--steps",
                                    "4",     "--warmup",  "1",   "--set",  "data.train=" + train_data(),
                                    "--set", "data.test="};
-  if (synthetic) args.push_back("--synthetic");
+  if (synthetic) args.emplace_back("--synthetic");
   const CommandResult r = run_ringtrain(ranks, args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const std::string& line : lines_of(r.output))
