@@ -8,7 +8,7 @@
 
 #include "kernels/launch.cuh"
 #include "kernels/loss_kernels.hpp"
-#include "kernels/running_softmax.cuh"
+#include "ringtrain/nn/running_softmax_rule.hpp"
 #include "check/cuda_check.hpp"
 
 namespace ringtrain::kernels {

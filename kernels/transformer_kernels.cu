@@ -9,7 +9,7 @@
 
 #include "check/cuda_check.hpp"
 #include "kernels/launch.cuh"
-#include "kernels/running_softmax.cuh"
+#include "ringtrain/nn/running_softmax_rule.hpp"
 #include "kernels/transformer_kernels.hpp"
 
 namespace ringtrain::kernels {

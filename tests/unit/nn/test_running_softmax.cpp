@@ -1,0 +1,84 @@
+// The running (maximum, sum of exponentials) of running_softmax_rule.hpp, which the CUDA loss and
+// causal-softmax kernels use, on the CPU: one pass, strided partial pairs merged in a tree (as a
+// block or a warp merges them) and a direct log-sum-exp in double agree; merges are commutative
+// bit for bit (a butterfly's lanes end equal); -inf adds nothing, a NaN poisons the sum.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ringtrain/core/random.hpp"
+#include "ringtrain/nn/running_softmax_rule.hpp"
+
+namespace ringtrain {
+namespace {
+
+struct Pair {
+  float max = -INFINITY, sum = 0.0f;
+};
+
+Pair over(const std::vector<float>& z, std::size_t first, std::size_t stride) {
+  Pair p;
+  for (std::size_t i = first; i < z.size(); i += stride) add_exp(p.max, p.sum, z[i]);
+  return p;
+}
+
+std::vector<float> values(std::size_t n, std::uint64_t seed) {
+  Rng rng(stream_key(seed));
+  std::vector<float> z(n);
+  for (float& v : z) v = 12.0f * rng.uniform() - 6.0f;
+  z[5] = -INFINITY;
+  z[n / 2] = z[n / 3];  // a tie
+  return z;
+}
+
+TEST(RunningSoftmax, OnePassAndTreeMergeEqualTheDirectSum) {
+  for (const std::size_t n : {std::size_t{50}, std::size_t{50257}}) {
+    const std::vector<float> z = values(n, n);
+    double top = -INFINITY;
+    for (float v : z) top = std::max(top, static_cast<double>(v));
+    double direct = 0.0;
+    for (float v : z) direct += std::exp(static_cast<double>(v) - top);
+
+    const Pair one = over(z, 0, 1);  // one float sum over all: as exact as any only for a lane's share
+    EXPECT_EQ(one.max, static_cast<float>(top));
+    EXPECT_NEAR(one.sum / direct, 1.0, n <= 256 ? 1e-6 : 1e-4) << n;
+
+    constexpr std::size_t kLanes = 256;  // a block's threads, each over a strided part
+    std::vector<Pair> lanes(kLanes);
+    for (std::size_t l = 0; l < kLanes; ++l) lanes[l] = over(z, l, kLanes);
+    for (std::size_t half = kLanes / 2; half > 0; half /= 2)
+      for (std::size_t l = 0; l < half; ++l)
+        merge_exp(lanes[l].max, lanes[l].sum, lanes[l + half].max, lanes[l + half].sum);
+    EXPECT_EQ(lanes[0].max, static_cast<float>(top));
+    EXPECT_NEAR(lanes[0].sum / direct, 1.0, 1e-6) << n;
+  }
+}
+
+TEST(RunningSoftmax, MergesAreCommutativeBitForBit) {
+  const std::vector<float> z = values(999, 3);
+  const Pair a = over(z, 0, 3), b = over(z, 1, 3);
+  Pair ab = a, ba = b;
+  merge_exp(ab.max, ab.sum, b.max, b.sum);
+  merge_exp(ba.max, ba.sum, a.max, a.sum);
+  EXPECT_EQ(std::memcmp(&ab, &ba, sizeof(Pair)), 0);
+}
+
+TEST(RunningSoftmax, InfinityAndNan) {
+  Pair empty;
+  add_exp(empty.max, empty.sum, -INFINITY);
+  EXPECT_EQ(empty.sum, 0.0f) << "-inf adds nothing";
+  Pair other;
+  merge_exp(empty.max, empty.sum, other.max, other.sum);
+  EXPECT_EQ(empty.sum, 0.0f) << "two empty pairs";
+  Pair p;
+  for (float v : {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f}) add_exp(p.max, p.sum, v);
+  EXPECT_TRUE(std::isnan(p.sum));
+}
+
+}  // namespace
+}  // namespace ringtrain
