@@ -35,14 +35,22 @@ constexpr std::int64_t kWideRow = 2048;
 constexpr int kWideThreads = 256;
 constexpr int kWideUnroll = 8;
 
-// v[u] = z[base + u * kWideThreads] for u < kWideUnroll (0 past the row's end k): the loads are
-// issued together.
-template <typename T>
-__device__ inline void load_strided(const T* z, std::int64_t base, std::int64_t k, float (&v)[kWideUnroll]) {
+// Calls f(j, z[j]) for each of this thread's elements of a row of k (tid, tid + kWideThreads,
+// ...), the loads of kWideUnroll elements issued together before any is used.
+template <typename T, typename F>
+__device__ inline void for_each_strided(const T* z, std::int64_t k, int tid, F&& f) {
+  for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
+    float v[kWideUnroll];
 #pragma unroll
-  for (int u = 0; u < kWideUnroll; ++u) {
-    const std::int64_t j = base + std::int64_t{u} * kWideThreads;
-    v[u] = j < k ? to_float(z[j]) : 0.0f;
+    for (int u = 0; u < kWideUnroll; ++u) {
+      const std::int64_t j = base + std::int64_t{u} * kWideThreads;
+      v[u] = j < k ? to_float(z[j]) : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < kWideUnroll; ++u) {
+      const std::int64_t j = base + std::int64_t{u} * kWideThreads;
+      if (j < k) f(j, v[u]);
+    }
   }
 }
 
@@ -56,18 +64,10 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
     const T* z = logits + row * k;
     float max = -INFINITY, sum = 0.0f, best = 0.0f;
     std::int64_t best_j = -1;
-    for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
-      float v[kWideUnroll];
-      load_strided(z, base, k, v);
-#pragma unroll
-      for (int u = 0; u < kWideUnroll; ++u) {
-        const std::int64_t j = base + std::int64_t{u} * kWideThreads;
-        if (j < k) {
-          take_better(best, best_j, v[u], j);
-          add_exp(max, sum, v[u]);
-        }
-      }
-    }
+    for_each_strided(z, k, tid, [&](std::int64_t j, float v) {
+      take_better(best, best_j, v, j);
+      add_exp(max, sum, v);
+    });
     tree_max[tid] = max;
     tree_sum[tid] = sum;
     tree_best[tid] = best;
@@ -92,15 +92,9 @@ __global__ void softmax_xent_wide_kernel(const T* logits, const std::int32_t* la
       row_correct[row] = tree_best_j[0] == label ? 1 : 0;
     }
     T* d = dlogits + row * k;
-    for (std::int64_t base = tid; base < k; base += kWideThreads * kWideUnroll) {
-      float v[kWideUnroll];
-      load_strided(z, base, k, v);
-#pragma unroll
-      for (int u = 0; u < kWideUnroll; ++u) {
-        const std::int64_t j = base + std::int64_t{u} * kWideThreads;
-        if (j < k) d[j] = from_float<T>((expf(v[u] - max) * inv - (j == label ? 1.0f : 0.0f)) * grad_scale);
-      }
-    }
+    for_each_strided(z, k, tid, [&](std::int64_t j, float v) {
+      d[j] = from_float<T>((expf(v - max) * inv - (j == label ? 1.0f : 0.0f)) * grad_scale);
+    });
     __syncthreads();  // the tree is reused by the block's next row
   }
 }
