@@ -68,15 +68,16 @@ CudaCausalSelfAttention::Carved CudaCausalSelfAttention::carve(std::int64_t n) {
 
 void CudaCausalSelfAttention::run(const AttentionGemms::Product& product, const Buffers& buffers) {
   CudaCompute& cc = *compute_;
-  const DType c_type = product.c == AttentionGemms::Buffer::scores ? DType::f32 : cc.act;
+  auto dtype_of = [&](AttentionGemms::Buffer buffer) {
+    return buffer == AttentionGemms::Buffer::scores ? DType::f32 : cc.act;
+  };
   auto at = [&](AttentionGemms::Buffer buffer, std::int64_t offset) {
-    const DType dtype = buffer == AttentionGemms::Buffer::scores ? DType::f32 : cc.act;
     return static_cast<char*>(buffers[static_cast<std::size_t>(buffer)]) +
-           offset * static_cast<std::int64_t>(dtype_size(dtype));
+           offset * static_cast<std::int64_t>(dtype_size(dtype_of(buffer)));
   };
   for (const AttentionGemms::Launch& l : product.launches)
     cc.blas.gemm(l.shape, product.alpha, at(product.a, l.a), at(product.b, l.b), 0.0f, at(product.c, l.c), cc.act,
-                 c_type, cc.math, cc.stream);
+                 dtype_of(product.c), cc.math, cc.stream);
 }
 
 void CudaCausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
