@@ -5,16 +5,20 @@
 // cuBLASLt reassociate sums —, tf32 1e-3, bf16/f16 2e-2). Gradients: L2 relative error with
 // 5x those bounds, because a pre-activation within rounding of 0 may pass ReLU on one side
 // and not the other, moving one whole gradient row. Also the fused optimizer against the CPU
-// optimizer. Skips without a GPU.
+// optimizer, and the causal self-attention layer (cuDNN-fused and unfused) against the CPU layer.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_test_models.hpp"
 #include "cuda/cuda_test_support.hpp"
+#include "nn/cuda/cuda_layers.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/model.hpp"
@@ -65,7 +69,7 @@ void compare_model(const char* text, const Shape& input, DType precision, bool t
   Tensor xg;
   if (cpu->input_dtype() == DType::i32) {  // token ids, the same on both sides
     for (std::int64_t i = 0; i < xc.numel(); ++i)
-      xc.data<std::int32_t>()[i] = static_cast<std::int32_t>(rng.uniform() * kGptVocab) % kGptVocab;
+      xc.data<std::int32_t>()[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(rng.uniform() * kGptVocab) % kGptVocab);
     xg = Tensor::empty(xc.shape(), DType::i32, Device::cuda);
     copy_into(xg, xc);
   } else {
@@ -137,6 +141,104 @@ TEST(CudaModel, FusedOptimizerMatchesCpu) {
   EXPECT_LT(test::max_update_error(to_host_f32(pd), pc, before, 3), 1e-5);
   EXPECT_EQ(gpu.steps_taken(), 3);
 }
+
+// ---- causal self-attention: fused (cuDNN) and unfused against the CPU layer ----------------
+
+struct AttentionCase {
+  std::int64_t n, t, heads, head_size;
+};
+
+// Positions that are no multiple of a tile (100), heads of 32 to 128 channels, one sample.
+constexpr AttentionCase kAttentionCases[] = {{2, 64, 2, 32}, {3, 100, 4, 64}, {1, 256, 3, 64}, {2, 128, 2, 128}};
+
+struct AttentionRun {
+  std::vector<float> y, dx;
+};
+
+// The layer's output and input gradient for x [n, t, 3C] and dy [n, t, C] (f32 values, stored
+// on the GPU as dtype).
+AttentionRun run_attention(Layer& layer, const AttentionCase& a, const std::vector<float>& x,
+                           const std::vector<float>& dy, DType dtype, Device device) {
+  const std::int64_t c = a.heads * a.head_size;
+  const Shape x_shape{a.n, a.t, 3 * c}, y_shape{a.n, a.t, c};
+  layer.configure(x_shape.sample());
+  const bool gpu = device == Device::cuda;
+  Tensor xt = gpu ? to_device(x, x_shape, dtype) : Tensor::empty(x_shape);
+  Tensor dyt = gpu ? to_device(dy, y_shape, dtype) : Tensor::empty(y_shape);
+  if (!gpu) {
+    std::copy(x.begin(), x.end(), xt.f32());
+    std::copy(dy.begin(), dy.end(), dyt.f32());
+  }
+  Tensor yt = Tensor::empty(y_shape, gpu ? dtype : DType::f32, device);
+  Tensor dxt = Tensor::empty(x_shape, gpu ? dtype : DType::f32, device);
+  layer.forward(xt, yt, StepInfo{});
+  layer.backward(xt, yt, dyt, &dxt);
+  return {to_host_f32(yt), to_host_f32(dxt)};
+}
+
+class CudaAttention : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CudaAttention, FusedAndUnfusedMatchTheCpuLayer) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  const DType dtype = GetParam();
+  std::uint64_t seed = 40;
+  for (const AttentionCase& a : kAttentionCases) {
+    const std::int64_t c = a.heads * a.head_size;
+    const auto x = test::random_values(static_cast<std::size_t>(a.n * a.t * 3 * c), seed++, dtype, 2.0f);
+    const auto dy = test::random_values(static_cast<std::size_t>(a.n * a.t * c), seed++, dtype);
+    CausalSelfAttention cpu(a.heads);
+    const AttentionRun ref = run_attention(cpu, a, x, dy, DType::f32, Device::cpu);
+    for (const cuda::AttentionKernel kernel : {cuda::AttentionKernel::fused, cuda::AttentionKernel::unfused}) {
+      const bool fused = kernel == cuda::AttentionKernel::fused;
+      SCOPED_TRACE(::testing::Message() << (fused ? "fused" : "unfused") << " n=" << a.n << " t=" << a.t
+                                        << " heads=" << a.heads << " hs=" << a.head_size);
+      if (fused && !cuda::CudnnAttention::built()) continue;  // the test below says so
+      cuda::CudaCausalSelfAttention gpu(std::make_shared<cuda::CudaCompute>(dtype, false), a.heads, kernel);
+      const AttentionRun got = run_attention(gpu, a, x, dy, dtype, Device::cuda);
+      EXPECT_LT(test::max_rel_error(got.y, test::round_to(dtype, ref.y)), 2e-2) << "y";
+      EXPECT_LT(l2_rel_error(got.dx, ref.dx), 2e-2) << "dx";
+    }
+  }
+}
+
+// The fused backward is cuDNN's deterministic one: the same inputs give the same bits (resume
+// and CUDA graph replay rely on it), also for a second layer object.
+TEST_P(CudaAttention, FusedIsBitwiseRepeatable) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (!cuda::CudnnAttention::built()) GTEST_SKIP() << "built without cudnn-frontend";
+  const DType dtype = GetParam();
+  const AttentionCase a{4, 512, 4, 64};
+  const std::int64_t c = a.heads * a.head_size;
+  const auto x = test::random_values(static_cast<std::size_t>(a.n * a.t * 3 * c), 50, dtype, 2.0f);
+  const auto dy = test::random_values(static_cast<std::size_t>(a.n * a.t * c), 51, dtype);
+  auto compute = std::make_shared<cuda::CudaCompute>(dtype, false);
+  cuda::CudaCausalSelfAttention first(compute, a.heads, cuda::AttentionKernel::fused);
+  cuda::CudaCausalSelfAttention second(compute, a.heads, cuda::AttentionKernel::fused);
+  const AttentionRun once = run_attention(first, a, x, dy, dtype, Device::cuda);
+  const AttentionRun again = run_attention(first, a, x, dy, dtype, Device::cuda);
+  const AttentionRun other = run_attention(second, a, x, dy, dtype, Device::cuda);
+  EXPECT_EQ(once.y, again.y);
+  EXPECT_EQ(once.dx, again.dx);
+  EXPECT_EQ(once.dx, other.dx);
+}
+
+// Where the fused kernel cannot run, asking for it is an Error naming the reason: f32
+// activations (cuDNN's SDPA is bf16/f16), or a build without cudnn-frontend.
+TEST(CudaAttentionKernel, FusedRefusesWhatItCannotRun) {
+  if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
+  const AttentionCase a{1, 16, 2, 32};
+  const std::vector<float> x(static_cast<std::size_t>(a.t * 3 * 64), 0.5f),
+      dy(static_cast<std::size_t>(a.t * 64), 0.5f);
+  cuda::CudaCausalSelfAttention f32(std::make_shared<cuda::CudaCompute>(DType::f32, false), a.heads,
+                                    cuda::AttentionKernel::fused);
+  test::expect_error_naming([&] { run_attention(f32, a, x, dy, DType::f32, Device::cuda); },
+                            cuda::CudnnAttention::built() ? "bf16 or f16" : "cudnn-frontend");
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaAttention, ::testing::Values(DType::bf16, DType::f16),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace ringtrain

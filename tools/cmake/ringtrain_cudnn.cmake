@@ -29,3 +29,20 @@ else()
   message(STATUS "ringtrain: cuDNN not found in the CUDA toolkit (${CUDAToolkit_INCLUDE_DIRS}), CUDNN_ROOT or "
                  "CUDNN_HOME; set CUDNN_HOME or RINGTRAIN_CUDNN_INCLUDE_DIR and RINGTRAIN_CUDNN_LIBRARY")
 endif()
+
+# cudnn-frontend (header-only, optional): the graph API that builds cuDNN's fused attention for the
+# CUDA GPT layers (src/nn/cuda/cudnn_attention.cpp). Without it those layers run their unfused
+# attention (cuBLASLt GEMMs and softmax kernels) and say so once.
+find_path(RINGTRAIN_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+          HINTS ${CUDNN_FRONTEND_HOME} ${CUDNN_FRONTEND_ROOT} $ENV{CUDNN_FRONTEND_HOME} $ENV{CUDNN_FRONTEND_ROOT}
+          PATH_SUFFIXES include)
+if(EXISTS "${RINGTRAIN_CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend_version.h")
+  file(STRINGS "${RINGTRAIN_CUDNN_FRONTEND_INCLUDE_DIR}/cudnn_frontend_version.h" _rt_fe_defines
+       REGEX "^#define CUDNN_FRONTEND_(MAJOR|MINOR|PATCH)_VERSION +[0-9]+")
+  string(REGEX REPLACE "[^0-9]+" "." RINGTRAIN_CUDNN_FRONTEND_VERSION "${_rt_fe_defines}")
+  string(REGEX REPLACE "^\\.|\\.$" "" RINGTRAIN_CUDNN_FRONTEND_VERSION "${RINGTRAIN_CUDNN_FRONTEND_VERSION}")
+  message(STATUS "ringtrain: cudnn-frontend ${RINGTRAIN_CUDNN_FRONTEND_VERSION} "
+                 "(${RINGTRAIN_CUDNN_FRONTEND_INCLUDE_DIR}): fused attention on")
+else()
+  message(STATUS "ringtrain: cudnn-frontend not found (CUDNN_FRONTEND_HOME): the CUDA attention runs unfused")
+endif()

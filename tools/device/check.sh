@@ -167,7 +167,7 @@ step nvidia-smi 20 5 "nvidia-smi --query-gpu=name,memory.total,driver_version,cl
 cuda_arch="${RINGTRAIN_CUDA_ARCHITECTURES:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
   head -1 | tr -d ' .')}"
 [[ "$cuda_arch" =~ ^[0-9]+[af]?(;[0-9]+[af]?)*$ ]] || cuda_arch=90
-step configure 90 20 "grep -E 'ringtrain [0-9.]+:|NCCL|cuDNN' $logs/configure.log | tr -s ' ' | head -3" -- \
+step configure 90 20 "grep -E 'ringtrain [0-9.]+:|NCCL|cuDNN|cudnn-frontend' $logs/configure.log | tr -s ' ' | head -4" -- \
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRINGTRAIN_WITH_CUDA=ON \
   "-DRINGTRAIN_CUDA_ARCHITECTURES=$cuda_arch" || { echo "check.sh: configure failed"; tail -30 "$logs/configure.log"; exit 1; }
 cuda_targets() { ctest --test-dir "$build" -N -L cuda | sed -n 's/^ *Test *#[0-9]*: \([^ .]*\).*/\1/p' | sort -u; }

@@ -8,6 +8,10 @@ if [ ! -d "$_rt_deps/core/usr" ]; then
   return 1
 fi
 export RINGTRAIN_DEPS_PREFIX="$_rt_deps/core/usr"  # read by the patched h5pcc
+# cudnn-frontend's headers, where fetch-deps packed them (CMake's find of the fused attention).
+if [ -z "${CUDNN_FRONTEND_HOME:-}" ] && [ -f "$_rt_deps/cudnn-frontend/include/cudnn_frontend.h" ]; then
+  export CUDNN_FRONTEND_HOME="$_rt_deps/cudnn-frontend"
+fi
 _rt_lib="$RINGTRAIN_DEPS_PREFIX/lib/x86_64-linux-gnu"
 
 # The common system libraries (system/) only for the sonames this machine lacks: linked into

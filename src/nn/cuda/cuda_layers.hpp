@@ -11,6 +11,7 @@
 
 #include "nn/attention_gemms.hpp"
 #include "nn/cuda/cuda_compute.hpp"
+#include "nn/cuda/cudnn_attention.hpp"
 #include "ringtrain/nn/layers.hpp"
 
 namespace ringtrain::cuda {
@@ -196,15 +197,25 @@ class CudaEmbedding final : public Embedding {
   Tensor scratch_;  // u8: the sort of positions by token
 };
 
-// Causal self-attention with per-head matrices: the fused input split into q, k, v [N*heads,
-// T, hs], the scores of all heads as one batched cuBLASLt GEMM, the causal softmax kernel, the
-// output GEMM, and the heads merged back. Like the CPU layer it keeps only each row's
-// log-sum-exp; backward splits x again and recomputes the probabilities. Its [N*heads, T, T]
-// matrices live in the model's shared workspace (CudaCompute::workspace). Training only.
+// Which attention a CudaCausalSelfAttention runs: cuDNN's fused one (cudnn_attention.hpp) or the
+// unfused one (per-head GEMMs on cuBLASLt and the causal softmax kernels).
+enum class AttentionKernel {
+  automatic,  // fused where cuDNN builds it (bf16/f16), else unfused (warned once for bf16/f16)
+  fused,      // fused or an Error saying why not
+  unfused,
+};
+
+// Causal self-attention over the fused projection [N, T, 3C] (q | k | v, heads side by side).
+// Fused: cuDNN's flash attention reads q, k, v in place and keeps each row's log-sum-exp; one
+// pair of graphs per batch size. Unfused: the scores of all heads by cuBLASLt GEMMs in place in
+// the heads' columns (as nn/attention_gemms.hpp plans them), the causal softmax kernel, the
+// output GEMM; like the CPU layer it keeps only each row's log-sum-exp, and backward recomputes
+// the probabilities; its [N*heads, T, T] matrices live in the model's shared workspace
+// (CudaCompute::workspace). Training only.
 class CudaCausalSelfAttention final : public CausalSelfAttention {
  public:
-  CudaCausalSelfAttention(ComputePtr compute, std::int64_t n_head)
-      : CausalSelfAttention(n_head), compute_(std::move(compute)) {}
+  CudaCausalSelfAttention(ComputePtr compute, std::int64_t n_head, AttentionKernel kernel = AttentionKernel::automatic)
+      : CausalSelfAttention(n_head), compute_(std::move(compute)), kernel_(kernel) {}
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   void start_decoding(std::int64_t max_positions) override;
@@ -219,11 +230,17 @@ class CudaCausalSelfAttention final : public CausalSelfAttention {
   // A pass's buffers by AttentionGemms::Buffer (x, y, dy, dx, scores, probs; null where the pass
   // has none).
   using Buffers = std::array<void*, 6>;
+  // The fused attention for n samples, built on first use; nullptr: run unfused.
+  CudnnAttention* fused_for(std::int64_t n);
+  void forward_unfused(const Tensor& x, Tensor& y);
+  void backward_unfused(const Tensor& x, const Tensor& dy, Tensor& dx);
   Carved carve(std::int64_t n);
   // Runs one of AttentionGemms' products over the buffers on cuBLASLt.
   void run(const AttentionGemms::Product& product, const Buffers& buffers);
   ComputePtr compute_;
-  Tensor lse_dev_;  // f32 [N*heads, T] of the last forward
+  AttentionKernel kernel_;
+  std::map<std::int64_t, std::unique_ptr<CudnnAttention>> fused_;  // by batch size; nullptr: not possible
+  Tensor lse_dev_;                                                 // f32 [N*heads, T] of the last forward
 };
 
 // Copies `bytes` between device buffers on the stream.

@@ -1,13 +1,18 @@
 // The CUDA layers of a GPT besides Linear and GELU: the residual Add (a kernel; backward hands dy
-// on), LayerNorm, the token + position Embedding and causal self-attention (its softmax kernels in
-// kernels/transformer_kernels.cu, its GEMMs as nn/attention_gemms.hpp plans them, on cuBLASLt). Their scratch (row
-// statistics, partial sums, the embedding's sort) grows with the largest batch seen.
+// on), LayerNorm, the token + position Embedding and causal self-attention (cuDNN's fused
+// attention, nn/cuda/cudnn_attention.hpp, where it can be built; otherwise its softmax kernels in
+// kernels/transformer_kernels.cu and its GEMMs as nn/attention_gemms.hpp plans them, on
+// cuBLASLt). Their scratch (row statistics, partial sums, the embedding's sort) grows with the
+// largest batch seen.
+#include <atomic>
 #include <cmath>
+#include <string>
 
 #include "check/cuda_check.hpp"
 #include "kernels/tensor_kernels.hpp"
 #include "kernels/transformer_kernels.hpp"
 #include "nn/cuda/cuda_layers.hpp"
+#include "ringtrain/core/log.hpp"
 
 namespace ringtrain::cuda {
 void CudaAdd::forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo&) {
@@ -80,14 +85,51 @@ void CudaCausalSelfAttention::run(const AttentionGemms::Product& product, const 
                  dtype_of(product.c), cc.math, cc.stream);
 }
 
+CudnnAttention* CudaCausalSelfAttention::fused_for(std::int64_t n) {
+  if (kernel_ == AttentionKernel::unfused) return nullptr;
+  auto it = fused_.find(n);
+  if (it != fused_.end()) return it->second.get();
+  std::string why_not;
+  auto fused = CudnnAttention::create(compute_->dnn, AttentionShape{n, t_, heads_, hs_}, compute_->act, why_not);
+  RT_REQUIRE(fused != nullptr || kernel_ != AttentionKernel::fused, Error, "attention: no fused kernel: {}", why_not);
+  static std::atomic<bool> warned{false};  // one line per process, not per layer and batch size
+  if (fused == nullptr && compute_->act != DType::f32 && !warned.exchange(true))
+    log::warn(
+        "attention: running the unfused attention (GEMMs and softmax kernels, several times slower at long "
+        "blocks): {}",
+        why_not);
+  return fused_.emplace(n, std::move(fused)).first->second.get();
+}
+
 void CudaCausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  CudaCompute& cc = *compute_;
+  const std::int64_t n = x.shape()[0];
+  scratch(lse_dev_, n * heads_ * t_, DType::f32);
+  if (CudnnAttention* fused = fused_for(n)) {
+    fused->forward(x.raw(), y.raw(), lse_dev_.f32(), cc.workspace(fused->workspace_bytes()), cc.stream);
+    return;
+  }
+  forward_unfused(x, y);
+}
+
+void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
+  if (dx == nullptr) return;
+  CudaCompute& cc = *compute_;
+  if (CudnnAttention* fused = fused_for(x.shape()[0])) {
+    fused->backward(x.raw(), y.raw(), dy.raw(), lse_dev_.f32(), dx->raw(), cc.workspace(fused->workspace_bytes()),
+                    cc.stream);
+    return;
+  }
+  backward_unfused(x, dy, *dx);
+}
+
+void CudaCausalSelfAttention::forward_unfused(const Tensor& x, Tensor& y) {
   CudaCompute& cc = *compute_;
   const std::int64_t n = x.shape()[0], batches = n * heads_;
   const Carved c = carve(n);
   const AttentionGemms plan(n, t_, heads_, hs_);
   const Buffers buffers{const_cast<void*>(x.raw()), y.raw(), nullptr, nullptr, c.scores, c.probs};  // x only read
   run(plan.scores(), buffers);
-  scratch(lse_dev_, batches * t_, DType::f32);
   kernels::launch_causal_softmax(c.probs, c.scores, lse_dev_.f32(), nullptr, batches, t_, cc.act, cc.stream);
   run(plan.output(), buffers);
 }
@@ -95,8 +137,7 @@ void CudaCausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo
 // As the CPU layer: dV = P^T dY, dP = dY V^T, dS = P (dP - rowsum(P dP)), dQ = dS K scale,
 // dK = dS^T Q scale, with P recomputed from the forward's log-sum-exp; dP over the scores and dS
 // over the probabilities.
-void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor& dy, Tensor* dx) {
-  if (dx == nullptr) return;
+void CudaCausalSelfAttention::backward_unfused(const Tensor& x, const Tensor& dy, Tensor& dx) {
   CudaCompute& cc = *compute_;
   const std::int64_t n = x.shape()[0], batches = n * heads_;
   const Carved c = carve(n);
@@ -104,7 +145,7 @@ void CudaCausalSelfAttention::backward(const Tensor& x, const Tensor&, const Ten
   const Buffers buffers{const_cast<void*>(x.raw()),
                         nullptr,
                         const_cast<void*>(dy.raw()),
-                        dx->raw(),
+                        dx.raw(),
                         c.scores,
                         c.probs};  // x and dy only read
   run(plan.scores(), buffers);
