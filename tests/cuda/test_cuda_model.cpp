@@ -69,7 +69,8 @@ void compare_model(const char* text, const Shape& input, DType precision, bool t
   Tensor xg;
   if (cpu->input_dtype() == DType::i32) {  // token ids, the same on both sides
     for (std::int64_t i = 0; i < xc.numel(); ++i)
-      xc.data<std::int32_t>()[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(rng.uniform() * kGptVocab) % kGptVocab);
+      xc.data<std::int32_t>()[i] =
+          static_cast<std::int32_t>(static_cast<std::int64_t>(rng.uniform() * kGptVocab) % kGptVocab);
     xg = Tensor::empty(xc.shape(), DType::i32, Device::cuda);
     copy_into(xg, xc);
   } else {
@@ -119,6 +120,22 @@ TEST(CudaModel, CnnBf16MatchesCpu) { compare_model(kCnn, kInput, DType::bf16, fa
 // The GPT's CUDA layers (embedding, LayerNorm, attention, residual add, GELU, tied LM head).
 TEST(CudaModel, GptF32MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DType::f32, false, 1e-4); }
 TEST(CudaModel, GptBf16MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DType::bf16, false, 2e-2); }
+
+// An LM-head-like Linear of 50257 outputs: rows of neither 16-byte f32 nor bf16 vectors and over a
+// GFLOP, so its GEMMs run on padded rows (CudaLinear::gemm_ld); the ReLU before it puts the padded
+// dy through the dx GEMM's ReLU-gradient epilogue too.
+constexpr const char* kWideHead = R"(
+[[layers]]
+type = "linear"
+out = 640
+[[layers]]
+type = "relu"
+[[layers]]
+type = "linear"
+out = 50257
+)";
+TEST(CudaModel, WideUnalignedHeadF32MatchesCpu) { compare_model(kWideHead, Shape{640}, DType::f32, false, 1e-4); }
+TEST(CudaModel, WideUnalignedHeadBf16MatchesCpu) { compare_model(kWideHead, Shape{640}, DType::bf16, false, 2e-2); }
 
 TEST(CudaModel, FusedOptimizerMatchesCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";

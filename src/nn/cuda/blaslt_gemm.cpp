@@ -88,19 +88,6 @@ bool has_mask(Epilogue e) {
   return e == Epilogue::relu_mask || e == Epilogue::bias_relu_mask || e == Epilogue::relu_grad;
 }
 
-// Whether a row of A, B or C is not a whole number of 16-byte vectors, which leaves cuBLASLt only
-// its unaligned kernels (on an H200, a GPT-2 LM head of 50257 columns ran Turing-era `align1`
-// kernels: 15 ms of a 70 ms step, 14 ms less padded to 50304). Only GEMMs of at least
-// kUnalignedWarnFlops are worth a warning (the 10-class heads of the image examples are not).
-constexpr double kUnalignedWarnFlops = 1e9;
-bool costly_unaligned_rows(const GemmShape& s, DType ab_type, DType c_type) {
-  const auto ab = static_cast<std::int64_t>(dtype_size(ab_type)), c = static_cast<std::int64_t>(dtype_size(c_type));
-  const bool unaligned = s.lda * ab % 16 != 0 || s.ldb * ab % 16 != 0 || s.ldc * c % 16 != 0;
-  return unaligned && 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
-                              static_cast<double>(s.batch) >=
-                          kUnalignedWarnFlops;
-}
-
 // The epilogues that write C from the product (C packed): every one but the bias gradient.
 bool writes_c(Epilogue e) { return e != Epilogue::none && e != Epilogue::bias_grad; }
 
@@ -158,6 +145,15 @@ Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> make_layout(DType typ
 }
 
 }  // namespace
+
+bool costly_unaligned_rows(const GemmShape& s, DType ab_type, DType c_type) {
+  constexpr double kCostlyFlops = 1e9;
+  const auto ab = static_cast<std::int64_t>(dtype_size(ab_type)), c = static_cast<std::int64_t>(dtype_size(c_type));
+  const bool unaligned = s.lda * ab % 16 != 0 || s.ldb * ab % 16 != 0 || s.ldc * c % 16 != 0;
+  return unaligned && 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) *
+                              static_cast<double>(s.batch) >=
+                          kCostlyFlops;
+}
 
 std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
@@ -286,7 +282,8 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
   if (!warned_unaligned_ && costly_unaligned_rows(key.shape, key.ab_type, key.c_type)) {
     log::warn(
         "{}: a row of A, B or C is not a multiple of 16 bytes, so cuBLASLt has only its slow unaligned kernels for "
-        "it; a GPT's LM head over 50257 tokens is such a GEMM: model.vocab_size = 50304 pads it (warned once)",
+        "it (a Linear pads its own output rows; here the dimension itself needs a multiple of 8 elements for "
+        "bf16/f16, 4 for f32; warned once)",
         describe(key));
     warned_unaligned_ = true;
   }

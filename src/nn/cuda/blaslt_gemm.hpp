@@ -49,6 +49,12 @@ struct ReluMask {
   static std::int64_t row_bits(std::int64_t n) { return (n + 127) / 128 * 128; }
 };
 
+// Whether a GEMM of at least a GFLOP has a row of A, B or C that is not a whole number of 16-byte
+// vectors: cuBLASLt then has only its unaligned kernels (on an H200 a GPT-2 LM head of 50257
+// columns ran Turing-era `align1` kernels, 15 ms of a 70 ms step). Smaller GEMMs (the 10-class
+// heads of the image examples) lose too little to matter.
+bool costly_unaligned_rows(const GemmShape& s, DType ab_type, DType c_type);
+
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
 class BlasLt {
  public:

@@ -43,4 +43,12 @@ void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream)
   RT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
 }
 
+void copy_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch,
+                         std::int64_t row_bytes, std::int64_t rows, void* stream) {
+  if (rows == 0 || row_bytes == 0) return;
+  RT_CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<std::size_t>(dst_pitch), src, static_cast<std::size_t>(src_pitch),
+                                  static_cast<std::size_t>(row_bytes), static_cast<std::size_t>(rows),
+                                  cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
+
 }  // namespace ringtrain::cuda

@@ -50,6 +50,9 @@ class CudaLinear final : public Linear {
   bool fuse_producer_gradient(Layer& producer) override;
 
  private:
+  // The row stride of y and dy in its GEMMs for n rows: out_, or out_ padded to whole 16-byte
+  // vectors where costly_unaligned_rows says so (the rows then go through the workspace).
+  std::int64_t gemm_ld(std::int64_t n) const;
   ComputePtr compute_;
   ComputeCopy weight_;
   ComputeCopy bias_;  // in the activation dtype: the epilogue adds it to C of that dtype
@@ -245,5 +248,9 @@ class CudaCausalSelfAttention final : public CausalSelfAttention {
 
 // Copies `bytes` between device buffers on the stream.
 void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream);
+// Copies `rows` rows of `row_bytes` between device buffers whose rows start every dst_pitch and
+// src_pitch bytes, on the stream.
+void copy_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch,
+                         std::int64_t row_bytes, std::int64_t rows, void* stream);
 
 }  // namespace ringtrain::cuda
