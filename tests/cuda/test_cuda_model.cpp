@@ -122,8 +122,9 @@ TEST(CudaModel, GptF32MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DT
 TEST(CudaModel, GptBf16MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, DType::bf16, false, 2e-2); }
 
 // An LM-head-like Linear of 50257 outputs: rows of neither 16-byte f32 nor bf16 vectors and over a
-// GFLOP, so its GEMMs run on padded rows (CudaLinear::gemm_ld); the ReLU before it puts the padded
-// dy through the dx GEMM's ReLU-gradient epilogue too.
+// GFLOP, so its GEMMs run over padded outputs (CudaLinear::padded_out; its bias padded too); the
+// ReLU before it puts the padded dy through the dx GEMM's ReLU-gradient epilogue. Without a bias:
+// the GPT's LM head.
 constexpr const char* kWideHead = R"(
 [[layers]]
 type = "linear"
@@ -134,8 +135,23 @@ type = "relu"
 type = "linear"
 out = 50257
 )";
-TEST(CudaModel, WideUnalignedHeadF32MatchesCpu) { compare_model(kWideHead, Shape{640}, DType::f32, false, 1e-4); }
-TEST(CudaModel, WideUnalignedHeadBf16MatchesCpu) { compare_model(kWideHead, Shape{640}, DType::bf16, false, 2e-2); }
+constexpr const char* kWideHeadNoBias = R"(
+[[layers]]
+type = "linear"
+out = 640
+[[layers]]
+type = "linear"
+out = 50257
+bias = false
+)";
+TEST(CudaModel, WideUnalignedHeadF32MatchesCpu) {
+  compare_model(kWideHead, Shape{640}, DType::f32, false, 1e-4);
+  compare_model(kWideHeadNoBias, Shape{640}, DType::f32, false, 1e-4);
+}
+TEST(CudaModel, WideUnalignedHeadBf16MatchesCpu) {
+  compare_model(kWideHead, Shape{640}, DType::bf16, false, 2e-2);
+  compare_model(kWideHeadNoBias, Shape{640}, DType::bf16, false, 2e-2);
+}
 
 TEST(CudaModel, FusedOptimizerMatchesCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";

@@ -51,4 +51,13 @@ void copy_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std
                                   cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
 }
 
+void pad_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch, std::int64_t rows,
+                        void* stream) {
+  copy_rows_on_device(dst, dst_pitch, src, src_pitch, src_pitch, rows, stream);
+  if (rows == 0 || dst_pitch == src_pitch) return;
+  RT_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(dst) + src_pitch, static_cast<std::size_t>(dst_pitch), 0,
+                                  static_cast<std::size_t>(dst_pitch - src_pitch), static_cast<std::size_t>(rows),
+                                  static_cast<cudaStream_t>(stream)));
+}
+
 }  // namespace ringtrain::cuda

@@ -50,9 +50,11 @@ class CudaLinear final : public Linear {
   bool fuse_producer_gradient(Layer& producer) override;
 
  private:
-  // The row stride of y and dy in its GEMMs for n rows: out_, or out_ padded to whole 16-byte
-  // vectors where costly_unaligned_rows says so (the rows then go through the workspace).
-  std::int64_t gemm_ld(std::int64_t n) const;
+  // The outputs its GEMMs compute for n rows: out_, or out_ padded to whole 16-byte vectors where
+  // costly_unaligned_rows says so and no ReLU follows (the rows then go through the workspace).
+  std::int64_t padded_out(std::int64_t n) const;
+  // Copies the compute weight w and bias b into padded_weight_ / padded_bias_ of `cols` outputs.
+  void refresh_padded(std::int64_t cols, const void* w, const void* b);
   ComputePtr compute_;
   ComputeCopy weight_;
   ComputeCopy bias_;  // in the activation dtype: the epilogue adds it to C of that dtype
@@ -62,6 +64,7 @@ class CudaLinear final : public Linear {
   Tensor relu_mask_;
   bool relu_mask_written_ = false;
   const CudaLinear* relu_producer_ = nullptr;  // whose ReLU's gradient this layer's dx GEMM applies
+  Tensor padded_weight_, padded_bias_;         // padded_out(): [cols, in] and [cols], zero past out_
 };
 
 class CudaConv2d final : public Conv2d {
@@ -252,5 +255,9 @@ void copy_on_device(void* dst, const void* src, std::size_t bytes, void* stream)
 // src_pitch bytes, on the stream.
 void copy_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch,
                          std::int64_t row_bytes, std::int64_t rows, void* stream);
+// Copies `rows` rows of src_pitch bytes (packed) into rows of dst_pitch >= src_pitch bytes and
+// zeroes each row's remaining bytes, on the stream.
+void pad_rows_on_device(void* dst, std::int64_t dst_pitch, const void* src, std::int64_t src_pitch, std::int64_t rows,
+                        void* stream);
 
 }  // namespace ringtrain::cuda

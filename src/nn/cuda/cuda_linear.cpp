@@ -6,10 +6,11 @@
 // DRELU epilogue, reading the bit-mask this layer's forward wrote), and no pass is left for it.
 // (Its bias gradient stays in this layer's dW GEMM: DRELU_BGRAD would write it during the next
 // layer's backward, where ZeRO stage 2 may not have this layer's gradient bucket placed yet.)
-// A large layer whose output rows are not whole 16-byte vectors (a GPT's LM head over 50257
-// tokens) runs its GEMMs on rows padded to them in the model's workspace, with one strided copy
-// of y (forward) or dy (backward) between the two layouts: cuBLASLt's unaligned kernels would
-// take several times longer.
+// A large layer without a ReLU whose outputs are not whole 16-byte vectors (a GPT's LM head over
+// 50257 tokens) runs its GEMMs over outputs padded to them: W and b copied into zero-padded
+// buffers each forward (W: a few percent of the GEMMs' traffic), y computed in padded rows in the
+// model's workspace and copied over, dy copied into zero-padded rows for backward. cuBLASLt's
+// unaligned kernels would take several times longer (and any dimension of 50257 makes them so).
 #include <typeinfo>
 
 #include "kernels/activation_kernels.hpp"
@@ -44,60 +45,81 @@ bool CudaLinear::fuse_producer_gradient(Layer& producer) {
   return true;
 }
 
-std::int64_t CudaLinear::gemm_ld(std::int64_t n) const {
+std::int64_t CudaLinear::padded_out(std::int64_t n) const {
   const DType act = compute_->act;
-  if (!costly_unaligned_rows(GemmShape{false, true, n, out_, in_, in_, in_, out_}, act, act)) return out_;
+  if (relu_after_ || !costly_unaligned_rows(GemmShape{false, true, n, out_, in_, in_, in_, out_}, act, act))
+    return out_;
   const auto per_vector = static_cast<std::int64_t>(16 / dtype_size(act));
   return (out_ + per_vector - 1) / per_vector * per_vector;
 }
 
+void CudaLinear::refresh_padded(std::int64_t cols, const void* w, const void* b) {
+  CudaCompute& c = *compute_;
+  const auto elem = static_cast<std::size_t>(dtype_size(c.act));
+  if (padded_weight_.numel() != cols * in_) {  // zero-filled: the rows past out_ stay 0
+    padded_weight_ = Tensor::empty(Shape{cols, in_}, c.act, Device::cuda);
+    if (has_bias_) padded_bias_ = Tensor::empty(Shape{cols}, c.act, Device::cuda);
+  }
+  copy_on_device(padded_weight_.raw(), w, static_cast<std::size_t>(out_ * in_) * elem, c.stream);
+  if (has_bias_) copy_on_device(padded_bias_.raw(), b, static_cast<std::size_t>(out_) * elem, c.stream);
+}
+
 void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   CudaCompute& c = *compute_;
-  const std::int64_t n = rows_of(x), ld = gemm_ld(n);
+  const std::int64_t n = rows_of(x), cols = padded_out(n);
   const auto elem = static_cast<std::int64_t>(dtype_size(c.act));
-  void* out = ld == out_ ? y.raw() : c.workspace(static_cast<std::size_t>(n * ld * elem));
   const void* w = weight_.refresh(c.stream);
   void* b = has_bias_ ? bias_.refresh(c.stream) : nullptr;
+  void* out = y.raw();
+  if (cols != out_) {
+    refresh_padded(cols, w, b);
+    w = padded_weight_.raw();
+    b = has_bias_ ? padded_bias_.raw() : nullptr;
+    out = c.workspace(static_cast<std::size_t>(n * cols * elem));
+  }
   Epilogue epilogue =
       relu_after_ ? (has_bias_ ? Epilogue::bias_relu : Epilogue::relu) : (has_bias_ ? Epilogue::bias : Epilogue::none);
   ReluMask mask;
-  const bool masked = relu_gradient_by_consumer_ && info.training;
+  const bool masked = relu_gradient_by_consumer_ && info.training;  // never padded: a ReLU follows
   if (masked) {
     mask.ld = ReluMask::row_bits(out_);
     mask.bits = scratch(relu_mask_, mask.ld / 8 * n, DType::u8).raw();
     epilogue = has_bias_ ? Epilogue::bias_relu_mask : Epilogue::relu_mask;
   }
-  const bool fused = c.blas.gemm(GemmShape{false, true, n, out_, in_, in_, in_, ld}, 1.0f, x.raw(), w, 0.0f, out, c.act,
-                                 c.act, c.math, c.stream, epilogue, b, masked ? &mask : nullptr);
+  const bool fused = c.blas.gemm(GemmShape{false, true, n, cols, in_, in_, in_, cols}, 1.0f, x.raw(), w, 0.0f, out,
+                                 c.act, c.act, c.math, c.stream, epilogue, b, masked ? &mask : nullptr);
   relu_mask_written_ = masked && fused;
-  if (ld != out_) copy_rows_on_device(y.raw(), out_ * elem, out, ld * elem, out_ * elem, n, c.stream);
+  if (cols != out_) copy_rows_on_device(y.raw(), out_ * elem, out, cols * elem, out_ * elem, n, c.stream);
 }
 
 void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) {
   CudaCompute& c = *compute_;
-  const std::int64_t n = rows_of(x), ld = gemm_ld(n);
+  const std::int64_t n = rows_of(x), cols = padded_out(n);
   if (relu_after_ && !relu_gradient_by_consumer_)
     kernels::launch_relu_backward(dy.raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
-  const void* g = dy.raw();  // dy as the GEMMs read it: in padded rows where forward wrote them
-  if (ld != out_) {
+  const void* g = dy.raw();  // dy and W as the GEMMs read them: padded (zeros) where forward's were
+  const void* w = weight_.get();
+  if (cols != out_) {
     const auto elem = static_cast<std::int64_t>(dtype_size(c.act));
-    void* padded = c.workspace(static_cast<std::size_t>(n * ld * elem));
-    copy_rows_on_device(padded, ld * elem, dy.raw(), out_ * elem, out_ * elem, n, c.stream);
-    g = padded;
+    void* rows = c.workspace(static_cast<std::size_t>(n * cols * elem));
+    pad_rows_on_device(rows, cols * elem, dy.raw(), out_ * elem, n, c.stream);
+    g = rows;
+    w = padded_weight_.raw();
   }
-  c.blas.gemm(GemmShape{true, false, out_, in_, n, ld, in_, in_}, 1.0f, g, x.raw(), 0.0f, dw_.raw(), c.act, DType::f32,
-              c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none, has_bias_ ? db_.f32() : nullptr);
+  c.blas.gemm(GemmShape{true, false, out_, in_, n, cols, in_, in_}, 1.0f, g, x.raw(), 0.0f, dw_.raw(), c.act,
+              DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
+              has_bias_ ? db_.f32() : nullptr);
   if (dx == nullptr) return;
-  const GemmShape input_grad{false, false, n, in_, out_, ld, in_, in_};
+  const GemmShape input_grad{false, false, n, in_, cols, cols, in_, in_};
   if (relu_producer_ == nullptr) {
-    c.blas.gemm(input_grad, 1.0f, g, weight_.get(), 0.0f, dx->raw(), c.act, c.act, c.math, c.stream);
+    c.blas.gemm(input_grad, 1.0f, g, w, 0.0f, dx->raw(), c.act, c.act, c.math, c.stream);
     return;
   }
   // x is the producer's output after its ReLU: the rule's source when its bit-mask is not there
   const ReluMask mask{relu_producer_->relu_mask_written_ ? relu_producer_->relu_mask_.raw() : nullptr,
                       ReluMask::row_bits(in_), x.raw()};
-  c.blas.gemm(input_grad, 1.0f, g, weight_.get(), 0.0f, dx->raw(), c.act, c.act, c.math, c.stream, Epilogue::relu_grad,
-              nullptr, &mask);
+  c.blas.gemm(input_grad, 1.0f, g, w, 0.0f, dx->raw(), c.act, c.act, c.math, c.stream, Epilogue::relu_grad, nullptr,
+              &mask);
 }
 
 }  // namespace ringtrain::cuda
