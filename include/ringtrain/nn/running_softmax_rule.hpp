@@ -1,6 +1,6 @@
 // A running maximum with its sum of exponentials (the online softmax's pair: one pass over the
 // values, the sum rescaled when the maximum grows) and the merge of two such pairs, shared by
-// the CUDA kernels (the loss over a vocabulary, the attention's causal softmax) and the unit test
+// the CUDA loss over a vocabulary (kernels/loss_kernels.cu) and the unit test
 // that checks it on the CPU against a direct log-sum-exp. Merges are commutative, so a butterfly
 // gives every lane the same bits. Host-only header (RT_HOST_DEVICE as in update_rules.hpp).
 #pragma once
