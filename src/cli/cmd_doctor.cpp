@@ -164,6 +164,9 @@ nlohmann::ordered_json versions_json(const Versions& v) {
           {"cublas", cuda(c.cublas > 0, dotted(c.cublas, 10000, 100))},
           {"cudnn", c.cudnn < 0 ? nlohmann::ordered_json(c.compiled ? "not found at build time" : "not compiled")
                                 : nlohmann::ordered_json(dotted(c.cudnn, 10000, 100))},
+          {"cudnn_frontend", !c.compiled                ? std::string("not compiled")
+                             : c.cudnn_frontend.empty() ? std::string("not found at build time (attention unfused)")
+                                                        : c.cudnn_frontend + " (fused attention)"},
           {"nccl", v.nccl},
           {"nvidia_driver",
            v.nvml_driver.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(v.nvml_driver)},

@@ -10,6 +10,7 @@
 
 #include "cli/cuda_versions.hpp"
 #include "cuda/cuda_backend.hpp"
+#include "nn/cuda/cudnn_attention.hpp"
 
 namespace ringtrain {
 
@@ -25,6 +26,7 @@ CudaVersions cuda::CudaBackend::versions() const {
     v.cublas = 10000 * major + 100 * minor + patch;
   v.cudnn = static_cast<int>(cudnnGetVersion());
   v.cudnn_cudart = static_cast<int>(cudnnGetCudartVersion());
+  v.cudnn_frontend = cuda::CudnnAttention::frontend_version();
   return v;
 }
 

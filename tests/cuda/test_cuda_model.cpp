@@ -225,7 +225,7 @@ TEST_P(CudaAttention, FusedAndUnfusedMatchTheCpuLayer) {
       const bool fused = kernel == cuda::AttentionKernel::fused;
       SCOPED_TRACE(::testing::Message() << (fused ? "fused" : "unfused") << " n=" << a.n << " t=" << a.t
                                         << " heads=" << a.heads << " hs=" << a.head_size);
-      if (fused && !cuda::CudnnAttention::built()) continue;  // the test below says so
+      if (fused && !!cuda::CudnnAttention::frontend_version().empty()) continue;  // the test below says so
       cuda::CudaCausalSelfAttention gpu(std::make_shared<cuda::CudaCompute>(dtype, false), a.heads, kernel);
       const AttentionRun got = run_attention(gpu, a, x, dy, dtype, Device::cuda);
       EXPECT_LT(test::max_rel_error(got.y, test::round_to(dtype, ref.y)), 2e-2) << "y";
@@ -238,7 +238,7 @@ TEST_P(CudaAttention, FusedAndUnfusedMatchTheCpuLayer) {
 // and CUDA graph replay rely on it), also for a second layer object.
 TEST_P(CudaAttention, FusedIsBitwiseRepeatable) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
-  if (!cuda::CudnnAttention::built()) GTEST_SKIP() << "built without cudnn-frontend";
+  if (!!cuda::CudnnAttention::frontend_version().empty()) GTEST_SKIP() << "built without cudnn-frontend";
   const DType dtype = GetParam();
   const AttentionCase a{4, 512, 4, 64};
   const std::int64_t c = a.heads * a.head_size;
@@ -265,7 +265,7 @@ TEST(CudaAttentionKernel, FusedRefusesWhatItCannotRun) {
   cuda::CudaCausalSelfAttention f32(std::make_shared<cuda::CudaCompute>(DType::f32, false), a.heads,
                                     cuda::AttentionKernel::fused);
   test::expect_error_naming([&] { run_attention(f32, a, x, dy, DType::f32, Device::cuda); },
-                            cuda::CudnnAttention::built() ? "bf16 or f16" : "cudnn-frontend");
+                            !cuda::CudnnAttention::frontend_version().empty() ? "bf16 or f16" : "cudnn-frontend");
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaAttention, ::testing::Values(DType::bf16, DType::f16),

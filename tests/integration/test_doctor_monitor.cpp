@@ -37,6 +37,7 @@ TEST_P(Doctor, JsonIsOneObject) {
   EXPECT_TRUE(j["gpus"].empty());
   EXPECT_FALSE(j["gpus_missing_reason"].get<std::string>().empty());
   EXPECT_TRUE(j["versions"].contains("hdf5"));
+  EXPECT_FALSE(j["versions"]["cudnn_frontend"].get<std::string>().empty());
   EXPECT_GE(j["checks"].size(), 6u);
   if (GetParam() > 1) {
     EXPECT_TRUE(j["selftest"]["correct"].get<bool>());

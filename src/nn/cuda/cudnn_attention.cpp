@@ -119,7 +119,10 @@ void* at(const void* base, std::int64_t elements, DType dtype) {
 
 }  // namespace
 
-bool CudnnAttention::built() { return true; }
+std::string CudnnAttention::frontend_version() {
+  return fmt::format("{}.{}.{}", CUDNN_FRONTEND_MAJOR_VERSION, CUDNN_FRONTEND_MINOR_VERSION,
+                     CUDNN_FRONTEND_PATCH_VERSION);
+}
 
 struct CudnnAttention::Graphs {
   std::shared_ptr<fe::graph::Graph> forward, backward;
@@ -166,7 +169,7 @@ void CudnnAttention::backward(const void* qkv, const void* y, const void* dy, co
 
 #else  // built without the cudnn-frontend headers: no object can be made
 
-bool CudnnAttention::built() { return false; }
+std::string CudnnAttention::frontend_version() { return ""; }
 
 struct CudnnAttention::Graphs {};
 

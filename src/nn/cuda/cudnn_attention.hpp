@@ -30,8 +30,9 @@ class CudnnAttention {
   // frontend). Building takes up to a second; the layer keeps one per batch size.
   static std::unique_ptr<CudnnAttention> create(Cudnn& dnn, const AttentionShape& shape, DType dtype,
                                                 std::string& why_not);
-  // Whether this build has the fused attention at all (CMake found cudnn-frontend).
-  static bool built();
+  // The cudnn-frontend version this build's fused attention was compiled with ("1.23.0"), or
+  // empty: built without it (CMake did not find it), so there is no fused attention.
+  static std::string frontend_version();
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
