@@ -61,6 +61,9 @@ cublasLtEpilogue_t lt_epilogue(Epilogue e) {
     case Epilogue::relu_mask: return CUBLASLT_EPILOGUE_RELU_AUX;
     case Epilogue::bias_relu_mask: return CUBLASLT_EPILOGUE_RELU_AUX_BIAS;
     case Epilogue::relu_grad: return CUBLASLT_EPILOGUE_DRELU;
+    case Epilogue::gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::bias_gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::gelu_grad: return CUBLASLT_EPILOGUE_DGELU;
     case Epilogue::none: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -75,25 +78,35 @@ const char* epilogue_name(Epilogue e) {
     case Epilogue::relu_mask: return " + relu (bit-mask)";
     case Epilogue::bias_relu_mask: return " + bias + relu (bit-mask)";
     case Epilogue::relu_grad: return " + relu gradient";
+    case Epilogue::gelu_aux: return " + gelu (its input kept)";
+    case Epilogue::bias_gelu_aux: return " + bias + gelu (its input kept)";
+    case Epilogue::gelu_grad: return " + gelu gradient";
     case Epilogue::none: break;
   }
   return "";
 }
 
 bool has_vector(Epilogue e) {
-  return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_grad || e == Epilogue::bias_relu_mask;
+  return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_grad || e == Epilogue::bias_relu_mask ||
+         e == Epilogue::bias_gelu_aux;
 }
 
 bool has_mask(Epilogue e) {
   return e == Epilogue::relu_mask || e == Epilogue::bias_relu_mask || e == Epilogue::relu_grad;
 }
 
+bool has_gelu(Epilogue e) {
+  return e == Epilogue::gelu_aux || e == Epilogue::bias_gelu_aux || e == Epilogue::gelu_grad;
+}
+
 // The epilogues that write C from the product (C packed): every one but the bias gradient.
 bool writes_c(Epilogue e) { return e != Epilogue::none && e != Epilogue::bias_grad; }
 
-// The activation the unfused path's forward kernel applies after the plain GEMM.
+// The activation the unfused path's bias kernel applies after the plain GEMM (a GELU runs after it).
 kernels::Activation forward_activation(Epilogue e) {
-  return e == Epilogue::bias ? kernels::Activation::none : kernels::Activation::relu;
+  return e == Epilogue::relu || e == Epilogue::bias_relu || e == Epilogue::relu_mask || e == Epilogue::bias_relu_mask
+             ? kernels::Activation::relu
+             : kernels::Activation::none;
 }
 
 // The epilogue's vector, set on the descriptor before each call: plans are shared by every
@@ -105,15 +118,19 @@ void set_vector(cublasLtMatmulDesc_t desc, void* vector) {
 
 // Whether cuBLASLt's epilogue is asked for at all. cuBLASLt kernels have been reported to assume
 // a 16-byte aligned vector whatever the heuristic was told: a less aligned one takes the plain
-// GEMM and the kernel, which give the same values. A relu_grad without bits has no mask to read.
-bool fusable(Epilogue epilogue, std::uint32_t align_vector, std::uint32_t align_mask) {
+// GEMM and the kernel, which give the same values. A relu_grad without bits has no mask to read;
+// a GELU's input must be 16-byte aligned with a leading dimension of whole 16-byte rows.
+bool fusable(Epilogue epilogue, std::uint32_t align_vector, std::uint32_t align_mask, std::uint32_t align_gelu,
+             std::int64_t gelu_ld) {
   if (epilogue == Epilogue::none) return false;
   if (has_vector(epilogue) && align_vector < 16) return false;
+  if (has_gelu(epilogue)) return align_gelu >= 16 && gelu_ld % 8 == 0;
   return !has_mask(epilogue) || align_mask >= 16;
 }
 
-void set_mask_bits(cublasLtMatmulDesc_t desc, void* bits) {
-  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &bits, sizeof(bits)));
+// The epilogue's auxiliary matrix: the ReLU's bit-mask or the GELU's input.
+void set_aux_pointer(cublasLtMatmulDesc_t desc, void* aux) {
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
 }
 
 cublasComputeType_t compute_type(DType ab_type, MathMode math) {
@@ -159,11 +176,14 @@ std::string BlasLt::describe(const Key& key) {
   const GemmShape& s = key.shape;
   return fmt::format(
       "gemm m={} n={} k={} trans_a={} trans_b={} lda={} ldb={} ldc={} batch={} {} x {} -> {}{}{} (alignment "
-      "A/B/C/vector/mask {}/{}/{}/{}/{} bytes{})",
+      "A/B/C/vector/mask/gelu {}/{}/{}/{}/{}/{} bytes{})",
       s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, s.batch, dtype_name(key.ab_type),
       dtype_name(key.ab_type), dtype_name(key.c_type), key.math == MathMode::tf32 ? " tf32" : "",
       epilogue_name(key.epilogue), key.align_a, key.align_b, key.align_c, key.align_vector, key.align_mask,
-      key.mask_ld > 0 ? fmt::format("; mask ld {} bits", key.mask_ld) : "");
+      key.align_gelu,
+      key.mask_ld > 0   ? fmt::format("; mask ld {} bits", key.mask_ld)
+      : key.gelu_ld > 0 ? fmt::format("; gelu input ld {}", key.gelu_ld)
+                        : "");
 }
 
 BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
@@ -172,12 +192,13 @@ BlasLt::BlasLt(std::size_t workspace_bytes, bool always_cublas)
 BlasLt::~BlasLt() = default;
 
 BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type,
-                             DType c_type, MathMode math, Epilogue epilogue, const void* vector,
-                             const ReluMask* mask) const {
+                             DType c_type, MathMode math, Epilogue epilogue, const void* vector, const ReluMask* mask,
+                             const GeluAux* gelu) const {
   // Only f32 inputs have a choice of math: one plan serves both modes otherwise.
   const MathMode effective = ab_type == DType::f32 ? math : MathMode::strict_f32;
   const std::uint32_t align_vector = has_vector(epilogue) ? alignment(vector) : 0;
   const bool masked = has_mask(epilogue) && mask != nullptr;
+  const bool gelu_aux = has_gelu(epilogue) && gelu != nullptr;
   return Key{s,
              ab_type,
              c_type,
@@ -188,7 +209,9 @@ BlasLt::Key BlasLt::make_key(const GemmShape& s, const void* a, const void* b, c
              alignment(c),
              align_vector,
              masked ? alignment(mask->bits) : 0,
-             masked ? mask->ld : 0};
+             masked ? mask->ld : 0,
+             gelu_aux ? alignment(gelu->pre) : 0,
+             gelu_aux ? gelu->ld : 0};
 }
 
 std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
@@ -211,6 +234,8 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
              key.mask_ld);
   RT_REQUIRE(key.epilogue == Epilogue::relu_grad || !has_mask(key.epilogue) || key.align_mask > 0, Error,
              "{}: no bit-mask to write", describe(key));
+  RT_REQUIRE(!has_gelu(key.epilogue) || (key.align_gelu > 0 && key.gelu_ld == s.n), Error,
+             "{}: the GELU's input needs a buffer of C's shape, packed (ld == n)", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || key.c_type == DType::f32, Error,
              "{}: the bias-gradient epilogue needs an f32 C (its vector is C's type)", describe(key));
   RT_REQUIRE(key.epilogue != Epilogue::bias_grad || s.lda == (s.trans_a ? s.m : s.k), Error,
@@ -239,6 +264,13 @@ std::unique_ptr<BlasLt::Plan> BlasLt::make_plan(const Key& key) const {
     if (has_mask(key.epilogue))
       RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &key.mask_ld,
                                                      sizeof(key.mask_ld)));
+    if (has_gelu(key.epilogue)) {  // the GELU's input: C's type and shape (said, not assumed)
+      const auto aux_type = static_cast<std::int32_t>(cuda_type(key.c_type));
+      RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                                     sizeof(aux_type)));
+      RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &key.gelu_ld,
+                                                     sizeof(key.gelu_ld)));
+    }
     plan->fused = key.epilogue;
   }
   return plan;
@@ -276,7 +308,7 @@ std::vector<cublasLtMatmulHeuristicResult_t> BlasLt::candidates(const Key& key, 
   return results;
 }
 
-BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
+BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* aux) {
   if (const auto it = plans_.find(key); it != plans_.end()) return *it->second;
   auto plan = make_plan(key);  // also checks the epilogue's requirements, which the unfused kernels share
   if (!warned_unaligned_ && costly_unaligned_rows(key.shape, key.ab_type, key.c_type)) {
@@ -288,9 +320,9 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
     warned_unaligned_ = true;
   }
   std::vector<cublasLtMatmulHeuristicResult_t> offered;
-  if (!always_cublas_ && fusable(key.epilogue, key.align_vector, key.align_mask)) {
+  if (!always_cublas_ && fusable(key.epilogue, key.align_vector, key.align_mask, key.align_gelu, key.gelu_ld)) {
     if (has_vector(key.epilogue)) set_vector(plan->desc.get(), vector);
-    if (has_mask(key.epilogue)) set_mask_bits(plan->desc.get(), mask_bits);
+    if (has_mask(key.epilogue) || has_gelu(key.epilogue)) set_aux_pointer(plan->desc.get(), aux);
     offered = candidates(key, *plan, 1);
     if (offered.empty() && !warned_unfused_) {
       log::warn(
@@ -303,8 +335,8 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
   if (offered.empty()) {  // no epilogue, or not fused: the plain GEMM (gemm() runs the kernel after it)
     Key plain = key;
     plain.epilogue = Epilogue::none;
-    plain.align_vector = plain.align_mask = 0;
-    plain.mask_ld = 0;
+    plain.align_vector = plain.align_mask = plain.align_gelu = 0;
+    plain.mask_ld = plain.gelu_ld = 0;
     plan = make_plan(plain);
     if (!always_cublas_) offered = candidates(plain, *plan, 1);
   }
@@ -324,9 +356,9 @@ BlasLt::Plan& BlasLt::plan_for(const Key& key, void* vector, void* mask_bits) {
 }
 
 void BlasLt::run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
-                 float beta, void* c, void* vector, void* mask_bits, void* stream) const {
+                 float beta, void* c, void* vector, void* aux, void* stream) const {
   if (has_vector(plan.fused)) set_vector(plan.desc.get(), vector);
-  if (has_mask(plan.fused)) set_mask_bits(plan.desc.get(), mask_bits);
+  if (has_mask(plan.fused) || has_gelu(plan.fused)) set_aux_pointer(plan.desc.get(), aux);
   RT_CUBLAS_CHECK(cublasLtMatmul(handle_.get(), plan.desc.get(), &alpha, b, plan.first.get(), a, plan.second.get(),
                                  &beta, c, plan.c.get(), c, plan.c.get(), &algo, workspace_.get(), workspace_.bytes(),
                                  static_cast<cudaStream_t>(stream)));
@@ -364,7 +396,8 @@ void BlasLt::run_cublas(const Key& key, float alpha, const void* a, const void* 
 }
 
 bool BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
-                  DType c_type, MathMode math, void* stream, Epilogue epilogue, void* vector, const ReluMask* mask) {
+                  DType c_type, MathMode math, void* stream, Epilogue epilogue, void* vector, const ReluMask* mask,
+                  const GeluAux* gelu) {
   if (s.m == 0 || s.n == 0) return false;  // as blas::sgemm
   RT_REQUIRE(has_vector(epilogue) || vector == nullptr, Error, "gemm: a vector the epilogue{} does not read",
              epilogue_name(epilogue));
@@ -372,20 +405,30 @@ bool BlasLt::gemm(const GemmShape& s, float alpha, const void* a, const void* b,
              epilogue_name(epilogue), has_mask(epilogue) ? "needs" : "reads no");
   RT_REQUIRE(epilogue != Epilogue::relu_grad || mask->output != nullptr, Error,
              "gemm: the ReLU-gradient epilogue needs the ReLU's output (its rule when not fused)");
+  RT_REQUIRE(has_gelu(epilogue) == (gelu != nullptr && gelu->pre != nullptr), Error,
+             "gemm: the epilogue{} {} a GELU input", epilogue_name(epilogue),
+             has_gelu(epilogue) ? "needs" : "reads no");
   // Whether cuBLASLt scales its bias gradient by alpha is not documented: only alpha == 1 is taken.
   RT_REQUIRE(epilogue != Epilogue::bias_grad || alpha == 1.0f, Error,
              "gemm: the bias-gradient epilogue needs alpha == 1 (got {})", alpha);
-  void* bits = mask != nullptr ? mask->bits : nullptr;
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector, mask);
-  const Plan& plan = plan_for(key, vector, bits);
+  void* aux = mask != nullptr ? mask->bits : gelu != nullptr ? gelu->pre : nullptr;
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, epilogue, vector, mask, gelu);
+  const Plan& plan = plan_for(key, vector, aux);
   if (plan.on_cublas)
     run_cublas(key, alpha, a, b, beta, c, stream);
   else
-    run(plan, plan.algo, alpha, a, b, beta, c, vector, bits, stream);
+    run(plan, plan.algo, alpha, a, b, beta, c, vector, aux, stream);
   if (plan.fused == epilogue) return epilogue != Epilogue::none;
   // Unfused: the kernel the epilogue replaces, on packed C and A (make_plan checked).
   if (epilogue == Epilogue::relu_grad) {
     kernels::launch_relu_backward(c, mask->output, c, s.m * s.n, c_type, stream);
+  } else if (epilogue == Epilogue::gelu_grad) {
+    kernels::launch_gelu_backward(c, gelu->pre, c, s.m * s.n, c_type, stream);
+  } else if (has_gelu(epilogue)) {  // the bias (if any), the GELU's input kept, the GELU
+    kernels::launch_bias_act_forward(c, vector, c_type, s.m, s.n, 1, kernels::Activation::none, c_type, stream);
+    RT_CUDA_CHECK(cudaMemcpyAsync(gelu->pre, c, static_cast<std::size_t>(s.m * s.n) * dtype_size(c_type),
+                                  cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+    kernels::launch_gelu_forward(c, c, s.m * s.n, c_type, stream);
   } else if (writes_c(epilogue)) {  // vector is null for relu and relu_mask
     kernels::launch_bias_act_forward(c, vector, c_type, s.m, s.n, 1, forward_activation(epilogue), c_type, stream);
   } else {  // op(A)[i][k] is A[k][i] of A [k, m] when trans_a, else A[i][k] of A [m, k]
@@ -400,7 +443,7 @@ std::vector<double> BlasLt::time_candidates(const GemmShape& s, const void* a, c
                                             int max_candidates) {
   RT_REQUIRE(repeats > 0 && max_candidates > 0, Error,
              "time_candidates: repeats ({}) and max_candidates ({}) must be > 0", repeats, max_candidates);
-  const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr, nullptr);
+  const Key key = make_key(s, a, b, c, ab_type, c_type, math, Epilogue::none, nullptr, nullptr, nullptr);
   const auto plan = make_plan(key);
   const auto offered = candidates(key, *plan, max_candidates);
   RT_REQUIRE(!offered.empty(), Error, "cuBLASLt has no algorithm for {} within a workspace of {} bytes", describe(key),

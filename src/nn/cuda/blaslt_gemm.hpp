@@ -1,5 +1,5 @@
 // BlasLt: row-major GEMM on cuBLASLt with f32 accumulation, the CUDA counterpart of
-// tensor/blas.hpp's sgemm, with an optional bias, ReLU or bias-gradient epilogue fused into it.
+// tensor/blas.hpp's sgemm, with an optional bias, ReLU, GELU or bias-gradient epilogue fused into it.
 // Descriptors and the heuristic's algorithm are cached per shape, types and epilogue. A GEMM
 // cuBLASLt has no algorithm for (leading dimensions it cannot take in bf16, say, as an LM head's
 // odd vocabulary gives) runs on cuBLAS's cublasGemmEx instead, with a warning.
@@ -37,7 +37,23 @@ namespace ringtrain::cuda {
 // cuBLASLt runs them (gemm() returns whether it did). relu_grad, for the gradient GEMM of the
 // ReLU's input: C[i][j] = 0 where the ReLU gave 0 (from the bit-mask when there is one and
 // cuBLASLt runs it, else from the ReLU's output by a kernel after the plain GEMM); C packed.
-enum class Epilogue { none, bias, relu, bias_relu, bias_grad, relu_mask, bias_relu_mask, relu_grad };
+// gelu_aux, bias_gelu_aux: C = gelu(C) (the tanh form), after the bias for the latter, writing the
+// GELU's input to GeluAux::pre; gelu_grad, for the gradient GEMM of the GELU's input: C[i][j] *=
+// gelu'(pre[i][j]). C packed; cuBLASLt's epilogue where it has one, else the kernels of
+// activation_kernels.hpp after the plain GEMM.
+enum class Epilogue {
+  none,
+  bias,
+  relu,
+  bias_relu,
+  bias_grad,
+  relu_mask,
+  bias_relu_mask,
+  relu_grad,
+  gelu_aux,
+  bias_gelu_aux,
+  gelu_grad
+};
 
 // The ReLU of a forward GEMM (C [m, n] row-major) seen by the gradient GEMM that later writes its
 // input's gradient (the same shape): bit i * ld + j of `bits` is set where C[i][j] > 0 (cuBLASLt's
@@ -55,6 +71,14 @@ struct ReluMask {
 // heads of the image examples) lose too little to matter.
 bool costly_unaligned_rows(const GemmShape& s, DType ab_type, DType c_type);
 
+// The input of a GEMM's GELU epilogue (C's shape and type, packed: ld == n), written by the forward
+// GEMM and read by the gradient GEMM of the GELU's input. cuBLASLt takes it when ld is a multiple
+// of 8 and pre is 16-byte aligned; otherwise the kernels do the epilogue.
+struct GeluAux {
+  void* pre = nullptr;
+  std::int64_t ld = 0;
+};
+
 // One per rank (or per stream that runs GEMMs concurrently with another: calls share one workspace).
 class BlasLt {
  public:
@@ -67,12 +91,12 @@ class BlasLt {
 
   // A, B of ab_type (f32, bf16 or f16), C of c_type (f32, or equal to ab_type); f32
   // accumulation (TF32 tensor cores for f32 inputs when math == tf32). With beta == 0, C is
-  // not read (it may hold NaN). `vector` and `mask` are the epilogue's (see Epilogue), null
-  // when it reads none. Returns whether cuBLASLt ran the epilogue (false: a kernel did, or there
-  // is none). Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
+  // not read (it may hold NaN). `vector`, `mask` and `gelu` are the epilogue's (see Epilogue),
+  // null when it reads none. Returns whether cuBLASLt ran the epilogue (false: a kernel did, or
+  // there is none). Throws Error when neither cuBLASLt nor cuBLAS can run the plain GEMM.
   bool gemm(const GemmShape& s, float alpha, const void* a, const void* b, float beta, void* c, DType ab_type,
             DType c_type, MathMode math, void* stream, Epilogue epilogue = Epilogue::none, void* vector = nullptr,
-            const ReluMask* mask = nullptr);
+            const ReluMask* mask = nullptr, const GeluAux* gelu = nullptr);
 
   // For benchmarks: runs every algorithm the heuristic offers for this problem (up to
   // max_candidates) `repeats` times on `stream` with alpha = 1, beta = 0 (C is overwritten)
@@ -93,6 +117,8 @@ class BlasLt {
     std::uint32_t align_a, align_b, align_c, align_vector;  // align_vector: 0 without epilogue
     std::uint32_t align_mask;                               // 0 without a mask's bits
     std::int64_t mask_ld;                                   // 0 without a mask
+    std::uint32_t align_gelu;                               // 0 without a GeluAux
+    std::int64_t gelu_ld;                                   // 0 without a GeluAux
     // NOLINTNEXTLINE(modernize-use-nullptr): as for GemmShape above
     auto operator<=>(const Key&) const = default;
   };
@@ -100,15 +126,15 @@ class BlasLt {
 
   static std::string describe(const Key& key);  // for messages
   Key make_key(const GemmShape& s, const void* a, const void* b, const void* c, DType ab_type, DType c_type,
-               MathMode math, Epilogue epilogue, const void* vector, const ReluMask* mask) const;
+               MathMode math, Epilogue epilogue, const void* vector, const ReluMask* mask, const GeluAux* gelu) const;
   std::unique_ptr<Plan> make_plan(const Key& key) const;
   // The plan for key, made (and its algorithm chosen) on first use; without a fused algorithm
   // for key's epilogue, a plain GEMM's plan marked unfused.
-  Plan& plan_for(const Key& key, void* vector, void* mask_bits);
+  Plan& plan_for(const Key& key, void* vector, void* aux);
   // What the heuristic offers, best first; empty when nothing fits.
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Key& key, const Plan& plan, int count) const;
   void run(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b, float beta,
-           void* c, void* vector, void* mask_bits, void* stream) const;
+           void* c, void* vector, void* aux, void* stream) const;
   // The plain GEMM of key on cuBLAS (cublasGemmEx, or its strided-batched form).
   void run_cublas(const Key& key, float alpha, const void* a, const void* b, float beta, void* c, void* stream);
 

@@ -44,9 +44,10 @@ class CudaLinear final : public Linear {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // Not on the GPU yet: a tied weight then goes through the model's scratch.
   bool param_grad_rows_supported(std::size_t /*param*/) const override { return false; }
-  bool absorb_consumer(const Layer& consumer) override;  // a CudaReLU: in the GEMM's epilogue
-  // A CudaLinear with an absorbed ReLU: its ReLU's gradient in this layer's dx GEMM's epilogue,
-  // from the bit-mask that layer's forward GEMM writes.
+  // A CudaReLU, or a CudaGelu in bf16/f16: in the GEMM's epilogue.
+  bool absorb_consumer(const Layer& consumer) override;
+  // A CudaLinear with an absorbed ReLU or GELU: that activation's gradient in this layer's dx
+  // GEMM's epilogue, from the bit-mask or GELU input that layer's forward GEMM writes.
   bool fuse_producer_gradient(Layer& producer) override;
 
  private:
@@ -64,6 +65,11 @@ class CudaLinear final : public Linear {
   Tensor relu_mask_;
   bool relu_mask_written_ = false;
   const CudaLinear* relu_producer_ = nullptr;  // whose ReLU's gradient this layer's dx GEMM applies
+  // With an absorbed GELU: its input of the last forward ([batch, out], the activation dtype),
+  // which its gradient needs (applied here, or in the next Linear's dx GEMM).
+  bool gelu_after_ = false, gelu_gradient_by_consumer_ = false;
+  Tensor gelu_input_;
+  const CudaLinear* gelu_producer_ = nullptr;  // whose GELU's gradient this layer's dx GEMM applies
   Tensor padded_weight_, padded_bias_;         // padded_out(): [cols, in] and [cols], zero past out_
 };
 

@@ -6,6 +6,9 @@
 // DRELU epilogue, reading the bit-mask this layer's forward wrote), and no pass is left for it.
 // (Its bias gradient stays in this layer's dW GEMM: DRELU_BGRAD would write it during the next
 // layer's backward, where ZeRO stage 2 may not have this layer's gradient bucket placed yet.)
+// A GELU after it is absorbed the same way in bf16/f16 (a GPT's MLP): the forward GEMM's epilogue
+// applies it and keeps its input, and the next Linear's dx GEMM applies its slope (DGELU), or
+// this layer's backward does with the GELU kernel.
 // A large layer without a ReLU whose outputs are not whole 16-byte vectors (a GPT's LM head over
 // 50257 tokens) runs its GEMMs over outputs padded to them: W and b copied into zero-padded
 // buffers each forward (W: a few percent of the GEMMs' traffic), y computed in padded rows in the
@@ -34,20 +37,31 @@ void CudaLinear::bind_compute(const std::vector<Tensor>& compute) {
 
 bool CudaLinear::absorb_consumer(const Layer& consumer) {
   relu_after_ = typeid(consumer) == typeid(CudaReLU);
-  return relu_after_;
+  // In f32 the separate kernel stays: its GELU is the CPU's to 1e-6, cuBLASLt's tanh may not be.
+  gelu_after_ = typeid(consumer) == typeid(CudaGelu) && compute_->act != DType::f32;
+  return relu_after_ || gelu_after_;
 }
 
 bool CudaLinear::fuse_producer_gradient(Layer& producer) {
   auto* linear = dynamic_cast<CudaLinear*>(&producer);
-  if (linear == nullptr || !linear->relu_after_) return false;
-  linear->relu_gradient_by_consumer_ = true;
-  relu_producer_ = linear;
-  return true;
+  if (linear == nullptr) return false;
+  if (linear->relu_after_) {
+    linear->relu_gradient_by_consumer_ = true;
+    relu_producer_ = linear;
+    return true;
+  }
+  if (linear->gelu_after_) {
+    linear->gelu_gradient_by_consumer_ = true;
+    gelu_producer_ = linear;
+    return true;
+  }
+  return false;
 }
 
 std::int64_t CudaLinear::padded_out(std::int64_t n) const {
   const DType act = compute_->act;
-  if (relu_after_ || !costly_unaligned_rows(GemmShape{false, true, n, out_, in_, in_, in_, out_}, act, act))
+  if (relu_after_ || gelu_after_ ||
+      !costly_unaligned_rows(GemmShape{false, true, n, out_, in_, in_, in_, out_}, act, act))
     return out_;
   const auto per_vector = static_cast<std::int64_t>(16 / dtype_size(act));
   return (out_ + per_vector - 1) / per_vector * per_vector;
@@ -79,6 +93,11 @@ void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   }
   Epilogue epilogue =
       relu_after_ ? (has_bias_ ? Epilogue::bias_relu : Epilogue::relu) : (has_bias_ ? Epilogue::bias : Epilogue::none);
+  GeluAux gelu;
+  if (gelu_after_) {
+    gelu = GeluAux{scratch(gelu_input_, n * out_, c.act).raw(), out_};
+    epilogue = has_bias_ ? Epilogue::bias_gelu_aux : Epilogue::gelu_aux;
+  }
   ReluMask mask;
   const bool masked = relu_gradient_by_consumer_ && info.training;  // never padded: a ReLU follows
   if (masked) {
@@ -86,8 +105,9 @@ void CudaLinear::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
     mask.bits = scratch(relu_mask_, mask.ld / 8 * n, DType::u8).raw();
     epilogue = has_bias_ ? Epilogue::bias_relu_mask : Epilogue::relu_mask;
   }
-  const bool fused = c.blas.gemm(GemmShape{false, true, n, cols, in_, in_, in_, cols}, 1.0f, x.raw(), w, 0.0f, out,
-                                 c.act, c.act, c.math, c.stream, epilogue, b, masked ? &mask : nullptr);
+  const bool fused =
+      c.blas.gemm(GemmShape{false, true, n, cols, in_, in_, in_, cols}, 1.0f, x.raw(), w, 0.0f, out, c.act, c.act,
+                  c.math, c.stream, epilogue, b, masked ? &mask : nullptr, gelu_after_ ? &gelu : nullptr);
   relu_mask_written_ = masked && fused;
   if (cols != out_) copy_rows_on_device(y.raw(), out_ * elem, out, cols * elem, out_ * elem, n, c.stream);
 }
@@ -97,6 +117,8 @@ void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Te
   const std::int64_t n = rows_of(x), cols = padded_out(n);
   if (relu_after_ && !relu_gradient_by_consumer_)
     kernels::launch_relu_backward(dy.raw(), y.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
+  if (gelu_after_ && !gelu_gradient_by_consumer_)
+    kernels::launch_gelu_backward(dy.raw(), gelu_input_.raw(), dy.raw(), y.numel(), y.dtype(), c.stream);
   const void* g = dy.raw();  // dy and W as the GEMMs read them: padded (zeros) where forward's were
   const void* w = weight_.get();
   if (cols != out_) {
@@ -111,6 +133,12 @@ void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Te
               has_bias_ ? db_.f32() : nullptr);
   if (dx == nullptr) return;
   const GemmShape input_grad{false, false, n, in_, cols, cols, in_, in_};
+  if (gelu_producer_ != nullptr) {  // x is the producer's GELU output; its input gives the rule
+    const GeluAux gelu{gelu_producer_->gelu_input_.raw(), in_};
+    c.blas.gemm(input_grad, 1.0f, g, w, 0.0f, dx->raw(), c.act, c.act, c.math, c.stream, Epilogue::gelu_grad, nullptr,
+                nullptr, &gelu);
+    return;
+  }
   if (relu_producer_ == nullptr) {
     c.blas.gemm(input_grad, 1.0f, g, w, 0.0f, dx->raw(), c.act, c.act, c.math, c.stream);
     return;

@@ -1,6 +1,7 @@
 // BlasLt's epilogues against blas::sgemm plus loops: the bias (of C's type) and/or the ReLU
 // applied to C (a NaN row: NaN or 0, see expect_nan_row_is_either), the ReLU's bit-mask and the gradient GEMM
-// that applies it, and the bias gradient written beside a weight-gradient GEMM (onto
+// that applies it, the GELU with its input kept and the gradient GEMM that applies its slope, and
+// the bias gradient written beside a weight-gradient GEMM (onto
 // a NaN-poisoned vector), at CudaLinear's shapes and odd ones, every transpose combination, each
 // input type. Skips without a GPU.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 
 #include "cuda/nn/cuda_nn_testing.hpp"
 #include "nn/cuda/blaslt_gemm.hpp"
+#include "ringtrain/nn/gelu_rule.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
 
@@ -278,6 +280,81 @@ TEST_P(BlasLtReluMask, TheGradientGemmAppliesTheForwardsReLU) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BlasLtReluMask, kTypes, type_name);
+
+class BlasLtGelu : public ::testing::TestWithParam<TypeCase> {};
+
+float cpu_gelu(float x) {
+  const float u = gelu_u(x);
+  return gelu_value(x, u, std::exp(-2.0f * std::fabs(u)));
+}
+
+float cpu_gelu_slope(float x) {
+  const float u = gelu_u(x);
+  return gelu_slope(x, u, std::exp(-2.0f * std::fabs(u)));
+}
+
+// A Linear + GELU whose GELU gradient the next Linear's dx GEMM applies (CudaLinear in bf16/f16):
+// the forward gives the CPU's gelu(x W^T + b) and keeps x W^T + b, and the gradient GEMM dx = dz V
+// (C of the forward's shape) comes out as the CPU's product times gelu'(x W^T + b), whether
+// cuBLASLt ran the epilogues or the kernels after the plain GEMM did (the output says which; an
+// out of 37 is no whole 16-byte row, so that case always takes the kernels).
+TEST_P(BlasLtGelu, TheGradientGemmAppliesTheForwardsGelu) {
+  RT_SKIP_WITHOUT_GPU();
+  const TypeCase t = GetParam();
+  if (t.c != t.ab) GTEST_SKIP() << "activations and their gradients share one type";
+  // cuBLASLt's tanh and the CPU's exp differ by more than f32's rounding: half-precision bounds.
+  const double tol = 2 * test::tolerance(DType::bf16, t.math);
+  constexpr std::int64_t kNext = 13;
+  std::uint64_t seed = 900;
+  for (const LinearCase& g : kLinearCases)
+    for (const bool bias_on : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
+                                        << " bias=" << bias_on);
+      BlasLt lt;
+      const GemmShape fwd = packed(false, true, g.batch, g.out, g.in),
+                      grad = packed(false, false, g.batch, g.out, kNext);
+      const auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), seed += 5, t.ab);
+      const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), seed + 1, t.ab);
+      const auto bias = test::random_values(static_cast<std::size_t>(g.out), seed + 2, t.c);
+      const auto dz = test::random_values(static_cast<std::size_t>(g.batch * kNext), seed + 3, t.ab);
+      const auto v = test::random_values(static_cast<std::size_t>(kNext * g.out), seed + 4, t.ab);
+      const auto dx_in = DeviceBuffer::of_values(x, t.ab), dw = DeviceBuffer::of_values(w, t.ab);
+      const auto dbias = DeviceBuffer::of_values(bias, t.c), ddz = DeviceBuffer::of_values(dz, t.ab);
+      const auto dv = DeviceBuffer::of_values(v, t.ab);
+      const std::size_t count = static_cast<std::size_t>(g.batch * g.out);
+      const DeviceBuffer y(count * dtype_size(t.c)), pre(count * dtype_size(t.c));
+      DeviceBuffer dgrad(count * dtype_size(t.c));
+
+      const cuda::GeluAux aux{pre.get(), g.out};
+      const bool fused_forward = lt.gemm(fwd, 1.0f, dx_in.get(), dw.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
+                                         bias_on ? Epilogue::bias_gelu_aux : Epilogue::gelu_aux,
+                                         bias_on ? dbias.get() : nullptr, nullptr, &aux);
+      std::vector<float> pre_ref(count, 0.0f), y_ref(count);
+      blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, pre_ref.data(),
+                  fwd.ldc);
+      for (std::size_t i = 0; i < count; ++i) {
+        pre_ref[i] += bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f;
+        y_ref[i] = test::round_to(t.c, cpu_gelu(pre_ref[i]));
+        pre_ref[i] = test::round_to(t.c, pre_ref[i]);
+      }
+      const auto pre_got = pre.read_values(t.c);
+      EXPECT_LT(test::max_rel_error(pre_got, pre_ref), test::tolerance(t.c, t.math)) << "the GELU's input";
+      EXPECT_LT(test::max_rel_error(y.read_values(t.c), y_ref), tol) << "y";
+
+      std::vector<float> dx_ref(count, 0.0f);
+      blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb, 0.0f,
+                  dx_ref.data(), grad.ldc);
+      for (std::size_t i = 0; i < count; ++i) dx_ref[i] = test::round_to(t.c, dx_ref[i] * cpu_gelu_slope(pre_got[i]));
+      dgrad.poison();
+      const bool fused_grad = lt.gemm(grad, 1.0f, ddz.get(), dv.get(), 0.0f, dgrad.get(), t.ab, t.c, t.math, nullptr,
+                                      Epilogue::gelu_grad, nullptr, nullptr, &aux);
+      EXPECT_LT(test::max_rel_error(dgrad.read_values(t.c), dx_ref), tol) << "dx";
+      std::cout << "[ info ] " << (bias_on ? "bias + gelu" : "gelu") << " out=" << g.out << ": forward "
+                << (fused_forward ? "fused" : "kernels") << ", gradient " << (fused_grad ? "fused" : "kernels") << "\n";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, BlasLtGelu, kTypes, type_name);
 
 // A plan is per epilogue: the same shape and pointers without one must not add the bias, nor
 // touch the vector.
