@@ -208,6 +208,48 @@ TEST_P(BlasLtBiasGradEpilogue, MatchesCpuGemmPlusColumnSums) {
 
 INSTANTIATE_TEST_SUITE_P(Types, BlasLtBiasGradEpilogue, kTypes, type_name);
 
+constexpr std::int64_t kNext = 13;  // the next Linear's outputs: its dx GEMM's k
+
+// A Linear + activation and the next Linear's dx GEMM, on the host and on the device: x [batch,
+// in], W [out, in], b [out], the next layer's output gradient dz [batch, kNext] and weight V
+// [kNext, out]. With nan_row, x's row 0 is NaN.
+struct ChainOperands {
+  ChainOperands(const LinearCase& g, std::uint64_t seed, const TypeCase& t, bool nan_row)
+      : x(random_x(g, seed, t.ab, nan_row)),
+        w(test::random_values(static_cast<std::size_t>(g.out * g.in), seed + 1, t.ab)),
+        bias(test::random_values(static_cast<std::size_t>(g.out), seed + 2, t.c)),
+        dz(test::random_values(static_cast<std::size_t>(g.batch * kNext), seed + 3, t.ab)),
+        v(test::random_values(static_cast<std::size_t>(kNext * g.out), seed + 4, t.ab)),
+        d_x(DeviceBuffer::of_values(x, t.ab)),
+        d_w(DeviceBuffer::of_values(w, t.ab)),
+        d_bias(DeviceBuffer::of_values(bias, t.c)),
+        d_dz(DeviceBuffer::of_values(dz, t.ab)),
+        d_v(DeviceBuffer::of_values(v, t.ab)) {}
+  static std::vector<float> random_x(const LinearCase& g, std::uint64_t seed, DType dtype, bool nan_row) {
+    auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), seed, dtype);
+    if (nan_row)
+      for (std::int64_t k = 0; k < g.in; ++k) x[static_cast<std::size_t>(k)] = std::nanf("");
+    return x;
+  }
+  std::vector<float> x, w, bias, dz, v;
+  DeviceBuffer d_x, d_w, d_bias, d_dz, d_v;
+};
+
+// Calls body(g, bias_on, lt, fwd, grad, operands) for every Linear case without and with a bias:
+// a fresh BlasLt, the forward GEMM's shape, the next Linear's dx GEMM's and the operands (a new
+// seed each).
+template <typename Body>
+void for_each_chain(const TypeCase& t, std::uint64_t seed, bool nan_row, Body&& body) {
+  for (const LinearCase& g : kLinearCases)
+    for (const bool bias_on : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
+                                        << " bias=" << bias_on);
+      BlasLt lt;
+      const ChainOperands o(g, seed += 5, t, nan_row);
+      body(g, bias_on, lt, packed(false, true, g.batch, g.out, g.in), packed(false, false, g.batch, g.out, kNext), o);
+    }
+}
+
 class BlasLtReluMask : public ::testing::TestWithParam<TypeCase> {};
 
 // A Linear + ReLU whose ReLU gradient the next Linear's dx GEMM applies (CudaLinear): the forward
@@ -221,62 +263,49 @@ TEST_P(BlasLtReluMask, TheGradientGemmAppliesTheForwardsReLU) {
   const TypeCase t = GetParam();
   if (t.c != t.ab) GTEST_SKIP() << "activations and their gradients share one type";
   const double tol = test::tolerance(t.c, t.math);
-  constexpr std::int64_t kNext = 13;  // the next Linear's outputs: the gradient GEMM's k
-  std::uint64_t seed = 700;
-  for (const LinearCase& g : kLinearCases)
-    for (const bool bias_on : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
-                                        << " bias=" << bias_on);
-      BlasLt lt;
-      const GemmShape fwd = packed(false, true, g.batch, g.out, g.in),
-                      grad = packed(false, false, g.batch, g.out, kNext);
-      auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), seed += 5, t.ab);
-      for (std::int64_t k = 0; k < g.in; ++k) x[static_cast<std::size_t>(k)] = std::nanf("");  // row 0
-      const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), seed + 1, t.ab);
-      const auto bias = test::random_values(static_cast<std::size_t>(g.out), seed + 2, t.c);
-      const auto dz = test::random_values(static_cast<std::size_t>(g.batch * kNext), seed + 3, t.ab);
-      const auto v = test::random_values(static_cast<std::size_t>(kNext * g.out), seed + 4, t.ab);
-      const auto dx_in = DeviceBuffer::of_values(x, t.ab), dw = DeviceBuffer::of_values(w, t.ab);
-      const auto dbias = DeviceBuffer::of_values(bias, t.c), ddz = DeviceBuffer::of_values(dz, t.ab);
-      const auto dv = DeviceBuffer::of_values(v, t.ab);
-      const std::int64_t ld = cuda::ReluMask::row_bits(g.out);
-      const DeviceBuffer y(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
-      const DeviceBuffer bits(static_cast<std::size_t>(ld / 8 * g.batch));
-      DeviceBuffer dgrad(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
+  for_each_chain(
+      t, 700, true,
+      [&](const LinearCase& g, bool bias_on, BlasLt& lt, const GemmShape& fwd, const GemmShape& grad,
+          const ChainOperands& o) {
+        const auto &x = o.x, &w = o.w, &bias = o.bias, &dz = o.dz, &v = o.v;
+        const std::int64_t ld = cuda::ReluMask::row_bits(g.out);
+        const DeviceBuffer y(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
+        const DeviceBuffer bits(static_cast<std::size_t>(ld / 8 * g.batch));
+        DeviceBuffer dgrad(static_cast<std::size_t>(g.batch * g.out) * dtype_size(t.c));
 
-      cuda::ReluMask forward_mask{bits.get(), ld, nullptr};
-      const bool written = lt.gemm(fwd, 1.0f, dx_in.get(), dw.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
-                                   bias_on ? Epilogue::bias_relu_mask : Epilogue::relu_mask,
-                                   bias_on ? dbias.get() : nullptr, &forward_mask);
-      std::vector<float> y_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
-      blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, y_ref.data(),
-                  fwd.ldc);
-      for (std::size_t i = 0; i < y_ref.size(); ++i)
-        y_ref[i] = test::round_to(t.c, y_ref[i] + (bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f));
-      ReLU::apply(y_ref.data(), y_ref.data(), static_cast<std::int64_t>(y_ref.size()));
-      const auto y_got = y.read_values(t.c);
-      expect_nan_row_is_either(y_got, g.out);
-      EXPECT_LT(test::max_rel_error(without_first_row(y_got, g.out), without_first_row(y_ref, g.out)), tol);
+        cuda::ReluMask forward_mask{bits.get(), ld, nullptr};
+        const bool written = lt.gemm(fwd, 1.0f, o.d_x.get(), o.d_w.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
+                                     bias_on ? Epilogue::bias_relu_mask : Epilogue::relu_mask,
+                                     bias_on ? o.d_bias.get() : nullptr, &forward_mask);
+        std::vector<float> y_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
+        blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, y_ref.data(),
+                    fwd.ldc);
+        for (std::size_t i = 0; i < y_ref.size(); ++i)
+          y_ref[i] = test::round_to(t.c, y_ref[i] + (bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f));
+        ReLU::apply(y_ref.data(), y_ref.data(), static_cast<std::int64_t>(y_ref.size()));
+        const auto y_got = y.read_values(t.c);
+        expect_nan_row_is_either(y_got, g.out);
+        EXPECT_LT(test::max_rel_error(without_first_row(y_got, g.out), without_first_row(y_ref, g.out)), tol);
 
-      std::vector<float> dx_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
-      blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb, 0.0f,
-                  dx_ref.data(), grad.ldc);
-      for (std::size_t i = 0; i < dx_ref.size(); ++i)
-        dx_ref[i] = y_got[i] > 0.0f ? test::round_to(t.c, dx_ref[i]) : 0.0f;
-      for (const bool with_bits : {true, false}) {
-        const cuda::ReluMask mask{with_bits && written ? bits.get() : nullptr, ld, y.get()};
-        dgrad.poison();
-        lt.gemm(grad, 1.0f, ddz.get(), dv.get(), 0.0f, dgrad.get(), t.ab, t.c, t.math, nullptr, Epilogue::relu_grad,
-                nullptr, &mask);
-        const auto got = dgrad.read_values(t.c);
-        EXPECT_LT(test::max_rel_error(without_first_row(got, g.out), without_first_row(dx_ref, g.out)), tol)
-            << "bits " << (mask.bits != nullptr);
-        for (std::int64_t j = 0; j < g.out; ++j)
-          EXPECT_TRUE(std::isfinite(got[static_cast<std::size_t>(j)])) << "NaN row, j " << j;
-      }
-      std::cout << "[ info ] " << (bias_on ? "bias + relu" : "relu")
-                << " with bit-mask: " << (written ? "written by cuBLASLt" : "not written (the kernel ran)") << "\n";
-    }
+        std::vector<float> dx_ref(static_cast<std::size_t>(g.batch * g.out), 0.0f);
+        blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb, 0.0f,
+                    dx_ref.data(), grad.ldc);
+        for (std::size_t i = 0; i < dx_ref.size(); ++i)
+          dx_ref[i] = y_got[i] > 0.0f ? test::round_to(t.c, dx_ref[i]) : 0.0f;
+        for (const bool with_bits : {true, false}) {
+          const cuda::ReluMask mask{with_bits && written ? bits.get() : nullptr, ld, y.get()};
+          dgrad.poison();
+          lt.gemm(grad, 1.0f, o.d_dz.get(), o.d_v.get(), 0.0f, dgrad.get(), t.ab, t.c, t.math, nullptr,
+                  Epilogue::relu_grad, nullptr, &mask);
+          const auto got = dgrad.read_values(t.c);
+          EXPECT_LT(test::max_rel_error(without_first_row(got, g.out), without_first_row(dx_ref, g.out)), tol)
+              << "bits " << (mask.bits != nullptr);
+          for (std::int64_t j = 0; j < g.out; ++j)
+            EXPECT_TRUE(std::isfinite(got[static_cast<std::size_t>(j)])) << "NaN row, j " << j;
+        }
+        std::cout << "[ info ] " << (bias_on ? "bias + relu" : "relu")
+                  << " with bit-mask: " << (written ? "written by cuBLASLt" : "not written (the kernel ran)") << "\n";
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BlasLtReluMask, kTypes, type_name);
@@ -304,54 +333,44 @@ TEST_P(BlasLtGelu, TheGradientGemmAppliesTheForwardsGelu) {
   if (t.c != t.ab) GTEST_SKIP() << "activations and their gradients share one type";
   // cuBLASLt's tanh and the CPU's exp differ by more than f32's rounding: half-precision bounds.
   const double tol = 2 * test::tolerance(DType::bf16, t.math);
-  constexpr std::int64_t kNext = 13;
-  std::uint64_t seed = 900;
-  for (const LinearCase& g : kLinearCases)
-    for (const bool bias_on : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << "batch=" << g.batch << " out=" << g.out << " in=" << g.in
-                                        << " bias=" << bias_on);
-      BlasLt lt;
-      const GemmShape fwd = packed(false, true, g.batch, g.out, g.in),
-                      grad = packed(false, false, g.batch, g.out, kNext);
-      const auto x = test::random_values(static_cast<std::size_t>(g.batch * g.in), seed += 5, t.ab);
-      const auto w = test::random_values(static_cast<std::size_t>(g.out * g.in), seed + 1, t.ab);
-      const auto bias = test::random_values(static_cast<std::size_t>(g.out), seed + 2, t.c);
-      const auto dz = test::random_values(static_cast<std::size_t>(g.batch * kNext), seed + 3, t.ab);
-      const auto v = test::random_values(static_cast<std::size_t>(kNext * g.out), seed + 4, t.ab);
-      const auto dx_in = DeviceBuffer::of_values(x, t.ab), dw = DeviceBuffer::of_values(w, t.ab);
-      const auto dbias = DeviceBuffer::of_values(bias, t.c), ddz = DeviceBuffer::of_values(dz, t.ab);
-      const auto dv = DeviceBuffer::of_values(v, t.ab);
-      const std::size_t count = static_cast<std::size_t>(g.batch * g.out);
-      const DeviceBuffer y(count * dtype_size(t.c)), pre(count * dtype_size(t.c));
-      DeviceBuffer dgrad(count * dtype_size(t.c));
+  for_each_chain(t, 900, false,
+                 [&](const LinearCase& g, bool bias_on, BlasLt& lt, const GemmShape& fwd, const GemmShape& grad,
+                     const ChainOperands& o) {
+                   const auto &x = o.x, &w = o.w, &bias = o.bias, &dz = o.dz, &v = o.v;
+                   const std::size_t count = static_cast<std::size_t>(g.batch * g.out);
+                   const DeviceBuffer y(count * dtype_size(t.c)), pre(count * dtype_size(t.c));
+                   DeviceBuffer dgrad(count * dtype_size(t.c));
 
-      const cuda::GeluAux aux{pre.get(), g.out};
-      const bool fused_forward = lt.gemm(fwd, 1.0f, dx_in.get(), dw.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
-                                         bias_on ? Epilogue::bias_gelu_aux : Epilogue::gelu_aux,
-                                         bias_on ? dbias.get() : nullptr, nullptr, &aux);
-      std::vector<float> pre_ref(count, 0.0f), y_ref(count);
-      blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f, pre_ref.data(),
-                  fwd.ldc);
-      for (std::size_t i = 0; i < count; ++i) {
-        pre_ref[i] += bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f;
-        y_ref[i] = test::round_to(t.c, cpu_gelu(pre_ref[i]));
-        pre_ref[i] = test::round_to(t.c, pre_ref[i]);
-      }
-      const auto pre_got = pre.read_values(t.c);
-      EXPECT_LT(test::max_rel_error(pre_got, pre_ref), test::tolerance(t.c, t.math)) << "the GELU's input";
-      EXPECT_LT(test::max_rel_error(y.read_values(t.c), y_ref), tol) << "y";
+                   const cuda::GeluAux aux{pre.get(), g.out};
+                   const bool fused_forward =
+                       lt.gemm(fwd, 1.0f, o.d_x.get(), o.d_w.get(), 0.0f, y.get(), t.ab, t.c, t.math, nullptr,
+                               bias_on ? Epilogue::bias_gelu_aux : Epilogue::gelu_aux,
+                               bias_on ? o.d_bias.get() : nullptr, nullptr, &aux);
+                   std::vector<float> pre_ref(count, 0.0f), y_ref(count);
+                   blas::sgemm(false, true, fwd.m, fwd.n, fwd.k, 1.0f, x.data(), fwd.lda, w.data(), fwd.ldb, 0.0f,
+                               pre_ref.data(), fwd.ldc);
+                   for (std::size_t i = 0; i < count; ++i) {
+                     pre_ref[i] += bias_on ? bias[i % static_cast<std::size_t>(g.out)] : 0.0f;
+                     y_ref[i] = test::round_to(t.c, cpu_gelu(pre_ref[i]));
+                     pre_ref[i] = test::round_to(t.c, pre_ref[i]);
+                   }
+                   const auto pre_got = pre.read_values(t.c);
+                   EXPECT_LT(test::max_rel_error(pre_got, pre_ref), test::tolerance(t.c, t.math)) << "the GELU's input";
+                   EXPECT_LT(test::max_rel_error(y.read_values(t.c), y_ref), tol) << "y";
 
-      std::vector<float> dx_ref(count, 0.0f);
-      blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb, 0.0f,
-                  dx_ref.data(), grad.ldc);
-      for (std::size_t i = 0; i < count; ++i) dx_ref[i] = test::round_to(t.c, dx_ref[i] * cpu_gelu_slope(pre_got[i]));
-      dgrad.poison();
-      const bool fused_grad = lt.gemm(grad, 1.0f, ddz.get(), dv.get(), 0.0f, dgrad.get(), t.ab, t.c, t.math, nullptr,
-                                      Epilogue::gelu_grad, nullptr, nullptr, &aux);
-      EXPECT_LT(test::max_rel_error(dgrad.read_values(t.c), dx_ref), tol) << "dx";
-      std::cout << "[ info ] " << (bias_on ? "bias + gelu" : "gelu") << " out=" << g.out << ": forward "
-                << (fused_forward ? "fused" : "kernels") << ", gradient " << (fused_grad ? "fused" : "kernels") << "\n";
-    }
+                   std::vector<float> dx_ref(count, 0.0f);
+                   blas::sgemm(false, false, grad.m, grad.n, grad.k, 1.0f, dz.data(), grad.lda, v.data(), grad.ldb,
+                               0.0f, dx_ref.data(), grad.ldc);
+                   for (std::size_t i = 0; i < count; ++i)
+                     dx_ref[i] = test::round_to(t.c, dx_ref[i] * cpu_gelu_slope(pre_got[i]));
+                   dgrad.poison();
+                   const bool fused_grad = lt.gemm(grad, 1.0f, o.d_dz.get(), o.d_v.get(), 0.0f, dgrad.get(), t.ab, t.c,
+                                                   t.math, nullptr, Epilogue::gelu_grad, nullptr, nullptr, &aux);
+                   EXPECT_LT(test::max_rel_error(dgrad.read_values(t.c), dx_ref), tol) << "dx";
+                   std::cout << "[ info ] " << (bias_on ? "bias + gelu" : "gelu") << " out=" << g.out << ": forward "
+                             << (fused_forward ? "fused" : "kernels") << ", gradient "
+                             << (fused_grad ? "fused" : "kernels") << "\n";
+                 });
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, BlasLtGelu, kTypes, type_name);
