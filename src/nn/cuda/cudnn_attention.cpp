@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <unordered_map>
 #include <utility>
 
@@ -93,9 +94,13 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const AttentionShape& s, DType 
 // Builds `g` (validation, cuDNN's heuristics, support check, plans); false with cuDNN's message
 // in `why_not` when it cannot.
 bool build(fe::graph::Graph& g, cudnnHandle_t handle, const char* what, std::string& why_not) {
-  fe::error_t status = g.build(handle, {fe::HeurMode_t::A});
-  if (status.is_good()) return true;
-  why_not = fmt::format("cuDNN cannot build the {} graph: {}", what, status.get_message());
+  try {  // the frontend reports by error_t, but parts of it (its older descriptor API) throw
+    fe::error_t status = g.build(handle, {fe::HeurMode_t::A});
+    if (status.is_good()) return true;
+    why_not = fmt::format("cuDNN cannot build the {} graph: {}", what, status.get_message());
+  } catch (const std::exception& e) {
+    why_not = fmt::format("cuDNN cannot build the {} graph: {}", what, e.what());
+  }
   return false;
 }
 
