@@ -1,7 +1,7 @@
 // A running maximum with its sum of exponentials (the online softmax's pair: one pass over the
-// values, the sum rescaled when the maximum grows) and the merge of two such pairs, shared by
-// the CUDA loss over a vocabulary (kernels/loss_kernels.cu) and the unit test
-// that checks it on the CPU against a direct log-sum-exp. Merges are commutative, so a butterfly
+// values in runs, the sum rescaled when a run raises the maximum) and the merge of two such pairs,
+// shared by the CUDA loss over a vocabulary (kernels/loss_kernels.cu, a run per 16-byte load) and
+// the unit test that checks it on the CPU against a direct log-sum-exp. Merges are commutative, so a butterfly
 // gives every lane the same bits. Host-only header (RT_HOST_DEVICE as in update_rules.hpp).
 #pragma once
 #include <cmath>
@@ -15,15 +15,18 @@ RT_HOST_DEVICE inline float rescaled_sum(float sum, float max, float to) {
   return sum == 0.0f ? 0.0f : sum * expf(max - to);
 }
 
-// Adds exp(z - max) to a running (max, sum), raising the maximum first when z exceeds it. A NaN
-// makes the sum NaN; -inf adds nothing.
-RT_HOST_DEVICE inline void add_exp(float& max, float& sum, float z) {
-  if (z > max) {
-    sum = rescaled_sum(sum, max, z) + 1.0f;
-    max = z;
-  } else if (z != -INFINITY) {
-    sum += expf(z - max);
+// Adds exp(v[e] - max) for a run of `count` values to a running (max, sum): the run's maximum
+// first (one rescale a run, not a branch a value), then each exponential; the maximum itself adds
+// exactly 1, -inf nothing, and a NaN makes the sum NaN.
+RT_HOST_DEVICE inline void add_exps(float& max, float& sum, const float* v, int count) {
+  float run_max = -INFINITY;
+  for (int e = 0; e < count; ++e) run_max = fmaxf(run_max, v[e]);
+  if (run_max > max) {
+    sum = rescaled_sum(sum, max, run_max);
+    max = run_max;
   }
+  for (int e = 0; e < count; ++e)
+    if (v[e] != -INFINITY) sum += v[e] == max ? 1.0f : expf(v[e] - max);
 }
 
 // (max, sum) := the pair over both sets of values.
