@@ -123,35 +123,19 @@ TEST(CudaModel, GptBf16MatchesCpu) { compare_model(kGpt, Shape{kGptPositions}, D
 
 // An LM-head-like Linear of 50257 outputs: rows of neither 16-byte f32 nor bf16 vectors and over a
 // GFLOP, so its GEMMs run over padded outputs (CudaLinear::padded_out; its bias padded too); the
-// ReLU before it puts the padded dy through the dx GEMM's ReLU-gradient epilogue. Without a bias:
-// the GPT's LM head.
-constexpr const char* kWideHead = R"(
-[[layers]]
-type = "linear"
-out = 640
-[[layers]]
-type = "relu"
-[[layers]]
-type = "linear"
-out = 50257
-)";
-constexpr const char* kWideHeadNoBias = R"(
-[[layers]]
-type = "linear"
-out = 640
-[[layers]]
-type = "linear"
-out = 50257
-bias = false
-)";
-TEST(CudaModel, WideUnalignedHeadF32MatchesCpu) {
-  compare_model(kWideHead, Shape{640}, DType::f32, false, 1e-4);
-  compare_model(kWideHeadNoBias, Shape{640}, DType::f32, false, 1e-4);
+// ReLU before it puts the padded dy through the dx GEMM's ReLU-gradient epilogue. Two heads at one
+// precision: with a ReLU before it and a bias, then without either (the GPT's LM head).
+void compare_wide_heads(DType precision, double bound) {
+  for (const bool relu_and_bias : {true, false}) {
+    SCOPED_TRACE(relu_and_bias ? "relu, bias" : "no relu, no bias");
+    const std::string text = std::string("[[layers]]\ntype = \"linear\"\nout = 640\n") +
+                             (relu_and_bias ? "[[layers]]\ntype = \"relu\"\n" : "") +
+                             "[[layers]]\ntype = \"linear\"\nout = 50257\n" + (relu_and_bias ? "" : "bias = false\n");
+    compare_model(text.c_str(), Shape{640}, precision, false, bound);
+  }
 }
-TEST(CudaModel, WideUnalignedHeadBf16MatchesCpu) {
-  compare_model(kWideHead, Shape{640}, DType::bf16, false, 2e-2);
-  compare_model(kWideHeadNoBias, Shape{640}, DType::bf16, false, 2e-2);
-}
+TEST(CudaModel, WideUnalignedHeadF32MatchesCpu) { compare_wide_heads(DType::f32, 1e-4); }
+TEST(CudaModel, WideUnalignedHeadBf16MatchesCpu) { compare_wide_heads(DType::bf16, 2e-2); }
 
 TEST(CudaModel, FusedOptimizerMatchesCpu) {
   if (!bind_gpu()) GTEST_SKIP() << "no CUDA device";
