@@ -128,9 +128,12 @@ void CudaLinear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Te
     g = rows;
     w = padded_weight_.raw();
   }
+  // The bias-gradient epilogue reads A packed: over padded rows the kernel sums the packed dy.
+  const bool bias_in_epilogue = has_bias_ && cols == out_;
   c.blas.gemm(GemmShape{true, false, out_, in_, n, cols, in_, in_}, 1.0f, g, x.raw(), 0.0f, dw_.raw(), c.act,
-              DType::f32, c.math, c.stream, has_bias_ ? Epilogue::bias_grad : Epilogue::none,
-              has_bias_ ? db_.f32() : nullptr);
+              DType::f32, c.math, c.stream, bias_in_epilogue ? Epilogue::bias_grad : Epilogue::none,
+              bias_in_epilogue ? db_.f32() : nullptr);
+  if (has_bias_ && !bias_in_epilogue) kernels::launch_bias_grad(db_.f32(), dy.raw(), n, out_, 1, c.act, c.stream);
   if (dx == nullptr) return;
   const GemmShape input_grad{false, false, n, in_, cols, cols, in_, in_};
   if (gelu_producer_ != nullptr) {  // x is the producer's GELU output; its input gives the rule
