@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "bench/bench_stats.hpp"
@@ -101,7 +102,9 @@ void bench_io(Context& ctx, const IoBenchOptions& o) {
   spec.sources = o.sources;
   spec.images_key = o.images_key;
   spec.labels_key = o.labels_key;
-  spec.strategy = *read_strategy_from_name(o.strategy);
+  const std::optional<ReadStrategy> strategy = read_strategy_from_name(o.strategy);
+  RT_REQUIRE(strategy.has_value(), ConfigError, "bench io: unknown --strategy '{}' (memory, stream)", o.strategy);
+  spec.strategy = *strategy;
 
   // A first pass warms the page cache for both readers and lists the files.
   const Pass warm = loader_pass(ctx, *comm, o, spec, !o.order_out.empty());

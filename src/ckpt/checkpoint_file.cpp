@@ -307,7 +307,7 @@ std::uint64_t stored_checksum(hid_t dset, const std::string& path, const std::st
 std::vector<std::string> dataset_names(hid_t file) {
   std::vector<std::string> names;
   auto visit = [](hid_t, const char* name, const H5O_info_t* info, void* out) -> herr_t {
-    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->push_back(name);
+    if (info->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(out)->emplace_back(name);
     return 0;
   };
   RT_H5_CHECK(H5Ovisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &names));

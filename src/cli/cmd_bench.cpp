@@ -23,7 +23,7 @@ void add_backend_option(CLI::App* cmd, Device* backend, const std::string& help)
 
 // The action of a benchmark's subcommand: the benchmark, with its options, when it was chosen.
 template <typename Options>
-Command when_chosen(const CLI::App* cmd, std::shared_ptr<Options> o, void (*bench)(Context&, const Options&)) {
+Command when_chosen(const CLI::App* cmd, const std::shared_ptr<Options>& o, void (*bench)(Context&, const Options&)) {
   return [cmd, o, bench](Context& ctx) {
     if (cmd->parsed()) bench(ctx, *o);
     return 0;

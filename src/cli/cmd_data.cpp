@@ -1,8 +1,10 @@
 // `ringtrain data convert`: IDX(.gz) images + labels -> HDF5; text (byte tokenizer) or token
 // files (raw arrays, llm.c shards) -> token datasets. Rank 0 converts, the others wait.
 #include <CLI/CLI.hpp>
+#include <optional>
 
 #include "cli/commands.hpp"
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/convert.hpp"
 #include "ringtrain/data/token_convert.hpp"
@@ -45,7 +47,9 @@ void check_mode(const CLI::App& convert) {
 
 void convert_tokens(ConvertArgs& a) {
   if (!a.dtype.empty()) a.tokens.dtype = token_type_from_name(a.dtype);
-  a.tokens.format = *token_file_format_from_name(a.format);
+  const std::optional<TokenFileFormat> format = token_file_format_from_name(a.format);
+  RT_REQUIRE(format.has_value(), ConfigError, "data convert: unknown --format '{}' (auto, raw, llmc)", a.format);
+  a.tokens.format = *format;
   const TokenFileWritten w = convert_token_files(a.tokens);
   log::info("wrote {}: {} tokens ({}, vocabulary {}, tokenizer '{}')", w.path, w.tokens,
             sample_type_name(token_type_for_vocab(a.tokens.vocab_size)), a.tokens.vocab_size, a.tokens.tokenizer);

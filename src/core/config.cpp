@@ -85,21 +85,23 @@ toml::table* parent_table(toml::table& root, const std::vector<KeyPart>& parts, 
                           std::string_view context) {
   toml::table* table = &root;
   for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    toml::node* next = table->get(parts[i].name);
+    const std::string& name = parts[i].name;
+    const std::optional<std::size_t> index = parts[i].index;
+    toml::node* next = table->get(name);
     if (next == nullptr) {
-      if (!create || parts[i].index) return nullptr;
-      table->insert(parts[i].name, toml::table{});
-      next = table->get(parts[i].name);
+      if (!create || index) return nullptr;
+      table->insert(name, toml::table{});
+      next = table->get(name);
     }
-    if (parts[i].index) {
+    if (index) {
       RT_REQUIRE(next->is_array_of_tables(), ConfigError, "{}: '{}' is a {}, not an array of tables ([[{}]])", context,
-                 parts[i].name, type_name(*next), parts[i].name);
+                 name, type_name(*next), name);
       toml::array& arr = *next->as_array();
-      RT_REQUIRE(*parts[i].index < arr.size(), ConfigError, "{}: '{}' has {} table{}, no index {}", context,
-                 parts[i].name, arr.size(), arr.size() == 1 ? "" : "s", *parts[i].index);
-      next = arr.get(*parts[i].index);
+      RT_REQUIRE(*index < arr.size(), ConfigError, "{}: '{}' has {} table{}, no index {}", context, name, arr.size(),
+                 arr.size() == 1 ? "" : "s", *index);
+      next = arr.get(*index);
     }
-    RT_REQUIRE(next->is_table(), ConfigError, "{}: '{}' in '{}' is a {}, not a table", context, parts[i].name, key,
+    RT_REQUIRE(next->is_table(), ConfigError, "{}: '{}' in '{}' is a {}, not a table", context, name, key,
                type_name(*next));
     table = next->as_table();
   }
@@ -500,6 +502,7 @@ std::vector<Config> Config::table_array(std::string_view key) {
   state_->used.insert(path_of(key));
   std::vector<Config> out;
   auto& arr = *n->as_array();
+  out.reserve(arr.size());
   for (std::size_t i = 0; i < arr.size(); ++i)
     out.push_back(Config(state_, arr[i].as_table(), path_of(key) + "[" + std::to_string(i) + "]."));
   return out;

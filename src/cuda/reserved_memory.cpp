@@ -78,15 +78,15 @@ void check_driver(CUresult rc, const char* call, std::size_t bytes) {
 // One reservation: [base, base + size) reserved, granule g mapped when handles_[g] != 0.
 class Reservation {
  public:
-  Reservation(std::size_t bytes, int device) : device_(device) {
+  Reservation(std::size_t bytes, int device) : api_(driver()), device_(device) {
     check::bind_thread_to_device(device_);
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = device_;
-    check_driver(driver().granularity(&granule_, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-                 "cuMemGetAllocationGranularity", 0);
+    check_driver(api_.granularity(&granule_, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity",
+                 0);
     size_ = (bytes + granule_ - 1) / granule_ * granule_;
-    check_driver(driver().address_reserve(&base_, size_, granule_, 0, 0), "cuMemAddressReserve", size_);
+    check_driver(api_.address_reserve(&base_, size_, granule_, 0, 0), "cuMemAddressReserve", size_);
     handles_.assign(size_ / granule_, 0);
     try {
       commit(begin(), end());
@@ -140,25 +140,25 @@ class Reservation {
 
   void map(std::size_t g) {
     CUmemGenericAllocationHandle handle = 0;
-    check_driver(driver().create(&handle, granule_, &prop_, 0), "cuMemCreate", granule_);
-    CUresult rc = driver().map(at(g), granule_, 0, handle, 0);
+    check_driver(api_.create(&handle, granule_, &prop_, 0), "cuMemCreate", granule_);
+    CUresult rc = api_.map(at(g), granule_, 0, handle, 0);
     if (rc == CUDA_SUCCESS) {
       CUmemAccessDesc access{};
       access.location = prop_.location;
       access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      rc = driver().set_access(at(g), granule_, &access, 1);
-      if (rc != CUDA_SUCCESS) (void)driver().unmap(at(g), granule_);
+      rc = api_.set_access(at(g), granule_, &access, 1);
+      if (rc != CUDA_SUCCESS) (void)api_.unmap(at(g), granule_);
     }
     if (rc != CUDA_SUCCESS) {
-      (void)driver().release(handle);
+      (void)api_.release(handle);
       check_driver(rc, "cuMemMap/cuMemSetAccess", granule_);
     }
     handles_[g] = handle;
   }
 
   void unmap(std::size_t g) {
-    check_driver(driver().unmap(at(g), granule_), "cuMemUnmap", granule_);
-    check_driver(driver().release(handles_[g]), "cuMemRelease", granule_);
+    check_driver(api_.unmap(at(g), granule_), "cuMemUnmap", granule_);
+    check_driver(api_.release(handles_[g]), "cuMemRelease", granule_);
     handles_[g] = 0;
   }
 
@@ -169,14 +169,15 @@ class Reservation {
     (void)cudaDeviceSynchronize();
     for (std::size_t g = 0; g < handles_.size(); ++g)
       if (handles_[g] != 0) {
-        (void)driver().unmap(at(g), granule_);
-        (void)driver().release(handles_[g]);
+        (void)api_.unmap(at(g), granule_);
+        (void)api_.release(handles_[g]);
         handles_[g] = 0;
       }
-    (void)driver().address_free(base_, size_);
+    (void)api_.address_free(base_, size_);
     base_ = 0;
   }
 
+  const DriverApi& api_;  // looked up before anything is reserved, so free_all() cannot throw
   int device_;
   CUmemAllocationProp prop_{};
   std::size_t granule_ = 0, size_ = 0;

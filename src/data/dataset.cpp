@@ -339,6 +339,7 @@ class DatasetOpener {
       return;
     }
     std::vector<std::int64_t> mine;
+    mine.reserve(bad_.size());
     for (const auto& b : bad_) mine.push_back(b.index);
     ds_->excluded_ = allgather_varying(world_, mine, MPI_INT64_T);
     std::sort(ds_->excluded_.begin(), ds_->excluded_.end());

@@ -42,6 +42,7 @@ void complete_node_copy(MPI_Comm world, const NodeOrder& order, const NodeShared
   const int world_size = order.node_begin.back();
   copy.fence();
   std::vector<std::int64_t> part_begin;
+  part_begin.reserve(order.node_begin.size());
   for (const int p : order.node_begin)
     part_begin.push_back(p == world_size ? items : even_shard(items, world_size, p).begin);
   exchange_between_nodes(world, order, copy.data(), part_begin, item_bytes);

@@ -84,11 +84,11 @@ NodeSharedBuffer::NodeSharedBuffer(MPI_Comm world, MPI_Comm node, std::size_t by
   // All memory on local rank 0, so the node's copy is one contiguous block.
   void* mine = nullptr;
   RT_MPI_CHECK(MPI_Win_allocate_shared(static_cast<MPI_Aint>(local_rank == 0 ? bytes : 0), 1, MPI_INFO_NULL, node,
-                                       &mine, &win_));
+                                       static_cast<void*>(&mine), &win_));
   MPI_Aint size = 0;
   int unit = 0;
   void* base = nullptr;
-  RT_MPI_CHECK(MPI_Win_shared_query(win_, 0, &size, &unit, &base));
+  RT_MPI_CHECK(MPI_Win_shared_query(win_, 0, &size, &unit, static_cast<void*>(&base)));
   base_ = static_cast<std::byte*>(base);
   RT_MPI_CHECK(MPI_Win_fence(0, win_));
 }

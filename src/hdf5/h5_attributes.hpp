@@ -68,7 +68,7 @@ inline void write_string_attr(hid_t obj, const char* name, const std::vector<std
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v.c_str());
-  RT_H5_CHECK(H5Awrite(attr, type, ptrs.data()));
+  RT_H5_CHECK(H5Awrite(attr, type, static_cast<const void*>(ptrs.data())));
 }
 
 inline Attribute open_attr(hid_t obj, const char* name) {
@@ -142,7 +142,7 @@ inline std::string read_string_attr(hid_t obj, const char* name) {
   if (RT_H5_CHECK(H5Tis_variable_str(type)) > 0) {
     Datatype mem = utf8_string_type();
     char* text = nullptr;
-    RT_H5_CHECK(H5Aread(attr, mem, &text));
+    RT_H5_CHECK(H5Aread(attr, mem, static_cast<void*>(&text)));
     std::string value = text ? text : "";
     H5free_memory(text);
     return value;

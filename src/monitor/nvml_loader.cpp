@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 #include <vector>
@@ -153,7 +154,13 @@ int NvmlTelemetry::index_of_cuda_ordinal(int ordinal, std::string* why) const {
     *why = fmt::format("no GPU with UUID {}", entry);
     return -1;
   }
-  const int index = count > 0 ? std::atoi(entry.c_str()) % count : -1;
+  int parsed = -1;
+  const auto [end, error] = std::from_chars(entry.data(), entry.data() + entry.size(), parsed);
+  if (error != std::errc{} || end != entry.data() + entry.size()) {
+    *why = fmt::format("CUDA_VISIBLE_DEVICES entry '{}' is neither a GPU index nor a UUID", entry);
+    return -1;
+  }
+  const int index = count > 0 ? parsed % count : -1;
   if (index < 0) {
     *why = fmt::format("GPU {} not among the node's {} GPUs", entry, count);
     return -1;

@@ -31,10 +31,11 @@ ResourceSampler::ResourceSampler(int interval_ms, int gpu_ordinal) : interval_ms
     description_ += fmt::format("; no GPU telemetry ({})", nvml_->unavailable_reason());
   } else if (gpu_ordinal < 0) {
     description_ += "; no GPU for this rank (NVML loaded)";
-  } else if (std::string why; (nvml_index_ = nvml_->index_of_cuda_ordinal(gpu_ordinal, &why)) < 0) {
-    description_ += fmt::format("; no GPU telemetry ({})", why);
   } else {
-    description_ += fmt::format(" + gpu {} ({}, NVML)", nvml_index_, nvml_->device_name(nvml_index_));
+    std::string why;
+    nvml_index_ = nvml_->index_of_cuda_ordinal(gpu_ordinal, &why);
+    description_ += nvml_index_ < 0 ? fmt::format("; no GPU telemetry ({})", why)
+                                    : fmt::format(" + gpu {} ({}, NVML)", nvml_index_, nvml_->device_name(nvml_index_));
   }
   start_ = last_wall_ = std::chrono::steady_clock::now();
   last_cpu_s_ = proc::self_cpu_seconds().value_or(0.0);

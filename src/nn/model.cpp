@@ -302,6 +302,7 @@ void Model::bind_layers(const Tensor& params) {
   if (device_ != Device::cuda || compute_params_.raw() == nullptr) return;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::vector<Tensor> compute;
+    compute.reserve(specs_[i].size());
     for (std::size_t j = 0; j < specs_[i].size(); ++j)
       compute.push_back(compute_params_.flat_slice(param_offset_[i][j], specs_[i][j].shape));
     nodes_[i].layer->bind_compute(compute);
@@ -643,6 +644,7 @@ std::vector<std::size_t> Model::param_users(ParameterResidency::Pass pass) const
 
 std::vector<ArenaRange> Model::node_param_ranges(std::size_t node) const {
   std::vector<ArenaRange> out;
+  out.reserve(specs_[node].size());
   for (std::size_t j = 0; j < specs_[node].size(); ++j)
     out.push_back({param_offset_[node][j], specs_[node][j].shape.numel()});
   return out;
@@ -657,6 +659,7 @@ void Model::acquire_params(std::size_t i, ParameterResidency::Pass pass) {
     });
     if (device_ == Device::cuda && compute_dtype_ != DType::f32) {
       std::vector<Tensor> compute;
+      compute.reserve(specs_[i].size());
       for (std::size_t j = 0; j < specs_[i].size(); ++j)
         compute.push_back(
             Tensor::wrap(residency_->compute_where(param_offset_[i][j]), specs_[i][j].shape, compute_dtype_, device_));

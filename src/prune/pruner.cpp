@@ -95,6 +95,7 @@ void Pruner::update_mask(std::int64_t step) {
     for (const Target& t : targets_) mask_smallest_magnitudes(p, m, {t.weight}, target);
   } else {
     std::vector<ArenaRange> all;
+    all.reserve(targets_.size());
     for (const Target& t : targets_) all.push_back(t.weight);
     mask_smallest_magnitudes(p, m, all, target);
   }

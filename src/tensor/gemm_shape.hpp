@@ -15,7 +15,6 @@ struct GemmShape {
   bool trans_a = false, trans_b = false;
   std::int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   std::int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
-  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 misreads the synthesised 0 of a defaulted <=>
   auto operator<=>(const GemmShape&) const = default;
 };
 

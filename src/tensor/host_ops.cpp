@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -29,7 +30,15 @@ std::atomic<std::int64_t> mapped_bytes{0};  // host_mapped_bytes()
 bool injected_out_of_memory() {
   static const std::int64_t fail_at = [] {
     const char* n = std::getenv("RINGTRAIN_TEST_OOM");
-    return n == nullptr ? std::int64_t{0} : std::int64_t{std::atoll(n)};
+    if (n == nullptr) return std::int64_t{0};
+    char* end = nullptr;
+    errno = 0;
+    const std::int64_t at = std::strtoll(n, &end, 10);
+    if (errno != 0 || end == n || *end != '\0') {  // a test harness's mistake: never run on without the hook
+      std::fprintf(stderr, "RINGTRAIN_TEST_OOM='%s' is not an integer\n", n);
+      std::abort();
+    }
+    return at;
   }();
   static std::atomic<std::int64_t> allocations{0};
   return fail_at > 0 && ++allocations == fail_at;

@@ -101,7 +101,7 @@ void TrainCheckpoints::upload() const {
 
 void TrainCheckpoints::unpack_host_sources() const {
   for (Staged& s : staged_)
-    if (s.host_packed) {
+    if (s.host_packed && s.packing) {  // download() packs only what has a packing
       unpack(*s.packing, s.file_data(), s.file_data());
       s.host_packed = false;
     }

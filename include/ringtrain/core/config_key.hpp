@@ -107,16 +107,16 @@ template <typename E>
 class EnumKey final : public KeyBase {
  public:
   using Choices = std::vector<std::pair<std::string, E>>;
-  EnumKey(const KeyDecl& decl, E fallback, Choices choices)
+  EnumKey(const KeyDecl& decl, const E& fallback, Choices choices)
       : KeyBase(decl, KeyType::string, quoted(spelling_of(choices, fallback)), choices_text(choices)),
         fallback_(fallback),
         choices_(std::move(choices)) {}
   E fallback() const { return fallback_; }
   const Choices& choices() const { return choices_; }
-  const std::string& spelling(E value) const { return spelling_of(choices_, value); }
+  const std::string& spelling(const E& value) const { return spelling_of(choices_, value); }
 
  private:
-  static const std::string& spelling_of(const Choices& choices, E value) {
+  static const std::string& spelling_of(const Choices& choices, const E& value) {
     for (const auto& [s, v] : choices)
       if (v == value) return s;
     return choices.front().first;

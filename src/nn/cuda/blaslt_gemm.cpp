@@ -113,7 +113,8 @@ kernels::Activation forward_activation(Epilogue e) {
 // vector of the same alignment. The heuristic also reads it (for that alignment).
 void set_vector(cublasLtMatmulDesc_t desc, void* vector) {
   void* pointer = vector;
-  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof(pointer)));
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                 static_cast<const void*>(&pointer), sizeof(pointer)));
 }
 
 // Whether cuBLASLt's epilogue is asked for at all. cuBLASLt kernels have been reported to assume
@@ -130,7 +131,8 @@ bool fusable(Epilogue epilogue, std::uint32_t align_vector, std::uint32_t align_
 
 // The epilogue's auxiliary matrix: the ReLU's bit-mask or the GELU's input.
 void set_aux_pointer(cublasLtMatmulDesc_t desc, void* aux) {
-  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  RT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                 static_cast<const void*>(&aux), sizeof(aux)));
 }
 
 cublasComputeType_t compute_type(DType ab_type, MathMode math) {

@@ -119,7 +119,6 @@ class BlasLt {
     std::int64_t mask_ld;                                   // 0 without a mask
     std::uint32_t align_gelu;                               // 0 without a GeluAux
     std::int64_t gelu_ld;                                   // 0 without a GeluAux
-    // NOLINTNEXTLINE(modernize-use-nullptr): as for GemmShape above
     auto operator<=>(const Key&) const = default;
   };
   struct Plan;
