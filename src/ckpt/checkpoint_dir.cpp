@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <regex>
+#include <string_view>
 #include <utility>
 
 #include "ringtrain/core/error.hpp"
@@ -35,12 +35,13 @@ namespace fs = std::filesystem;
 
 // Step of a checkpoint file name, or -1 for any other name (also one whose step does not fit
 // an int64: a stray file in a shared directory is ignored, never fatal).
-std::int64_t step_of(const std::string& name) {
-  static const std::regex pattern(R"(ckpt-(\d+)\.h5)");
-  std::smatch m;
-  if (!std::regex_match(name, m, pattern)) return -1;
+std::int64_t step_of(std::string_view name) {
+  constexpr std::string_view prefix = "ckpt-", suffix = ".h5";
+  if (!name.starts_with(prefix) || !name.ends_with(suffix)) return -1;
+  const std::string_view digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
   std::int64_t step = -1;
-  const std::string digits = m[1].str();
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
   return error == std::errc() && end == digits.data() + digits.size() ? step : -1;
 }
