@@ -23,8 +23,9 @@ ringtrain_configure_and_build() {
 }
 
 # Configure the sanitizer build folder (clang, Release with ASan + UBSan, no CUDA: the sanitizers
-# check host code); extra arguments go to cmake.
+# check host code; precompiled headers, as the Release build checks each file's includes); extra
+# arguments go to cmake.
 ringtrain_configure_sanitize() {
   CC=clang CXX=clang++ cmake -S "$RINGTRAIN_ROOT" -B "$RINGTRAIN_SANITIZE_BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_WITH_CUDA=OFF "$@"
+    -DRINGTRAIN_SANITIZE=ON -DRINGTRAIN_WITH_CUDA=OFF -DRINGTRAIN_PRECOMPILE_HEADERS=ON "$@"
 }
