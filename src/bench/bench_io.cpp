@@ -3,6 +3,7 @@
 // the raw read bandwidth of the same files (plain pread of 1/W of their bytes per rank) in
 // the same run, alternating raw and loader passes; rank 0 prints medians as one JSON line.
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,7 +104,8 @@ void bench_io(Context& ctx, const IoBenchOptions& o) {
   spec.images_key = o.images_key;
   spec.labels_key = o.labels_key;
   const std::optional<ReadStrategy> strategy = read_strategy_from_name(o.strategy);
-  RT_REQUIRE(strategy.has_value(), ConfigError, "bench io: unknown --strategy '{}' (memory, stream)", o.strategy);
+  RT_REQUIRE(strategy.has_value(), ConfigError, "bench io: unknown --strategy '{}' ({})", o.strategy,
+             fmt::join(read_strategy_names(), ", "));
   spec.strategy = *strategy;
 
   // A first pass warms the page cache for both readers and lists the files.

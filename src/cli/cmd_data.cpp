@@ -1,6 +1,7 @@
 // `ringtrain data convert`: IDX(.gz) images + labels -> HDF5; text (byte tokenizer) or token
 // files (raw arrays, llm.c shards) -> token datasets. Rank 0 converts, the others wait.
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 #include <optional>
 
 #include "cli/commands.hpp"
@@ -48,7 +49,8 @@ void check_mode(const CLI::App& convert) {
 void convert_tokens(ConvertArgs& a) {
   if (!a.dtype.empty()) a.tokens.dtype = token_type_from_name(a.dtype);
   const std::optional<TokenFileFormat> format = token_file_format_from_name(a.format);
-  RT_REQUIRE(format.has_value(), ConfigError, "data convert: unknown --format '{}' (auto, raw, llmc)", a.format);
+  RT_REQUIRE(format.has_value(), ConfigError, "data convert: unknown --format '{}' ({})", a.format,
+             fmt::join(token_file_format_names(), ", "));
   a.tokens.format = *format;
   const TokenFileWritten w = convert_token_files(a.tokens);
   log::info("wrote {}: {} tokens ({}, vocabulary {}, tokenizer '{}')", w.path, w.tokens,
@@ -106,7 +108,7 @@ Command add_data_command(CLI::App& app) {
       ->add_option("--format", a->format,
                    "token file format: llmc (256 x int32 header, magic 20240520), raw, or "
                    "auto (llmc when the file starts with the magic)")
-      ->check(CLI::IsMember({"auto", "raw", "llmc"}));
+      ->check(CLI::IsMember(token_file_format_names()));
   convert->parse_complete_callback([convert] { check_mode(*convert); });
   return [convert, a](Context& ctx) {
     if (!convert->parsed()) return 0;

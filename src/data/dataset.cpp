@@ -11,6 +11,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <utility>
 
 #include "data/dataset_open.hpp"
 #include "data/h5_io.hpp"
@@ -67,13 +68,28 @@ std::string_view sample_type_name(SampleType t) {
   return "?";
 }
 
+namespace {
+constexpr std::pair<std::string_view, ReadStrategy> kReadStrategies[] = {{"memory", ReadStrategy::memory},
+                                                                         {"stream", ReadStrategy::stream}};
+}  // namespace
+
 std::optional<ReadStrategy> read_strategy_from_name(std::string_view name) {
-  if (name == "memory") return ReadStrategy::memory;
-  if (name == "stream") return ReadStrategy::stream;
+  for (const auto& [n, s] : kReadStrategies)
+    if (n == name) return s;
   return std::nullopt;
 }
 
-std::string_view read_strategy_name(ReadStrategy s) { return s == ReadStrategy::memory ? "memory" : "stream"; }
+std::string_view read_strategy_name(ReadStrategy s) {
+  for (const auto& [n, v] : kReadStrategies)
+    if (v == s) return n;
+  return "?";
+}
+
+std::vector<std::string> read_strategy_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, s] : kReadStrategies) names.emplace_back(n);
+  return names;
+}
 
 Dataset::~Dataset() = default;
 

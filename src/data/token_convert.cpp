@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -282,11 +284,21 @@ TextConvertResult convert_text_to_tokens(const TextConvertOptions& o) {
   return result;
 }
 
+namespace {
+constexpr std::pair<std::string_view, TokenFileFormat> kTokenFileFormats[] = {
+    {"auto", TokenFileFormat::automatic}, {"raw", TokenFileFormat::raw}, {"llmc", TokenFileFormat::llmc}};
+}  // namespace
+
 std::optional<TokenFileFormat> token_file_format_from_name(const std::string& name) {
-  if (name == "auto") return TokenFileFormat::automatic;
-  if (name == "raw") return TokenFileFormat::raw;
-  if (name == "llmc") return TokenFileFormat::llmc;
+  for (const auto& [n, f] : kTokenFileFormats)
+    if (n == name) return f;
   return std::nullopt;
+}
+
+std::vector<std::string> token_file_format_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : kTokenFileFormats) names.emplace_back(n);
+  return names;
 }
 
 TokenFileWritten convert_token_files(const TokensConvertOptions& o) {

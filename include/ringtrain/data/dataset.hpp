@@ -30,8 +30,9 @@ constexpr bool is_float(SampleType t) { return t == SampleType::f16 || t == Samp
 // memory shared by the ranks of each node, and epochs are served from there. stream: samples
 // are read while training, block (HDF5 chunk) by block, in a block-shuffled order.
 enum class ReadStrategy : std::uint8_t { memory, stream };
-std::optional<ReadStrategy> read_strategy_from_name(std::string_view name);  // "memory", "stream"
+std::optional<ReadStrategy> read_strategy_from_name(std::string_view name);
 std::string_view read_strategy_name(ReadStrategy s);
+std::vector<std::string> read_strategy_names();  // "memory", "stream": what read_strategy_from_name knows
 
 // What to do with float samples that hold NaN or Inf (checked when the dataset is opened).
 enum class NonFinite : std::uint8_t { error, skip };

@@ -43,7 +43,8 @@ TextConvertResult convert_text_to_tokens(const TextConvertOptions& options);
 // How --tokens inputs are read. automatic: an llm.c shard when the file starts with the llm.c
 // magic, else raw.
 enum class TokenFileFormat : std::uint8_t { automatic, raw, llmc };
-std::optional<TokenFileFormat> token_file_format_from_name(const std::string& name);  // auto, raw, llmc
+std::optional<TokenFileFormat> token_file_format_from_name(const std::string& name);
+std::vector<std::string> token_file_format_names();  // auto, raw, llmc: what token_file_format_from_name knows
 
 struct TokensConvertOptions {
   std::vector<std::string> inputs;  // files or globs, concatenated in this order

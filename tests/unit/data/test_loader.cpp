@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "data/epoch_plan.hpp"
@@ -460,6 +461,20 @@ TEST_F(LoaderTest, FewerSamplesThanAGlobalBatch) {
       EXPECT_STREQ(e.what(), "sampler: 10 samples is fewer than one global batch of 12 (= world 3 x batch 4)");
     }
   }
+}
+
+// The names the CLI offers (bench io --strategy) are exactly those that parse, and each strategy
+// prints as the name it was parsed from.
+TEST(ReadStrategyNames, EveryListedNameParsesAndPrintsBack) {
+  const std::vector<std::string> names = read_strategy_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"memory", "stream"}));
+  for (const std::string& name : names) {
+    const std::optional<ReadStrategy> strategy = read_strategy_from_name(name);
+    ASSERT_TRUE(strategy.has_value()) << name;
+    EXPECT_EQ(read_strategy_name(*strategy), name);
+  }
+  EXPECT_FALSE(read_strategy_from_name("Memory").has_value());
+  EXPECT_FALSE(read_strategy_from_name("").has_value());
 }
 
 }  // namespace

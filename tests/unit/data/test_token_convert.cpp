@@ -3,7 +3,9 @@
 // count mismatch), the written schema, and each bad input's one-line error naming its file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "hdf5/h5_attributes.hpp"
 #include "ringtrain/data/token_convert.hpp"
@@ -280,6 +282,20 @@ TEST_F(TokenConvert, TokenFileErrors) {
   o.vocab_size = 1000;
   o.output_path = path("no-such-dir/out.h5");
   EXPECT_NE(error_of([&] { convert_token_files(o); }).find("does not exist"), std::string::npos);
+}
+
+// The formats the CLI offers (data convert --format) are exactly those that parse, to distinct formats.
+TEST(TokenFileFormatNames, EveryListedNameParsesToItsOwnFormat) {
+  const std::vector<std::string> names = token_file_format_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"auto", "raw", "llmc"}));
+  std::vector<TokenFileFormat> formats;
+  for (const std::string& name : names) {
+    const std::optional<TokenFileFormat> format = token_file_format_from_name(name);
+    ASSERT_TRUE(format.has_value()) << name;
+    EXPECT_EQ(std::count(formats.begin(), formats.end(), *format), 0) << name;
+    formats.push_back(*format);
+  }
+  EXPECT_FALSE(token_file_format_from_name("automatic").has_value());
 }
 
 }  // namespace
