@@ -114,6 +114,7 @@ std::filesystem::path write_v2_checkpoint(const Context& ctx, const std::filesys
                                             static_cast<std::int64_t>(velocity.size()),
                                             false,
                                             false,
+                                            true,
                                             {{0, static_cast<std::int64_t>(velocity.size())}}},
                                            {"buffers", rows.data(), static_cast<std::int64_t>(rows.size()), true}};
   CheckpointMeta meta;
