@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <fmt/ranges.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,7 +20,9 @@
 #include "bench/compute_load.hpp"
 #include "ringtrain/bench/bench.hpp"
 #include "ringtrain/comm/communicator.hpp"
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/core/name_table.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 
@@ -47,8 +52,7 @@ constexpr Backend kBackends[] = {
      }},
 };
 
-constexpr std::pair<std::string_view, DType> kDtypes[] = {
-    {"f32", DType::f32}, {"bf16", DType::bf16}, {"f16", DType::f16}};
+constexpr NameTable<DType> kDtypes[] = {{"f32", DType::f32}, {"bf16", DType::bf16}, {"f16", DType::f16}};
 
 // Small integers that differ between ranks, so that every partial sum (at most 3 x ranks) is
 // exact in every dtype, bf16 included, and the expected sum is known exactly.
@@ -134,15 +138,13 @@ std::vector<std::string> allreduce_bench_backends() {
   return names;
 }
 
-std::vector<std::string> allreduce_bench_dtypes() {
-  std::vector<std::string> names;
-  for (const auto& d : kDtypes) names.emplace_back(d.first);
-  return names;
-}
+std::vector<std::string> allreduce_bench_dtypes() { return names_of(kDtypes); }
 
 void bench_allreduce(Context& ctx, const AllreduceBenchOptions& o) {
-  const DType dtype =
-      std::find_if(std::begin(kDtypes), std::end(kDtypes), [&](auto& d) { return d.first == o.dtype; })->second;
+  const std::optional<DType> named = value_of_name(kDtypes, o.dtype);
+  RT_REQUIRE(named.has_value(), ConfigError, "bench allreduce: unknown --dtype '{}' ({})", o.dtype,
+             fmt::join(allreduce_bench_dtypes(), ", "));
+  const DType dtype = *named;
   const DType wire = parse_wire_dtype(o.wire_dtype, "--wire-dtype");
   const std::size_t esize = dtype_size(dtype);
   const int rank = ctx.world_rank(), ranks = ctx.world_size();

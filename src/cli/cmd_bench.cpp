@@ -92,7 +92,7 @@ Command add_bench_io_command(CLI::App& bench) {
   auto* io = bench.add_subcommand("io", "Loader throughput over one pass vs raw pread bandwidth of the same files");
   auto o = std::make_shared<IoBenchOptions>();
   io->add_option("dataset", o->sources, "HDF5 files or glob patterns")->required();
-  io->add_option("--strategy", o->strategy, "memory or stream")->check(CLI::IsMember(read_strategy_names()));
+  io->add_option("--strategy", o->strategy, "how the loader reads")->check(CLI::IsMember(read_strategy_names()));
   io->add_option("--images-key", o->images_key, "sample dataset name");
   io->add_option("--labels-key", o->labels_key, "label dataset name");
   io->add_option("--batch", o->batch, "samples per rank and batch")->check(CLI::Range(1, 1 << 20));

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
-#include <utility>
 
 #include "data/dataset_open.hpp"
 #include "data/h5_io.hpp"
@@ -19,6 +18,7 @@
 #include "data/node_memory.hpp"
 #include "check/mpi_check.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/name_table.hpp"
 #include "ringtrain/data/sampler.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/tensor/dtype.hpp"
@@ -69,27 +69,15 @@ std::string_view sample_type_name(SampleType t) {
 }
 
 namespace {
-constexpr std::pair<std::string_view, ReadStrategy> kReadStrategies[] = {{"memory", ReadStrategy::memory},
-                                                                         {"stream", ReadStrategy::stream}};
+constexpr NameTable<ReadStrategy> kReadStrategies[] = {{"memory", ReadStrategy::memory},
+                                                       {"stream", ReadStrategy::stream}};
 }  // namespace
 
 std::optional<ReadStrategy> read_strategy_from_name(std::string_view name) {
-  for (const auto& [n, s] : kReadStrategies)
-    if (n == name) return s;
-  return std::nullopt;
+  return value_of_name(kReadStrategies, name);
 }
-
-std::string_view read_strategy_name(ReadStrategy s) {
-  for (const auto& [n, v] : kReadStrategies)
-    if (v == s) return n;
-  return "?";
-}
-
-std::vector<std::string> read_strategy_names() {
-  std::vector<std::string> names;
-  for (const auto& [n, s] : kReadStrategies) names.emplace_back(n);
-  return names;
-}
+std::string_view read_strategy_name(ReadStrategy s) { return name_of_value(kReadStrategies, s); }
+std::vector<std::string> read_strategy_names() { return names_of(kReadStrategies); }
 
 Dataset::~Dataset() = default;
 

@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <string_view>
-#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -20,6 +18,7 @@
 #include "hdf5/h5_attributes.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/files.hpp"
+#include "ringtrain/core/name_table.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/data/tokens.hpp"
 
@@ -285,21 +284,14 @@ TextConvertResult convert_text_to_tokens(const TextConvertOptions& o) {
 }
 
 namespace {
-constexpr std::pair<std::string_view, TokenFileFormat> kTokenFileFormats[] = {
+constexpr NameTable<TokenFileFormat> kTokenFileFormats[] = {
     {"auto", TokenFileFormat::automatic}, {"raw", TokenFileFormat::raw}, {"llmc", TokenFileFormat::llmc}};
 }  // namespace
 
 std::optional<TokenFileFormat> token_file_format_from_name(const std::string& name) {
-  for (const auto& [n, f] : kTokenFileFormats)
-    if (n == name) return f;
-  return std::nullopt;
+  return value_of_name(kTokenFileFormats, name);
 }
-
-std::vector<std::string> token_file_format_names() {
-  std::vector<std::string> names;
-  for (const auto& [n, f] : kTokenFileFormats) names.emplace_back(n);
-  return names;
-}
+std::vector<std::string> token_file_format_names() { return names_of(kTokenFileFormats); }
 
 TokenFileWritten convert_token_files(const TokensConvertOptions& o) {
   RT_REQUIRE(!o.inputs.empty(), DataError, "no token files given");
