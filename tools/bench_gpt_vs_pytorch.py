@@ -8,7 +8,7 @@ passed to ringtrain only, with a note). Both sides train --max-steps steps on --
 (PyTorch: eager, DDP over gloo, one process per core, --threads 1 torch thread each; ringtrain:
 mpirun --bind-to core) and evaluate the whole val set at the end.
 
-Every repeat measures the peak first (`mpirun -np NP ringtrain bench gemm`: aggregate OpenBLAS
+Every repeat measures the peak first (`mpirun -np NP ringtrain bench gemm`: aggregate
 sgemm GFLOP/s of all ranks at once) and then runs the two sides in alternating order
 (ringtrain, PyTorch; PyTorch, ringtrain; ...). Printed, as a markdown table: medians [min-max]
 of tokens/s, MFU against the median peak (tokens/s x FLOPs/token / peak; FLOPs/token from
@@ -231,7 +231,8 @@ def summarize(runs, peaks, args):
     # the model's FLOPs per token: the PyTorch worker's count (ringtrain's, if it reports one,
     # is only checked against it)
     flops = torch_runs[0]["result"]["flops_per_token"] if torch_runs else None
-    s = {"peak_gflops_aggregate": peak, "flops_per_token": flops, "sides": {}}
+    s = {"peak_gflops_aggregate": peak, "peak_library": peaks[-1].get("library") if peaks else None,
+         "flops_per_token": flops, "sides": {}}
     for side in ("ringtrain", "pytorch"):
         rs = [r["result"] for r in runs if r["framework"] == side]
         if not rs:
@@ -285,7 +286,8 @@ def print_table(args, s):
     print()
     print(f"GPT on Shakespeare ({os.path.relpath(args.config, REPO)}): {args.np} ranks x {args.threads} "
           f"thread(s), {args.max_steps} steps, repeats {args.repeats}; peak = ringtrain bench gemm "
-          + (f"{peak:.1f} GFLOP/s (aggregate sgemm)" if peak else "not measured")
+          + (f"{peak:.1f} GFLOP/s (aggregate sgemm, {s['peak_library'] or 'library not reported'})" if peak
+             else "not measured")
           + (f"; {s['flops_per_token'] / 1e6:.2f} MFLOP/token" if s["flops_per_token"] else ""))
     print()
 

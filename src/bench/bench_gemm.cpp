@@ -1,6 +1,6 @@
-// `ringtrain bench gemm`: OpenBLAS sgemm on every rank at once (cpu, the default: the compute
-// peak, one JSON line on rank 0), or on one GPU the Fashion-MNIST Linear GEMMs and two squares,
-// ringtrain's cuBLASLt algorithm against cuBLASLt's fastest (cuda; bench_gemm_cuda.cpp).
+// `ringtrain bench gemm`: sgemm (oneDNN's or OpenBLAS's, as training runs it: blas.hpp) on every
+// rank at once (cpu, the default: the compute peak, one JSON line on rank 0), or on one GPU the Fashion-MNIST Linear
+// GEMMs and two squares, ringtrain's cuBLASLt algorithm against cuBLASLt's fastest (cuda; bench_gemm_cuda.cpp).
 #include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/peak_flops.hpp"
+#include "tensor/blas.hpp"
 
 namespace ringtrain {
 namespace {
@@ -34,6 +35,7 @@ void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
                       {"size", n},
                       {"ranks", ctx.world_size()},
                       {"threads_per_rank", ctx.binding().threads},
+                      {"library", blas::describe()},
                       {"iterations", iters},
                       {"gflops_aggregate", aggregate},
                       {"gflops_per_rank", aggregate / ctx.world_size()},

@@ -34,10 +34,12 @@ Command when_chosen(const CLI::App* cmd, const std::shared_ptr<Options>& o, void
 Command add_bench_gemm_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "gemm",
-      "GEMM throughput: OpenBLAS sgemm GFLOP/s on all ranks at once (cpu, the compute peak), or cuBLASLt "
+      "GEMM throughput: sgemm GFLOP/s on all ranks at once (cpu, the compute peak; oneDNN's or OpenBLAS's, as "
+      "training runs it), or cuBLASLt "
       "TFLOP/s of ringtrain's algorithm against cuBLASLt's fastest (cuda)");
   auto o = std::make_shared<GemmBenchOptions>();
-  add_backend_option(cmd, &o->backend, "cpu (OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)");
+  add_backend_option(cmd, &o->backend,
+                     "cpu (oneDNN or OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)");
   cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
       ->check(CLI::Range(64, 8192));
   cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));

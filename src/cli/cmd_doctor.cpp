@@ -29,6 +29,7 @@
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
+#include "tensor/blas.hpp"
 
 namespace ringtrain {
 namespace {
@@ -108,7 +109,7 @@ std::string cuda_aware_mpi() {
 
 struct Versions {
   CudaVersions cuda;
-  std::string nccl, mpi_library, mpi_standard, hdf5, blas, nvml_driver, nvml_why;
+  std::string nccl, mpi_library, mpi_standard, hdf5, blas, sgemm, nvml_driver, nvml_why;
   int thread_level = MPI_THREAD_SINGLE;
 };
 
@@ -140,6 +141,7 @@ Versions collect_versions(const NvmlTelemetry& nvml) {
   while (!config.empty() && config.back() == ' ') config.pop_back();
   v.blas =
       fmt::format("{}, {} thread{}", config, openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+  v.sgemm = blas::describe();
   v.nvml_driver = nvml.driver_version();
   v.nvml_why = nvml.unavailable_reason();
   return v;
@@ -158,6 +160,7 @@ nlohmann::ordered_json versions_json(const Versions& v) {
           {"mpi_thread_level", thread_level_name(v.thread_level)},
           {"hdf5", v.hdf5},
           {"blas", v.blas},
+          {"sgemm", v.sgemm},
           {"cpu_conv", cpu_conv2d_library()},
           {"cuda_runtime", cuda(c.runtime > 0, cuda_version_text(c.runtime))},
           {"cuda_driver", cuda(c.driver > 0, cuda_version_text(c.driver))},

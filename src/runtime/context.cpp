@@ -70,6 +70,7 @@ void Context::bind(Device backend, int threads) {
       threads = mask > 0 ? std::min(share, mask) : share;
     }
     blas::set_threads(threads);
+    blas::sgemm_library();  // a bad RINGTRAIN_SGEMM fails here, at set-up, on every rank
     binding_ = DeviceBinding{Device::cpu, -1, threads};
     return;
   }

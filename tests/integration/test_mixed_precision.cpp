@@ -70,7 +70,11 @@ class PrecisionRuns : public ::testing::Test {
   }
 };
 
-TEST_F(PrecisionRuns, Bf16AccuracyWithinOnePointOfFp32) {
+// bf16 may cost at most one point of accuracy. Which way one epoch's accuracy lands is noise: bf16
+// minus fp32 was -0.5 to +1.6 points over seeds 1-4 and both sgemm libraries (oneDNN, OpenBLAS),
+// whose last-bit differences bf16's rounding magnifies; more than 3 points above fp32 would mean
+// the two runs differ in more than precision.
+TEST_F(PrecisionRuns, Bf16AccuracyNoMoreThanOnePointBelowFp32) {
   const Run& f32 = run("fp32", 1);
   const Run& bf16 = run("bf16", 1);
   ASSERT_EQ(f32.result.exit_code, 0) << f32.result.output;
@@ -79,7 +83,8 @@ TEST_F(PrecisionRuns, Bf16AccuracyWithinOnePointOfFp32) {
   const double b = bf16.summary["final_test_accuracy"].get<double>();
   std::cout << "test accuracy after 1 epoch: fp32 " << a << ", bf16 " << b << "\n";
   EXPECT_GT(a, 0.70);  // chance is 0.10
-  EXPECT_NEAR(b, a, 0.01);
+  EXPECT_GE(b, a - 0.01);
+  EXPECT_LE(b, a + 0.03);
   EXPECT_EQ(bf16.summary["precision"], "bf16");
   EXPECT_EQ(bf16.summary["skipped_steps"], 0);
   EXPECT_EQ(f32.summary["precision"], "fp32");
@@ -153,7 +158,9 @@ TEST(Fp16Resume, StoppedAndResumedEqualsStraight) {
   const std::string a = (dir / "straight" / "checkpoints" / "ckpt-000000060.h5").string();
   const std::string b = (dir / "split" / "checkpoints" / "ckpt-000000060.h5").string();
   for (const std::string d : {"/params", "/optimizer/velocity"}) {
-    const CommandResult diff = run_command("h5diff " + shell_quote(a) + " " + shell_quote(b) + " " + d + " " + d);
+    std::string command = "h5diff";
+    for (const std::string& word : {shell_quote(a), shell_quote(b), d, d}) command.append(" ").append(word);
+    const CommandResult diff = run_command(command);
     EXPECT_EQ(diff.exit_code, 0) << d << ": " << diff.output;
   }
   for (const char* name : {"loss_scale", "loss_scale_good_steps", "skipped_steps"})

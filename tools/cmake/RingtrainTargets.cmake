@@ -20,6 +20,17 @@ function(ringtrain_add_module name)
   ringtrain_record_module(ringtrain_${name} ${name})
 endfunction()
 
+# A module's source that uses oneDNN (linked with it) in a build with RINGTRAIN_WITH_ONEDNN, else
+# the source that stands in for it.
+function(ringtrain_onednn_source target with_onednn without_onednn)
+  if(RINGTRAIN_WITH_ONEDNN)
+    target_sources(${target} PRIVATE ${with_onednn})
+    target_link_libraries(${target} PRIVATE DNNL::dnnl ${RINGTRAIN_GOMP_LIBRARY})
+  else()
+    target_sources(${target} PRIVATE ${without_onednn})
+  endif()
+endfunction()
+
 # The modules the fuzz targets (tests/fuzz) feed: in a clang sanitizer build they are
 # instrumented for libFuzzer's coverage feedback. The others (compute, communication) are not,
 # which keeps the sanitizer test run's training steps fast.

@@ -1,9 +1,10 @@
-// blas::sgemm (OpenBLAS's; any replacement must pass the same): every transpose with
-// padded leading dimensions, alpha and beta against a float64 reference; beta = 0 ignores what C
-// held (NaN included) and k = 0 only scales C; results repeat bit for bit at any operand address
-// (ZeRO-3 computes with gathered copies where stage 0 uses the arena) and while signals interrupt
-// it (a stop signal may arrive mid-step: oneDNN 2.6.3's JIT GEMM fails
-// this one, with wrong results and a corrupted heap).
+// blas::sgemm through each library the build has (OpenBLAS; oneDNN), held to one standard: every
+// transpose with padded leading dimensions, alpha and beta against a float64 reference; beta = 0
+// ignores what C held (NaN included) and k = 0 only scales C; results repeat bit for bit at any
+// operand address (ZeRO-3 computes with gathered copies where stage 0 uses the arena) and while
+// signals interrupt it (a stop signal may arrive mid-step: oneDNN 2.6.3's JIT GEMM, called without
+// its signals blocked, fails this one, with wrong results and a corrupted heap). And the choice of
+// library that RINGTRAIN_SGEMM makes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,12 +14,16 @@
 #include <limits>
 #include <vector>
 
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/random.hpp"
 #include "support/signal_storm.hpp"
 #include "tensor/blas.hpp"
+#include "tensor/onednn_sgemm.hpp"
 
 namespace ringtrain {
 namespace {
+
+using blas::SgemmLibrary;
 
 struct Gemm {
   bool trans_a = false, trans_b = false;
@@ -41,9 +46,18 @@ struct Operands {
   }
 };
 
-void run(const Gemm& g, const float* a, const float* b, float* c) {
-  blas::sgemm(g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc);
+void run(SgemmLibrary library, const Gemm& g, const float* a, const float* b, float* c) {
+  blas::sgemm_with(library, g.trans_a, g.trans_b, g.m, g.n, g.k, g.alpha, a, g.lda, b, g.ldb, g.beta, c, g.ldc);
 }
+
+// The libraries this build has.
+std::vector<SgemmLibrary> libraries() {
+  std::vector<SgemmLibrary> out{SgemmLibrary::openblas};
+  if (blas::onednn::compiled()) out.push_back(SgemmLibrary::onednn);
+  return out;
+}
+
+class Sgemm : public testing::TestWithParam<SgemmLibrary> {};
 
 std::vector<Gemm> every_transpose(std::int64_t m, std::int64_t n, std::int64_t k, float alpha, float beta) {
   std::vector<Gemm> out;
@@ -53,7 +67,7 @@ std::vector<Gemm> every_transpose(std::int64_t m, std::int64_t n, std::int64_t k
   return out;
 }
 
-TEST(Sgemm, MatchesAFloat64ReferenceForEveryTransposeAlphaAndBeta) {
+TEST_P(Sgemm, MatchesAFloat64ReferenceForEveryTransposeAlphaAndBeta) {
   std::uint64_t seed = 1;
   for (const auto& [m, n, k] : {std::array<std::int64_t, 3>{1, 1, 1}, {7, 13, 5}, {64, 48, 200}, {130, 3, 257}})
     for (const float alpha : {1.0f, 0.125f})
@@ -61,7 +75,7 @@ TEST(Sgemm, MatchesAFloat64ReferenceForEveryTransposeAlphaAndBeta) {
         for (const Gemm& g : every_transpose(m, n, k, alpha, beta)) {
           Operands o(g, ++seed);
           const std::vector<float> c0 = o.c;
-          run(g, o.a.data(), o.b.data(), o.c.data());
+          run(GetParam(), g, o.a.data(), o.b.data(), o.c.data());
           SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k << " ta " << g.trans_a << " tb "
                                           << g.trans_b << " alpha " << alpha << " beta " << beta);
           int wrong = 0;
@@ -89,11 +103,11 @@ TEST(Sgemm, MatchesAFloat64ReferenceForEveryTransposeAlphaAndBeta) {
         }
 }
 
-TEST(Sgemm, BetaZeroOverwritesNaNAndKZeroOnlyScales) {
+TEST_P(Sgemm, BetaZeroOverwritesNaNAndKZeroOnlyScales) {
   for (const Gemm& g : every_transpose(9, 11, 6, 1.0f, 0.0f)) {
     Operands o(g, 3);
     std::fill(o.c.begin(), o.c.end(), std::numeric_limits<float>::quiet_NaN());
-    run(g, o.a.data(), o.b.data(), o.c.data());
+    run(GetParam(), g, o.a.data(), o.b.data(), o.c.data());
     for (std::int64_t i = 0; i < g.m; ++i)
       for (std::int64_t j = 0; j < g.n; ++j) ASSERT_FALSE(std::isnan(o.c[static_cast<std::size_t>(i * g.ldc + j)]));
   }
@@ -101,7 +115,7 @@ TEST(Sgemm, BetaZeroOverwritesNaNAndKZeroOnlyScales) {
     const Gemm g{false, false, 4, 3, 0, 1, 3, 3, 1.0f, beta};
     std::vector<float> a(4), b(3), c(12, std::numeric_limits<float>::quiet_NaN());
     if (beta != 0.0f) std::fill(c.begin(), c.end(), 1.5f);
-    run(g, a.data(), b.data(), c.data());
+    run(GetParam(), g, a.data(), b.data(), c.data());
     for (const float x : c) EXPECT_EQ(x, beta * 1.5f);
   }
 }
@@ -113,7 +127,7 @@ struct Case {
   std::vector<float> first;
 };
 
-std::vector<Case> model_shaped_cases() {
+std::vector<Case> model_shaped_cases(SgemmLibrary library) {
   std::vector<Case> cases;
   const std::vector<Gemm> shapes = {{false, true, 256, 768, 256, 256, 256, 768, 1.0f, 1.0f},
                                     {true, false, 768, 256, 256, 768, 256, 256, 1.0f, 0.0f},
@@ -124,36 +138,62 @@ std::vector<Case> model_shaped_cases() {
   for (const Gemm& g : shapes) {
     Case c{g, Operands(g, ++seed), {}};
     c.first = c.o.c;
-    run(g, c.o.a.data(), c.o.b.data(), c.first.data());
+    run(library, g, c.o.a.data(), c.o.b.data(), c.first.data());
     cases.push_back(std::move(c));
   }
   return cases;
 }
 
 // Case `c` computed again from copies of its operands placed `shift` floats into fresh buffers.
-bool repeats(const Case& c, std::size_t shift) {
+bool repeats(SgemmLibrary library, const Case& c, std::size_t shift) {
   std::vector<float> a(shift + c.o.a.size()), b(shift + c.o.b.size()), out(shift + c.o.c.size());
   std::copy(c.o.a.begin(), c.o.a.end(), a.begin() + static_cast<std::ptrdiff_t>(shift));
   std::copy(c.o.b.begin(), c.o.b.end(), b.begin() + static_cast<std::ptrdiff_t>(shift));
   std::copy(c.o.c.begin(), c.o.c.end(), out.begin() + static_cast<std::ptrdiff_t>(shift));
-  run(c.g, a.data() + shift, b.data() + shift, out.data() + shift);
+  run(library, c.g, a.data() + shift, b.data() + shift, out.data() + shift);
   return std::equal(c.first.begin(), c.first.end(), out.begin() + static_cast<std::ptrdiff_t>(shift));
 }
 
-TEST(Sgemm, RepeatsBitForBitAtAnyAddress) {
-  const std::vector<Case> cases = model_shaped_cases();
+TEST_P(Sgemm, RepeatsBitForBitAtAnyAddress) {
+  const std::vector<Case> cases = model_shaped_cases(GetParam());
   for (const Case& c : cases)
-    for (const std::size_t shift : {0, 1, 3, 16}) EXPECT_TRUE(repeats(c, shift)) << "m " << c.g.m << " shift " << shift;
+    for (const std::size_t shift : {0, 1, 3, 16})
+      EXPECT_TRUE(repeats(GetParam(), c, shift)) << "m " << c.g.m << " shift " << shift;
 }
 
-TEST(Sgemm, GivesTheSameResultsWhileSignalsInterruptIt) {
-  const std::vector<Case> cases = model_shaped_cases();
+TEST_P(Sgemm, GivesTheSameResultsWhileSignalsInterruptIt) {
+  const std::vector<Case> cases = model_shaped_cases(GetParam());
   int differing = 0;
   const int signals = test::with_signal_storm(std::chrono::microseconds(100), [&] {
-    for (int i = 0; i < 200; ++i) differing += repeats(cases[static_cast<std::size_t>(i) % cases.size()], 0) ? 0 : 1;
+    for (int i = 0; i < 200; ++i)
+      differing += repeats(GetParam(), cases[static_cast<std::size_t>(i) % cases.size()], 0) ? 0 : 1;
   });
   EXPECT_EQ(differing, 0);
   EXPECT_GT(signals, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(EachLibrary, Sgemm, testing::ValuesIn(libraries()),
+                         [](const testing::TestParamInfo<SgemmLibrary>& info) {
+                           return info.param == SgemmLibrary::onednn ? "onednn" : "openblas";
+                         });
+
+TEST(SgemmLibrary, RingtrainSgemmNamesALibraryOrLeavesTheChoiceToTheMachine) {
+  const SgemmLibrary machine =
+      blas::onednn::compiled() && blas::onednn::avx512_here() ? SgemmLibrary::onednn : SgemmLibrary::openblas;
+  EXPECT_EQ(blas::sgemm_library_for(""), machine);
+  EXPECT_EQ(blas::sgemm_library_for("auto"), machine);
+  EXPECT_EQ(blas::sgemm_library_for("openblas"), SgemmLibrary::openblas);
+  if (blas::onednn::compiled()) {
+    EXPECT_EQ(blas::sgemm_library_for("onednn"), SgemmLibrary::onednn);
+  } else {
+    EXPECT_THROW(blas::sgemm_library_for("onednn"), ConfigError);
+  }
+  try {
+    blas::sgemm_library_for("mkl");
+    FAIL() << "an unknown library was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "RINGTRAIN_SGEMM: unknown library 'mkl' (auto, openblas, onednn)");
+  }
 }
 
 }  // namespace
