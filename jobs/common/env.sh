@@ -140,11 +140,16 @@ rt_on_term() {
 trap rt_on_usr1 USR1
 trap rt_on_term TERM
 
-# Passes a held USR1 to the launcher once ringtrain is ready for it.
-rt_pass_usr1() {
+# Sets RT_READY once ringtrain's first line is in the launch's output.
+rt_note_ready() {
   if [ "$RT_READY" -eq 0 ] && [ -n "${RT_LOG:-}" ] && grep -q -m 1 '^ringtrain [^ ]* | [0-9]* ranks\{0,1\} on ' "$RT_LOG"; then
     RT_READY=1
   fi
+}
+
+# Passes a held USR1 to the launcher once ringtrain is ready for it.
+rt_pass_usr1() {
+  rt_note_ready
   if [ "$RT_HELD_USR1" -eq 1 ] && [ "$RT_READY" -eq 1 ] && [ -n "$RT_LAUNCH_PID" ]; then
     RT_HELD_USR1=0
     kill -USR1 "$RT_LAUNCH_PID" 2>/dev/null || true
@@ -152,10 +157,32 @@ rt_pass_usr1() {
 }
 
 # Runs a launcher command (srun/mpirun ...); its output goes to the job's output and to
-# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself. The
-# log and the pipe to tee live in a private directory (mktemp -d), removed when the script
-# exits, also on an error or a signal.
+# $RT_LOG. Sets RT_STATUS to the launcher's exit status; never exits the script itself.
+# A launch that dies of a signal (status above 128) before ringtrain's first line, with no
+# signal sent to the job, is launched once more: nothing was computed or written yet, and
+# such deaths come from the MPI library's start-up (docs/RELIABILITY.md: a rank's SIGSEGV
+# inside Open MPI 4.1.4's MPI_Init over TCP). A benchmark, which prints no such line, is
+# launched once more after any death by a signal. Never a third time.
 rt_launch() {
+  rt_launch_once "$@"
+  if rt_died_starting; then
+    rt_say "the launch died of a signal (exit status $RT_STATUS) before ringtrain's first line: nothing was" \
+      "computed or written yet; launching once more"
+    rt_launch_once "$@"
+    if rt_died_starting; then rt_say "the launch died of a signal before ringtrain's first line again: giving up"; fi
+  fi
+}
+
+# Whether the last launch died of a signal before ringtrain's first line, and no signal
+# reached the job (a job being cancelled, timed out or preempted is never relaunched).
+rt_died_starting() {
+  rt_note_ready
+  [ "$RT_STATUS" -gt 128 ] && [ "$RT_READY" -eq 0 ] && [ "$RT_GOT_TERM" -eq 0 ] && [ "$RT_GOT_USR1" -eq 0 ]
+}
+
+# One launch, as rt_launch describes. The log and the pipe to tee live in a private directory
+# (mktemp -d), removed when the script exits, also on an error or a signal.
+rt_launch_once() {
   rt_say "launch: $*"
   if [ -z "${RT_TMP:-}" ]; then
     RT_TMP="$(mktemp -d "${TMPDIR:-/tmp}/ringtrain-job-${SLURM_JOB_ID:-0}.XXXXXX")" ||

@@ -252,6 +252,62 @@ TEST_F(SlurmJobs, FailingRingtrainFailsTheJob) {
   EXPECT_NE(job.output.find("train.sbatch: error: the launch failed"), std::string::npos) << job.all();
 }
 
+// A fake ringtrain whose rank 0 dies of SIGSEGV before ringtrain runs (as a rank did inside
+// Open MPI's MPI_Init, docs/RELIABILITY.md) on its first `crashes` starts, then runs ringtrain.
+fs::path crashing_ringtrain(const std::string& name, int crashes) {
+  const std::string starts = shell_quote((work_dir() / (name + ".starts")).string());
+  fs::remove(work_dir() / (name + ".starts"));
+  const fs::path fake = work_dir() / (name + ".sh");
+  write_executable(fake,
+                   "#!/bin/sh\n"
+                   "if [ \"$SLURM_PROCID\" = 0 ]; then\n"
+                   "  echo start >>" +
+                       starts +
+                       "\n"
+                       "  [ \"$(wc -l <" +
+                       starts + ")\" -le " + std::to_string(crashes) +
+                       " ] && kill -SEGV $$\n"
+                       "fi\n"
+                       "exec " +
+                       shell_quote(RINGTRAIN_EXE) + " \"$@\"\n");
+  return fake;
+}
+
+std::size_t count_of(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// Nothing was computed or written when a rank died starting (and srun ended the other): the job
+// launches once more, and the training finishes.
+TEST_F(SlurmJobs, ALaunchThatDiesStartingIsLaunchedOnceMore) {
+  const fs::path run_dir = work_dir() / "crash-once";
+  fs::remove_all(run_dir);
+  const Job job =
+      submit("crash-once", "-N 2 --ntasks-per-node=1", "train.sbatch", tiny_training(kMlp, run_dir.string()),
+             "RINGTRAIN_EXE=" + shell_quote(crashing_ringtrain("crash-once", 1)));
+  ASSERT_EQ(job.exit_code, 0) << job.all();
+  EXPECT_EQ(count_of(job.output, "train.sbatch: launch: srun"), 2u) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: the launch died of a signal (exit status "), std::string::npos) << job.all();
+  EXPECT_NE(job.output.find("before ringtrain's first line: nothing was computed or written yet; launching once more"),
+            std::string::npos)
+      << job.all();
+  EXPECT_EQ(summary_at(run_dir)["steps"], 20) << job.all();
+}
+
+// ... but only once: a launch that dies starting again fails the job.
+TEST_F(SlurmJobs, ALaunchThatDiesStartingTwiceFailsTheJob) {
+  const Job job = submit("crash-twice", "", "train.sbatch", tiny_training(kMlp, (work_dir() / "crash-twice").string()),
+                         "RINGTRAIN_EXE=" + shell_quote(crashing_ringtrain("crash-twice", 2)));
+  EXPECT_NE(job.exit_code, 0) << job.all();
+  EXPECT_EQ(count_of(job.output, "train.sbatch: launch: srun"), 2u) << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: the launch died of a signal before ringtrain's first line again: giving up"),
+            std::string::npos)
+      << job.all();
+  EXPECT_NE(job.output.find("train.sbatch: error: the launch failed (exit status "), std::string::npos) << job.all();
+}
+
 // A launch that exits 0 without ringtrain's final line (what a failed srun step can look
 // like) must not pass for a finished training.
 TEST_F(SlurmJobs, LaunchExitingZeroWithoutFinishingFailsTheJob) {
