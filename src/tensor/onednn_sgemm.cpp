@@ -2,12 +2,15 @@
 // instruction set the CPU has (or ONEDNN_MAX_CPU_ISA allows); it threads with GCC's OpenMP
 // runtime, whose thread count is per calling thread, so each thread that calls sets it once.
 //
-// Signals are blocked while it runs: oneDNN's generated f32 GEMM kernels (before 3.11, fixed by
-// uxlfoundation/oneDNN#4855) point the stack pointer into a heap workspace, so a signal handler
-// that runs on the computing thread (Slurm's SIGTERM before preemption, a profiler's SIGPROF)
-// writes its frame into the heap: wrong results and a corrupted heap (test_blas's signal storm
-// catches it). A signal that arrives meanwhile is delivered when the call returns. oneDNN's
-// OpenMP workers, made at the first parallel call, inherit the blocked mask for good.
+// No signal may be handled on a thread that runs its kernels: oneDNN's generated f32 GEMM
+// kernels (before 3.11, fixed by uxlfoundation/oneDNN#4855) point the stack pointer into a heap
+// workspace, so a handler (Slurm's SIGTERM before preemption, a profiler's SIGPROF) would write
+// its frame into the heap: wrong results and a corrupted heap (test_blas's signal storms catch
+// it). So the calling thread's signals are blocked for each call (one that arrives meanwhile is
+// delivered when the call returns), and the OpenMP workers that compute with it block every
+// signal for good: the first call of each thread, and each change of its thread count, runs a
+// parallel region that does that on every worker of its team. The workers of one thread are
+// the same for all its parallel regions, oneDNN's convolutions' too, whichever made them.
 #include "tensor/onednn_sgemm.hpp"
 
 #include <fmt/format.h>
@@ -21,8 +24,9 @@
 #include "ringtrain/core/name_table.hpp"
 
 // GCC's OpenMP runtime, which oneDNN threads with (declared here: no omp.h needed, whichever
-// compiler builds this file).
+// compiler builds this file; GOMP_parallel is its entry point for a parallel region).
 extern "C" void omp_set_num_threads(int threads);
+extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
 
 namespace ringtrain::blas::onednn {
 namespace {
@@ -56,6 +60,21 @@ class SignalsBlocked {
   sigset_t previous_{};
 };
 
+// Run by every thread of a parallel region: each but `caller` (a pthread_t) blocks every signal for good.
+void block_signals_unless_caller(void* caller) {
+  if (pthread_equal(pthread_self(), *static_cast<const pthread_t*>(caller)) != 0) return;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
+}
+
+// Sets this thread's OpenMP thread count and blocks every signal on the workers of its team.
+void prepare_team(int threads) {
+  omp_set_num_threads(threads);
+  pthread_t self = pthread_self();
+  GOMP_parallel(block_signals_unless_caller, &self, static_cast<unsigned>(threads), 0);
+}
+
 }  // namespace
 
 bool compiled() { return true; }
@@ -79,12 +98,12 @@ void generate_kernels(int threads) {
 
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, int threads) {
-  thread_local int threads_set = 0;
-  if (threads_set != threads) {
-    omp_set_num_threads(threads);
-    threads_set = threads;
-  }
   const SignalsBlocked blocked;
+  thread_local int team_prepared_for = 0;
+  if (team_prepared_for != threads) {
+    prepare_team(threads);
+    team_prepared_for = threads;
+  }
   const dnnl_status_t status =
       dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   RT_REQUIRE(status == dnnl_success, Error, "oneDNN sgemm (m={}, n={}, k={}, lda={}, ldb={}, ldc={}) failed: status {}",

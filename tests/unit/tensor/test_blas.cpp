@@ -6,12 +6,16 @@
 // its signals blocked, fails this one, with wrong results and a corrupted heap). And the choice of
 // library that RINGTRAIN_SGEMM makes.
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "ringtrain/core/error.hpp"
@@ -170,6 +174,48 @@ TEST_P(Sgemm, GivesTheSameResultsWhileSignalsInterruptIt) {
   });
   EXPECT_EQ(differing, 0);
   EXPECT_GT(signals, 0);
+}
+
+// GCC's OpenMP runtime, which oneDNN threads with: weak, as a build without oneDNN does not link it.
+extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags)
+    __attribute__((weak));
+extern "C" void omp_set_num_threads(int threads) __attribute__((weak));
+
+// The kernel thread ids of an OpenMP team's master and of its (one) worker.
+struct Team {
+  pid_t master = 0;
+  std::atomic<pid_t> worker{0};
+};
+
+// With two threads the sgemm also runs on an OpenMP worker (oneDNN's), where a signal handler
+// must not run either, even when the team was made before the first sgemm: here, as a oneDNN
+// convolution would, by a parallel region of the thread's own.
+TEST_P(Sgemm, GivesTheSameResultsWhileSignalsInterruptItsWorkerThread) {
+  if (GOMP_parallel == nullptr || omp_set_num_threads == nullptr) GTEST_SKIP() << "no OpenMP runtime in this build";
+  const int threads = blas::threads();
+  blas::set_threads(2);
+  const std::vector<Case> cases = model_shaped_cases(GetParam());
+  int differing = 0, sent = 0;
+  std::thread computing([&] {  // a thread with no OpenMP team yet
+    Team team;
+    team.master = static_cast<pid_t>(syscall(SYS_gettid));
+    omp_set_num_threads(2);
+    GOMP_parallel(
+        [](void* t) {
+          auto* team = static_cast<Team*>(t);
+          if (const auto me = static_cast<pid_t>(syscall(SYS_gettid)); me != team->master) team->worker = me;
+        },
+        &team, 2, 0);
+    if (team.worker == 0) return;
+    sent = test::with_signal_storm_on(team.worker, std::chrono::microseconds(50), [&] {
+      for (int i = 0; i < 400; ++i)
+        differing += repeats(GetParam(), cases[static_cast<std::size_t>(i) % cases.size()], 0) ? 0 : 1;
+    });
+  });
+  computing.join();
+  blas::set_threads(threads);
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(sent, 0) << "the OpenMP team had no worker";
 }
 
 INSTANTIATE_TEST_SUITE_P(EachLibrary, Sgemm, testing::ValuesIn(libraries()),
