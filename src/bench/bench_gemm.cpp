@@ -17,7 +17,6 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/train/peak_flops.hpp"
-#include "tensor/blas.hpp"
 
 namespace ringtrain {
 namespace {
@@ -35,7 +34,7 @@ void bench_gemm_cpu(Context& ctx, const GemmBenchOptions& o) {
                       {"size", n},
                       {"ranks", ctx.world_size()},
                       {"threads_per_rank", ctx.binding().threads},
-                      {"library", blas::describe()},
+                      {"library", peak.library},
                       {"iterations", iters},
                       {"gflops_aggregate", aggregate},
                       {"gflops_per_rank", aggregate / ctx.world_size()},

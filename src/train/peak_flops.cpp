@@ -13,6 +13,7 @@ SgemmPeak measure_sgemm_peak(Communicator& comm, int world, std::int64_t n, doub
   double once = timer.seconds(1);            // warm-up, and the per-call time that sizes the timed runs
   comm.allreduce_sum(&once, 1, DType::f64);  // the same iteration count on every rank
   SgemmPeak peak;
+  peak.library = blas::describe();
   peak.iterations = std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds / (once / world)));
   for (int r = 0; r < repeats; ++r) {
     comm.barrier();

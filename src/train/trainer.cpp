@@ -342,7 +342,8 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     constexpr std::int64_t kPeakSize = 1024;
     constexpr double kPeakSeconds = 0.2;
     const SgemmPeak p = measure_sgemm_peak(*s.comms.main, world, kPeakSize, kPeakSeconds, 1);
-    report.peak(p.aggregate.front() / world, "a 1024^3 sgemm on every rank at once, measured now");
+    report.peak(p.aggregate.front() / world,
+                fmt::format("a 1024^3 sgemm on every rank at once, {}, measured now", p.library));
   }
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 

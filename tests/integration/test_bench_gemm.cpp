@@ -3,6 +3,8 @@
 // and every other benchmark do (skipped on a GPU machine: tools/device/check.sh runs it there).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +35,28 @@ TEST(BenchGemm, CpuPrintsOneJsonLine) {
   EXPECT_EQ(j["gflops_aggregate_runs"].size(), 3u);
   EXPECT_GT(j["gflops_aggregate"].get<double>(), 0.0);
   EXPECT_EQ(j["backend"], "cpu");
+  // The library that computed it, which the CPU chooses (src/tensor/blas.hpp), with its threads.
+  const auto library = j["library"].get<std::string>();
+  EXPECT_TRUE(library.rfind("OpenBLAS ", 0) == 0 || library.rfind("oneDNN ", 0) == 0) << library;
+  const int threads = j["threads_per_rank"].get<int>();
+  const std::string suffix = ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  EXPECT_EQ(library.substr(library.size() - std::min(library.size(), suffix.size())), suffix) << library;
+}
+
+// RINGTRAIN_SGEMM chooses the library by hand; a name it does not know is one error line.
+TEST(BenchGemm, RingtrainSgemmChoosesTheLibrary) {
+  const auto library_with = [](const std::string& setting) {
+    return run_command("RINGTRAIN_SGEMM=" + setting + " " +
+                       ringtrain_command(1, {"bench", "gemm", "--size", "64", "--seconds", "0.05", "--repeats", "1"}));
+  };
+  const CommandResult openblas = library_with("openblas");
+  ASSERT_EQ(openblas.exit_code, 0) << openblas.output;
+  EXPECT_NE(openblas.output.find("\"library\":\"OpenBLAS "), std::string::npos) << openblas.output;
+  const CommandResult unknown = library_with("mkl");
+  EXPECT_NE(unknown.exit_code, 0);
+  EXPECT_NE(unknown.output.find("ringtrain: error: RINGTRAIN_SGEMM: unknown library 'mkl' (auto, openblas, onednn)"),
+            std::string::npos)
+      << unknown.output;
 }
 
 TEST(BenchGemm, RefusesOptionsOfTheOtherBackend) {

@@ -4,6 +4,7 @@
 // briefly at the start of a CPU run.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ringtrain {
@@ -13,6 +14,7 @@ class Communicator;
 struct SgemmPeak {
   std::int64_t iterations = 0;    // sgemms per timed run (the same on every rank)
   std::vector<double> aggregate;  // GFLOP/s summed over the ranks, one per timed run
+  std::string library;            // what computed them: "oneDNN 2.6.3 (avx512_core_bf16), 1 thread"
 };
 
 // Collective over comm (world ranks): `repeats` timed runs of about `seconds` each of n x n x n
