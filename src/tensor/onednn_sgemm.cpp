@@ -1,6 +1,6 @@
 // oneDNN's sgemm (see onednn_sgemm.hpp). Its JIT kernels are picked at run time for the widest
 // instruction set the CPU has (or ONEDNN_MAX_CPU_ISA allows); it threads with GCC's OpenMP
-// runtime, whose thread count is per calling thread, so each thread that calls sets it once.
+// runtime, whose thread count is per calling thread, so each thread that calls sets it (prepare_team).
 //
 // No signal may be handled on a thread that runs its kernels: oneDNN's generated f32 GEMM
 // kernels (before 3.11, fixed by uxlfoundation/oneDNN#4855) point the stack pointer into a heap
@@ -44,7 +44,7 @@ constexpr NameTable<dnnl_cpu_isa_t> kIsaNames[] = {
 
 dnnl_cpu_isa_t isa_here() { return dnnl_get_effective_cpu_isa(); }
 
-// Blocks every signal on this thread for its lifetime, then restores the thread's mask.
+// Blocks every signal on the thread that makes it while it lives, then restores that thread's mask.
 class SignalsBlocked {
  public:
   SignalsBlocked() {
