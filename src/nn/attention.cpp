@@ -3,9 +3,9 @@
 // Memory: the [N, heads, T, T] probabilities are not kept for backward (at T = 1024 they would
 // outweigh every other activation); only each row's log-sum-exp [N, heads, T] is, and backward
 // recomputes P = exp(S - lse) from S = q k^T / sqrt(hs) (flash-attention style: one extra
-// T x T x hs GEMM per head). The queries go in blocks of 32 rows, each block multiplied with the
+// T x T x hs GEMM per head). The queries go in blocks of 64 rows, each block multiplied with the
 // keys and values up to its own last row, so most of the masked half is never computed; the
-// only scratch is two 32 x T matrices for the current block.
+// only scratch is two 64 x T matrices for the current block.
 // Decoding (start_decoding): each forward appends its rows' k and v to a cache ([positions, C]
 // each, the fused input's column layout) and attends its q rows over the cache up to their own
 // position, so a new token costs one row instead of the whole sequence. Inference only: no
@@ -47,8 +47,9 @@ float softmax_prefix(float* row, std::int64_t valid, std::int64_t width) {
 
 // Query rows per block of the training GEMMs: block [r0, r1) is multiplied with the keys and
 // values [0, r1) only, so the masked part above the diagonal is mostly skipped (at T = 128 the
-// GEMMs do 62.5% of the full T x T work).
-constexpr std::int64_t kRowBlock = 32;
+// GEMMs do 75% of the full T x T work). 64 rather than 32 (62.5%): with oneDNN's sgemm the
+// larger GEMMs are the faster, the GPT example's step 1.017x (docs/benchmarks/2026-12-05-sgemm-onednn.md).
+constexpr std::int64_t kRowBlock = 64;
 
 }  // namespace
 

@@ -376,10 +376,10 @@ TEST(TransformerLayers, Attention) { check_attention(2, 5, 8, 2, 17, -2.0, 2.0);
 
 TEST(TransformerLayers, AttentionOneHeadLongerSequence) { check_attention(1, 11, 6, 1, 18, -1.5, 1.5); }
 
-// Longer than the layer's row blocks (32 query rows, each block multiplied with the keys up to
+// Longer than the layer's row blocks (64 query rows, each block multiplied with the keys up to
 // its last row only): three blocks, the last one ragged (dK and dV summed over the blocks that
 // see each key).
-TEST(TransformerLayers, AttentionOverSeveralRowBlocks) { check_attention(1, 70, 4, 2, 19, -1.5, 1.5); }
+TEST(TransformerLayers, AttentionOverSeveralRowBlocks) { check_attention(1, 140, 4, 2, 19, -1.5, 1.5); }
 
 TEST(TransformerLayers, AttentionIsCausal) {
   const std::int64_t n = 2, t = 6, c = 8, changed = 3;
