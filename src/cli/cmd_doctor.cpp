@@ -5,7 +5,6 @@
 #if defined(OPEN_MPI) && OPEN_MPI
 #include <mpi-ext.h>
 #endif
-#include <cblas.h>
 #include <hdf5.h>
 
 #include <CLI/CLI.hpp>
@@ -137,10 +136,7 @@ Versions collect_versions(const NvmlTelemetry& nvml) {
 #else
   v.hdf5 = fmt::format("{}.{}.{} (serial)", h5_major, h5_minor, h5_release);
 #endif
-  std::string config = openblas_get_config();
-  while (!config.empty() && config.back() == ' ') config.pop_back();
-  v.blas =
-      fmt::format("{}, {} thread{}", config, openblas_get_num_threads(), openblas_get_num_threads() == 1 ? "" : "s");
+  v.blas = blas::openblas_description();
   v.sgemm = blas::describe();
   v.nvml_driver = nvml.driver_version();
   v.nvml_why = nvml.unavailable_reason();

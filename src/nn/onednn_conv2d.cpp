@@ -12,10 +12,7 @@
 #include "ringtrain/core/error.hpp"
 #include "nn/layer_maker.hpp"
 #include "tensor/blas.hpp"
-
-// GCC's OpenMP runtime, which oneDNN threads with (declared here: no omp.h needed, whichever
-// compiler builds this file).
-extern "C" void omp_set_num_threads(int threads);
+#include "tensor/onednn_sgemm.hpp"
 
 namespace ringtrain {
 namespace {
@@ -57,7 +54,7 @@ class OneDnnConv2d final : public Conv2d {
 OneDnnConv2d::Plan& OneDnnConv2d::plan_for(std::int64_t n) {
   const auto found = plans_.find(n);
   if (found != plans_.end()) return found->second;
-  omp_set_num_threads(blas::threads());  // this (the model's) thread runs the primitives
+  blas::onednn::use_threads(blas::threads());  // this (the model's) thread runs the primitives
   const memory::desc src(src_dims(n), memory::data_type::f32, Tag::any);
   const memory::desc dst(dst_dims(n), memory::data_type::f32, Tag::any);
   const memory::desc weights(weight_dims(), memory::data_type::f32, Tag::any);
@@ -149,19 +146,6 @@ void OneDnnConv2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, 
 
 std::unique_ptr<Layer> make_cpu_conv2d(const Conv2dOptions& options) { return std::make_unique<OneDnnConv2d>(options); }
 
-std::string cpu_conv2d_library() {
-  const dnnl_version_t* v = dnnl::version();
-  const char* isa = "below avx2";
-  switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
-    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
-    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
-    default: break;
-  }
-  return fmt::format("oneDNN {}.{}.{} ({})", v->major, v->minor, v->patch, isa);
-}
+std::string cpu_conv2d_library() { return blas::onednn::description(); }
 
 }  // namespace ringtrain

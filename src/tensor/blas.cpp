@@ -36,13 +36,19 @@ void openblas_sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
               static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-std::string openblas_description() {
-  std::string config = openblas_get_config();
-  while (!config.empty() && config.back() == ' ') config.pop_back();
-  return config;
+// "<library>, N thread(s)" with this process's BLAS thread count.
+std::string with_threads(const std::string& library) {
+  const int n = openblas_get_num_threads();
+  return fmt::format("{}, {} thread{}", library, n, n == 1 ? "" : "s");
 }
 
 }  // namespace
+
+std::string openblas_description() {
+  std::string config = openblas_get_config();
+  while (!config.empty() && config.back() == ' ') config.pop_back();
+  return with_threads(config);
+}
 
 void set_threads(int t) { openblas_set_num_threads(t); }
 int threads() { return openblas_get_num_threads(); }
@@ -69,9 +75,7 @@ SgemmLibrary sgemm_library() {
 }
 
 std::string describe() {
-  const int n = threads();
-  const std::string library = sgemm_library() == SgemmLibrary::onednn ? onednn::description() : openblas_description();
-  return fmt::format("{}, {} thread{}", library, n, n == 1 ? "" : "s");
+  return sgemm_library() == SgemmLibrary::onednn ? with_threads(onednn::description()) : openblas_description();
 }
 
 void sgemm_with(SgemmLibrary library, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,

@@ -10,6 +10,8 @@ namespace ringtrain::blas {
 
 void set_threads(int threads);
 int threads();
+// OpenBLAS's build and its threads, for doctor: "OpenBLAS 0.3.21 ... Haswell MAX_THREADS=64, 1 thread".
+std::string openblas_description();
 
 // The library that computes sgemm. Chosen once per process from the environment variable
 // RINGTRAIN_SGEMM (see sgemm_library_for); OpenBLAS serves everything else.

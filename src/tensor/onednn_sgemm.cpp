@@ -1,6 +1,6 @@
 // oneDNN's sgemm (see onednn_sgemm.hpp). Its JIT kernels are picked at run time for the widest
 // instruction set the CPU has (or ONEDNN_MAX_CPU_ISA allows); it threads with GCC's OpenMP
-// runtime, whose thread count is per calling thread, so each thread that calls sets it (prepare_team).
+// runtime, whose thread count is per calling thread, so each thread that calls sets it (use_threads).
 //
 // No signal may be handled on a thread that runs its kernels: oneDNN's generated f32 GEMM
 // kernels (before 3.11, fixed by uxlfoundation/oneDNN#4855) point the stack pointer into a heap
@@ -8,8 +8,9 @@
 // its frame into the heap: wrong results and a corrupted heap (test_blas's signal storms catch
 // it). So the calling thread's signals are blocked for each call (one that arrives meanwhile is
 // delivered when the call returns), and the OpenMP workers that compute with it block every
-// signal for good: the first call of each thread, and each change of its thread count, runs a
-// parallel region that does that on every worker of its team. The workers of one thread are
+// signal for good: use_threads, at the first call of each thread and at each change of its
+// thread count (and at oneDNN's convolutions' set-up), runs a parallel region that does that on
+// every worker of its team. The workers of one thread are
 // the same for all its parallel regions, oneDNN's convolutions' too, whichever made them.
 #include "tensor/onednn_sgemm.hpp"
 
@@ -68,13 +69,6 @@ void block_signals_unless_caller(void* caller) {
   pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
-// Sets this thread's OpenMP thread count and blocks every signal on the workers of its team.
-void prepare_team(int threads) {
-  omp_set_num_threads(threads);
-  pthread_t self = pthread_self();
-  GOMP_parallel(block_signals_unless_caller, &self, static_cast<unsigned>(threads), 0);
-}
-
 }  // namespace
 
 bool compiled() { return true; }
@@ -84,6 +78,15 @@ bool avx512_here() { return (isa_here() & dnnl_cpu_isa_avx512_core) == dnnl_cpu_
 std::string description() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{} ({})", v->major, v->minor, v->patch, name_of_value(kIsaNames, isa_here()));
+}
+
+void use_threads(int threads) {
+  thread_local int team_prepared_for = 0;
+  if (team_prepared_for == threads) return;
+  omp_set_num_threads(threads);
+  pthread_t self = pthread_self();
+  GOMP_parallel(block_signals_unless_caller, &self, static_cast<unsigned>(threads), 0);
+  team_prepared_for = threads;
 }
 
 void generate_kernels(int threads) {
@@ -99,11 +102,7 @@ void generate_kernels(int threads) {
 void sgemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
            std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc, int threads) {
   const SignalsBlocked blocked;
-  thread_local int team_prepared_for = 0;
-  if (team_prepared_for != threads) {
-    prepare_team(threads);
-    team_prepared_for = threads;
-  }
+  use_threads(threads);
   const dnnl_status_t status =
       dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   RT_REQUIRE(status == dnnl_success, Error, "oneDNN sgemm (m={}, n={}, k={}, lda={}, ldb={}, ldc={}) failed: status {}",

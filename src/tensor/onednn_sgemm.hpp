@@ -13,6 +13,10 @@ bool compiled();
 bool avx512_here();
 // "oneDNN 2.6.3 (avx512_core_bf16)": the version and the instruction set its kernels use here.
 std::string description();
+// Has this thread's oneDNN calls (sgemm here, the convolutions' primitives) run on `threads`
+// OpenMP threads, whose workers block every signal for good (onednn_sgemm.cpp says why); only
+// the first call of a thread, and one with another count, does anything.
+void use_threads(int threads);
 // Makes oneDNN generate its f32 GEMM kernels, which it does all at once at the first call
 // (~450 KiB of heap on the AVX-512 EPYC of docs/BENCHMARKS.md, held until exit): done at set-up,
 // no training step pays for it and no memory measurement (tune batch's) counts it as the model's.

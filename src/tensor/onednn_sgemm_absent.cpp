@@ -8,6 +8,7 @@ bool compiled() { return false; }
 bool avx512_here() { return false; }
 std::string description() { return "not compiled"; }
 
+void use_threads(int /*threads*/) {}
 void generate_kernels(int /*threads*/) {}
 
 void sgemm(bool, bool, std::int64_t, std::int64_t, std::int64_t, float, const float*, std::int64_t, const float*,
