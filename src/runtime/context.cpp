@@ -2,30 +2,17 @@
 // communicators return codes (checked), so a failure becomes an exception, not a silent abort.
 #include "ringtrain/runtime/context.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <thread>
+#include <string>
 
 #include "check/mpi_check.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
+#include "runtime/cpu_share.hpp"
 #include "runtime/mpi_context.hpp"
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
-namespace {
-
-int cpus_in_affinity_mask() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
-  return CPU_COUNT(&set);
-}
-
-}  // namespace
 
 Context::Context(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
   int initialized = 0;
@@ -63,12 +50,11 @@ Context::~Context() {
 void Context::bind(Device backend, int threads) {
   RT_REQUIRE(threads >= 0, ConfigError, "runtime.threads: must be >= 0 (0 = automatic), got {}", threads);
   if (backend == Device::cpu) {
-    if (threads == 0) {
-      const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      const int share = std::max(1, hw / local_size_);
-      const int mask = cpus_in_affinity_mask();
-      threads = mask > 0 ? std::min(share, mask) : share;
-    }
+    const CpuShare share = this_process_cpu_share(local_size_);
+    if (threads == 0) threads = automatic_threads(share);
+    // One line per node (its ranks are launched alike), not one per rank.
+    const std::string crowded = oversubscription(share, threads);
+    if (local_rank_ == 0 && !crowded.empty()) log::warn("{}", crowded);
     blas::set_threads(threads);
     blas::sgemm_library();  // a bad RINGTRAIN_SGEMM fails here, at set-up, on every rank
     binding_ = DeviceBinding{Device::cpu, -1, threads};

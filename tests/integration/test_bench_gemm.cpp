@@ -4,8 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <filesystem>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "integration/run_command.hpp"
@@ -41,6 +42,19 @@ TEST(BenchGemm, CpuPrintsOneJsonLine) {
   const int threads = j["threads_per_rank"].get<int>();
   const std::string suffix = ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
   EXPECT_EQ(library.substr(library.size() - std::min(library.size(), suffix.size())), suffix) << library;
+}
+
+// More threads than the rank's CPUs still measure, with one warning line that says how to launch.
+TEST(BenchGemm, MoreThreadsThanTheRanksCpusAreWarnedAbout) {
+  const int too_many = static_cast<int>(std::thread::hardware_concurrency()) + 1;
+  const CommandResult r = run_ringtrain(1, {"bench", "gemm", "--size", "64", "--seconds", "0.05", "--repeats", "1",
+                                            "--threads", std::to_string(too_many)});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto warnings = lines_starting(r.output, "ringtrain: warning:");
+  ASSERT_EQ(warnings.size(), 1u) << r.output;
+  EXPECT_NE(warnings.front().find("= " + std::to_string(too_many) + " but this rank is bound to"), std::string::npos)
+      << warnings.front();
+  EXPECT_EQ(lines_starting(r.output, "{").size(), 1u) << r.output;
 }
 
 // RINGTRAIN_SGEMM chooses the library by hand; a name it does not know is one error line.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "ringtrain/core/error.hpp"
+#include "runtime/cpu_share.hpp"
 #include "support/test_context.hpp"
 
 namespace ringtrain {
@@ -16,6 +17,30 @@ TEST(Runtime, CpuBindingGivesAtLeastOneThread) {
   ctx.bind(Device::cpu, 3);
   EXPECT_EQ(ctx.binding().threads, 3);
   ctx.bind(Device::cpu, 1);
+}
+
+TEST(CpuShare, AutomaticThreadsSplitTheNodeWithinTheAffinityMask) {
+  EXPECT_EQ(automatic_threads({.hardware = 16, .affinity = 16, .local_ranks = 4}), 4);
+  EXPECT_EQ(automatic_threads({.hardware = 16, .affinity = 1, .local_ranks = 4}), 1);
+  EXPECT_EQ(automatic_threads({.hardware = 16, .affinity = 0, .local_ranks = 4}), 4);  // mask unknown
+  EXPECT_EQ(automatic_threads({.hardware = 2, .affinity = 2, .local_ranks = 4}), 1);   // never 0
+}
+
+TEST(CpuShare, NamesThreadsThatTheRanksCpusCannotRunAtOnce) {
+  // mpirun's default for one or two ranks: each bound to one core.
+  const std::string bound = oversubscription({.hardware = 2, .affinity = 1, .local_ranks = 1}, 2);
+  EXPECT_NE(bound.find("runtime.threads (or --threads) = 2 but this rank is bound to 1 CPU"), std::string::npos)
+      << bound;
+  EXPECT_NE(bound.find("--bind-to none"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("--cpus-per-task=2"), std::string::npos) << bound;
+  // Unbound ranks whose threads together exceed the node.
+  const std::string crowded = oversubscription({.hardware = 8, .affinity = 8, .local_ranks = 4}, 4);
+  EXPECT_NE(crowded.find("4 ranks on this node of 8 CPUs: 16 threads"), std::string::npos) << crowded;
+  EXPECT_NE(crowded.find("automatic: 2 per rank"), std::string::npos) << crowded;
+  // What fits says nothing.
+  EXPECT_EQ(oversubscription({.hardware = 8, .affinity = 2, .local_ranks = 4}, 2), "");
+  EXPECT_EQ(oversubscription({.hardware = 8, .affinity = 0, .local_ranks = 8}, 1), "");
+  EXPECT_EQ(oversubscription({.hardware = 2, .affinity = 1, .local_ranks = 2}, 1), "");
 }
 
 TEST(Runtime, RejectsNegativeThreads) {
