@@ -17,6 +17,7 @@
 #include "check/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/bytes.hpp"
+#include "ringtrain/core/printable.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "runtime/mpi_context.hpp"
@@ -390,16 +391,15 @@ void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& 
       throw CheckpointMismatch(
           fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
                       "optimizer?",
-                      path, b.name, h5::printable(fmt::format("{}", fmt::join(found, ", ")))));
+                      path, b.name, printable(fmt::format("{}", fmt::join(found, ", ")))));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
     checked_dims(dset, path, b);
   }
   for (const std::string& name : found) {
     const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
     if (!used)
-      throw CheckpointMismatch(
-          fmt::format("{}: dataset '{}' has no place in this run: written by another model or optimizer?", path,
-                      h5::printable(name)));
+      throw CheckpointMismatch(fmt::format(
+          "{}: dataset '{}' has no place in this run: written by another model or optimizer?", path, printable(name)));
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "check/h5_check.hpp"
 #include "hdf5/h5_handle.hpp"
+#include "ringtrain/core/printable.hpp"
 
 namespace ringtrain::h5 {
 
@@ -153,18 +154,6 @@ inline std::string read_string_attr(hid_t obj, const char* name) {
   std::string value(bytes, '\0');
   RT_H5_CHECK(H5Aread(attr, type, value.data()));
   return value.substr(0, value.find('\0'));
-}
-
-// `text` as a message may quote it on one line: every byte outside printable ASCII (newlines,
-// escapes a terminal would act on, 8-bit controls, broken UTF-8) as \xNN, and at most 200
-// bytes. For names taken from files.
-inline std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text.substr(0, 200)) {
-    const auto byte = static_cast<unsigned char>(c);
-    out += byte < 0x20 || byte >= 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, c);
-  }
-  return text.size() > 200 ? out + "..." : out;
 }
 
 // A string attribute that names something (a format, an optimizer, a tokenizer): at most 256

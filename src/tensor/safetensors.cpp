@@ -14,6 +14,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/files.hpp"
+#include "ringtrain/core/printable.hpp"
 
 namespace ringtrain {
 namespace {
@@ -56,37 +57,51 @@ bool read_count(const nlohmann::json& v, std::uint64_t& out) {
   return out <= static_cast<std::uint64_t>(INT64_MAX);
 }
 
+// A header value quoted in a message: its JSON when that is flat (a scalar, or an array of at
+// most 16 scalars), else what it is. Never a whole dump: serializing recurses once per level,
+// and a crafted header nests a million deep within the format's 100 MB (a stack overflow).
+std::string brief(const nlohmann::json& v) {
+  constexpr std::size_t kListed = 16;
+  const auto flat = [&] {
+    if (!v.is_array()) return !v.is_object();
+    return v.size() <= kListed && std::none_of(v.begin(), v.end(), [](const auto& x) { return x.is_structured(); });
+  };
+  if (flat()) return printable(v.dump());
+  return fmt::format("{} of {} {}{}", v.is_array() ? "an array" : "an object", v.size(),
+                     v.is_array() ? "value" : "member", v.size() == 1 ? "" : "s");
+}
+
 // One tensor's header entry, checked against the data section's size.
 SafetensorsFile::Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& v,
                                    std::int64_t data_bytes) {
   const auto bad = [&](const std::string& what) {
-    return DataError(fmt::format("{}: tensor '{}': {}", path, name, what));
+    return DataError(fmt::format("{}: tensor '{}': {}", path, printable(name), what));
   };
   if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
     throw bad("not an object with dtype, shape and data_offsets");
   SafetensorsFile::Entry e;
   e.name = name;
-  e.dtype = v.at("dtype").is_string() ? v.at("dtype").get<std::string>() : v.at("dtype").dump();
+  e.dtype = v.at("dtype").is_string() ? v.at("dtype").get<std::string>() : brief(v.at("dtype"));
   const std::int64_t elem = dtype_bytes(e.dtype);
-  if (elem == 0) throw bad(fmt::format("unknown dtype '{}'", e.dtype));
+  if (elem == 0) throw bad(fmt::format("unknown dtype '{}'", printable(e.dtype)));
   const nlohmann::json& shape = v.at("shape");
   const nlohmann::json& offsets = v.at("data_offsets");
   std::uint64_t begin = 0, end = 0, bytes = static_cast<std::uint64_t>(elem);
   if (!offsets.is_array() || offsets.size() != 2 || !read_count(offsets[0], begin) || !read_count(offsets[1], end))
-    throw bad(fmt::format("data_offsets {} is not two non-negative integers", offsets.dump()));
+    throw bad(fmt::format("data_offsets {} is not two non-negative integers", brief(offsets)));
   if (begin > end || end > static_cast<std::uint64_t>(data_bytes))
     throw bad(
         fmt::format("data_offsets [{}, {}] out of range (the data section holds {} bytes)", begin, end, data_bytes));
-  if (!shape.is_array()) throw bad(fmt::format("shape {} is not an array", shape.dump()));
+  if (!shape.is_array()) throw bad(fmt::format("shape {} is not an array", brief(shape)));
   std::vector<std::int64_t> dims;
   for (const nlohmann::json& d : shape) {
     std::uint64_t x = 0;
-    if (!read_count(d, x)) throw bad(fmt::format("shape {} is not a list of non-negative integers", shape.dump()));
+    if (!read_count(d, x)) throw bad(fmt::format("shape {} is not a list of non-negative integers", brief(shape)));
     if (__builtin_mul_overflow(bytes, x, &bytes)) bytes = UINT64_MAX;
     dims.push_back(static_cast<std::int64_t>(x));
   }
   if (bytes != end - begin)
-    throw bad(fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}", shape.dump(), e.dtype,
+    throw bad(fmt::format("shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {}", brief(shape), e.dtype,
                           bytes == UINT64_MAX ? std::string("too many") : std::to_string(bytes), begin, end,
                           end - begin));
   e.shape = Shape(std::move(dims));
@@ -144,7 +159,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     if (name == kMetadataKey) {
       RT_REQUIRE(v.is_object(), DataError, "{}: __metadata__ is not an object", path_);
       for (const auto& [key, value] : v.items()) {
-        RT_REQUIRE(value.is_string(), DataError, "{}: __metadata__ '{}' is not a string", path_, key);
+        RT_REQUIRE(value.is_string(), DataError, "{}: __metadata__ '{}' is not a string", path_, printable(key));
         metadata_[key] = value.get<std::string>();
       }
       continue;
@@ -157,9 +172,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const Entry& e = tensors_[i];
     RT_REQUIRE(e.begin >= covered, DataError, "{}: tensor '{}': data_offsets [{}, {}] overlap those of '{}' [{}, {}]",
-               path_, e.name, e.begin, e.end, tensors_[i - 1].name, tensors_[i - 1].begin, tensors_[i - 1].end);
+               path_, printable(e.name), e.begin, e.end, printable(tensors_[i - 1].name), tensors_[i - 1].begin,
+               tensors_[i - 1].end);
     RT_REQUIRE(e.begin == covered, DataError, "{}: data bytes [{}, {}) belong to no tensor (before '{}')", path_,
-               covered, e.begin, e.name);
+               covered, e.begin, printable(e.name));
     covered = e.end;
   }
   RT_REQUIRE(covered == data_bytes, DataError, "{}: data bytes [{}, {}) at the end belong to no tensor", path_, covered,
@@ -174,7 +190,8 @@ const SafetensorsFile::Entry* SafetensorsFile::find(std::string_view name) const
 std::vector<float> SafetensorsFile::read_f32(const Entry& e) const {
   const std::int64_t elem = dtype_bytes(e.dtype);
   RT_REQUIRE(e.dtype == "F32" || e.dtype == "F16" || e.dtype == "BF16", DataError,
-             "{}: tensor '{}': dtype {} cannot be read as floats (F32, F16 or BF16)", path_, e.name, e.dtype);
+             "{}: tensor '{}': dtype {} cannot be read as floats (F32, F16 or BF16)", path_, printable(e.name),
+             e.dtype);
   const std::int64_t count = (e.end - e.begin) / elem;
   std::vector<float> out(static_cast<std::size_t>(count));
   std::ifstream in(path_, std::ios::binary);
@@ -187,7 +204,7 @@ std::vector<float> SafetensorsFile::read_f32(const Entry& e) const {
     for (std::size_t i = 0; i < half.size(); ++i)
       out[i] = e.dtype == "F16" ? f16_to_float(half[i]) : bf16_to_float(half[i]);
   }
-  RT_REQUIRE(in, DataError, "{}: tensor '{}': cannot read its {} bytes", path_, e.name, e.end - e.begin);
+  RT_REQUIRE(in, DataError, "{}: tensor '{}': cannot read its {} bytes", path_, printable(e.name), e.end - e.begin);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/nccl.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/core/printable.hpp"
 #include "ringtrain/nn/gpt_safetensors.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
@@ -89,8 +90,9 @@ void start_from_file(const Context& ctx, Model& model, Communicator& comm, const
         throw ConfigError(fmt::format("model.init_from: {}", e.what()));
       }
       const std::size_t ignored = unused.size();
-      constexpr std::size_t kNamed = 3;  // unused tensors named in the note
+      constexpr std::size_t kNamed = 3;  // unused tensors named in the note, as printable text
       unused.resize(std::min(ignored, kNamed));
+      for (std::string& name : unused) name = printable(name);
       log::info("init:   {} parameter tensors from {}{}", model.param_tensors().size(), path,
                 ignored == 0 ? std::string()
                              : fmt::format("; {} other tensor{} ignored ({}{})", ignored, ignored == 1 ? "" : "s",

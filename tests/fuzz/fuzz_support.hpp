@@ -28,13 +28,23 @@ inline FuzzProcess& process() {
   return p;
 }
 
+// This process's private scratch directory, made by the first call (named after `target`) and
+// removed at exit.
+inline const std::filesystem::path& scratch_dir(const std::string& target) {
+  static const std::filesystem::path dir = [&] {
+    auto made = std::filesystem::temp_directory_path() / ("ringtrain-fuzz-" + target + "-" + std::to_string(getpid()));
+    std::filesystem::create_directories(made);
+    std::atexit([] { std::filesystem::remove_all(scratch_dir(std::string())); });
+    return made;
+  }();
+  return dir;
+}
+
 // For LLVMFuzzerInitialize: starts MPI (one rank) and makes the scratch directory.
 inline FuzzProcess& start_process(int* argc, char*** argv, const std::string& target) {
   FuzzProcess& p = process();
   p.ctx = std::make_unique<Context>(argc, argv);
-  p.dir = std::filesystem::temp_directory_path() / ("ringtrain-fuzz-" + target + "-" + std::to_string(getpid()));
-  std::filesystem::create_directories(p.dir);
-  std::atexit([] { std::filesystem::remove_all(process().dir); });
+  p.dir = scratch_dir(target);
   return p;
 }
 

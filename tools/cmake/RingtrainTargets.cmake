@@ -36,6 +36,16 @@ endfunction()
 # which keeps the sanitizer test run's training steps fast.
 set(RINGTRAIN_FUZZED_MODULES core ckpt data)
 
+# Single sources of the other modules that a fuzz target feeds (the safetensors reader in tensor,
+# the GPT import in nn), instrumented alone in such a build so that the rest of their module
+# stays fast; they leave the module's precompiled header, made without that option.
+function(ringtrain_fuzzed_sources target)
+  if(RINGTRAIN_FUZZ)
+    set_source_files_properties(${ARGN} TARGET_DIRECTORY ${target} PROPERTIES COMPILE_OPTIONS -fsanitize=fuzzer-no-link
+                                SKIP_PRECOMPILE_HEADERS ON)
+  endif()
+endfunction()
+
 # A library target that is part of the installed package, exported as ringtrain::<export_name>.
 function(ringtrain_record_module target export_name)
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${export_name})

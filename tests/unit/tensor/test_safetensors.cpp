@@ -138,6 +138,26 @@ TEST(Safetensors, HostileFilesAreOneLineErrors) {
       raw_file("tail.safetensors", one(R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})"), std::string(12, '\0')),
       {"[4, 12)", "belong to no tensor"});
   expect_error(raw_file("meta.safetensors", R"({"__metadata__":{"n_layer":2}})", ""), {"__metadata__ 'n_layer'"});
+  // Text from the file stays on one line and cannot drive a terminal.
+  expect_error(
+      raw_file("newline.safetensors",
+               one(R"({"dtype":"F7\n\u001b[2J","shape":[1],"data_offsets":[0,4]})").replace(3, 0, "\\n"), four),
+      {"tensor 't\\x0a'", "unknown dtype 'F7\\x0a\\x1b[2J'"});
+  expect_error(raw_file("meta-key.safetensors", R"({"__metadata__":{"a\nb":1}})", ""), {"__metadata__ 'a\\x0ab'"});
+  // Values quoted flat or by what they are, never serialized whole: a crafted header nests a
+  // million deep (serializing it recursed until the stack overflowed).
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  expect_error(
+      raw_file("deep-dtype.safetensors", one(R"({"dtype":)" + deep + R"(,"shape":[1],"data_offsets":[0,4]})"), four),
+      {"tensor 't'", "unknown dtype 'an array of 1 value'"});
+  expect_error(
+      raw_file("deep-shape.safetensors", one(R"({"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,4]})"), four),
+      {"tensor 't'", "shape an array of 1 value is not a list"});
+  expect_error(
+      raw_file("deep-offsets.safetensors", one(R"({"dtype":"F32","shape":[1],"data_offsets":)" + deep + "}"), four),
+      {"tensor 't'", "data_offsets an array of 1 value is not two"});
+  expect_error(raw_file("flat-shape.safetensors", one(R"({"dtype":"F32","shape":[1,"x"],"data_offsets":[0,4]})"), four),
+               {"shape [1,\"x\"] is not a list"});
   expect_error(
       raw_file("ints.safetensors", one(R"({"dtype":"I64","shape":[1],"data_offsets":[0,8]})"), std::string(8, '\0')),
       {"tensor 't'", "I64 cannot be read as floats"});
