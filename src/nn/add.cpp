@@ -4,6 +4,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
+#include "tensor/host_parallel.hpp"
 
 namespace ringtrain {
 
@@ -23,8 +24,9 @@ void Add::forward_many(const std::vector<const Tensor*>& x, Tensor& y, const Ste
   const float* a = x[0]->f32();
   const float* b = x[1]->f32();
   float* out = y.f32();
-  const std::int64_t n = y.numel();
-  for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 void Add::backward_many(const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,

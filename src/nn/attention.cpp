@@ -5,7 +5,8 @@
 // recomputes P = exp(S - lse) from S = q k^T / sqrt(hs) (flash-attention style: one extra
 // T x T x hs GEMM per head). The queries go in blocks of 64 rows, each block multiplied with the
 // keys and values up to its own last row, so most of the masked half is never computed; the
-// only scratch is two 64 x T matrices for the current block.
+// only scratch is two 64 x T matrices for the current block, per thread: the (sample, head)
+// pairs run on the rank's compute threads, each GEMM on its own (host_parallel).
 // Decoding (start_decoding): each forward appends its rows' k and v to a cache ([positions, C]
 // each, the fused input's column layout) and attends its q rows over the cache up to their own
 // position, so a new token costs one row instead of the whole sequence. Inference only: no
@@ -17,6 +18,7 @@
 #include "ringtrain/nn/layers.hpp"
 #include "nn/row_math.hpp"
 #include "tensor/blas.hpp"
+#include "tensor/host_parallel.hpp"
 
 namespace ringtrain {
 namespace {
@@ -53,6 +55,20 @@ constexpr std::int64_t kRowBlock = 64;
 
 }  // namespace
 
+int CausalSelfAttention::head_workers(std::int64_t samples) const {
+  return blas::sgemm_in_parallel_loops() ? host_parallel::workers(samples * heads_) : 1;
+}
+
+void CausalSelfAttention::for_each_head(std::int64_t samples, int workers,
+                                        const std::function<void(std::int64_t, std::int64_t, int)>& body) const {
+  const auto run = [&](std::int64_t pair, int worker) { body(pair / heads_, pair % heads_, worker); };
+  if (workers > 1) {
+    host_parallel::for_each(samples * heads_, run);
+  } else {
+    for (std::int64_t pair = 0; pair < samples * heads_; ++pair) run(pair, 0);
+  }
+}
+
 CausalSelfAttention::CausalSelfAttention(std::int64_t n_head) : heads_(n_head) {
   RT_REQUIRE(heads_ > 0, ConfigError, "attention: n_head must be > 0, got {}", heads_);
 }
@@ -80,23 +96,23 @@ void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo& in
   }
   const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  s_.resize(static_cast<std::size_t>(kRowBlock * t));
+  const int workers = head_workers(n);
+  s_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
   lse_.resize(static_cast<std::size_t>(n * heads_ * t));
-  float* s = s_.data();
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t h = 0; h < heads_; ++h) {
-      const float* q = x.f32() + b * t * ld + h * hs_;
-      const float* k = q + c_;
-      const float* v = q + 2 * c_;
-      float* out = y.f32() + b * t * c_ + h * hs_;
-      float* lse = lse_.data() + (b * heads_ + h) * t;
-      for (std::int64_t r0 = 0; r0 < t; r0 += kRowBlock) {  // rows [r0, r1) see columns [0, r1)
-        const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
-        blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, s, r1);
-        for (std::int64_t i = r0; i < r1; ++i) lse[i] = softmax_prefix(s + (i - r0) * r1, i + 1, r1);
-        blas::sgemm(false, false, rows, hs_, r1, 1.0f, s, r1, v, ld, 0.0f, out + r0 * c_, c_);
-      }
+  for_each_head(n, workers, [&](std::int64_t b, std::int64_t h, int worker) {
+    float* s = s_.data() + worker * kRowBlock * t;
+    const float* q = x.f32() + b * t * ld + h * hs_;
+    const float* k = q + c_;
+    const float* v = q + 2 * c_;
+    float* out = y.f32() + b * t * c_ + h * hs_;
+    float* lse = lse_.data() + (b * heads_ + h) * t;
+    for (std::int64_t r0 = 0; r0 < t; r0 += kRowBlock) {  // rows [r0, r1) see columns [0, r1)
+      const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
+      blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, s, r1);
+      for (std::int64_t i = r0; i < r1; ++i) lse[i] = softmax_prefix(s + (i - r0) * r1, i + 1, r1);
+      blas::sgemm(false, false, rows, hs_, r1, 1.0f, s, r1, v, ld, 0.0f, out + r0 * c_, c_);
     }
+  });
 }
 
 void CausalSelfAttention::start_decoding(std::int64_t max_positions) {
@@ -136,48 +152,48 @@ void CausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor&
   if (dx == nullptr) return;  // no parameters
   const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  s_.resize(static_cast<std::size_t>(kRowBlock * t));
-  dp_.resize(static_cast<std::size_t>(kRowBlock * t));
-  float* p = s_.data();
-  float* dp = dp_.data();
+  const int workers = head_workers(n);
+  s_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
+  dp_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
   const std::int64_t last_block = (t - 1) / kRowBlock * kRowBlock;
-  for (std::int64_t b = 0; b < n; ++b)
-    for (std::int64_t h = 0; h < heads_; ++h) {
-      const float* q = x.f32() + b * t * ld + h * hs_;
-      const float* k = q + c_;
-      const float* v = q + 2 * c_;
-      const float* g = dy.f32() + b * t * c_ + h * hs_;
-      float* dq = dx->f32() + b * t * ld + h * hs_;
-      float* dk = dq + c_;
-      float* dv = dq + 2 * c_;
-      const float* lse = lse_.data() + (b * heads_ + h) * t;
-      // Row blocks from the last, which sees every column and so writes all of dK and dV; the
-      // earlier blocks add to their visible part.
-      for (std::int64_t r0 = last_block; r0 >= 0; r0 -= kRowBlock) {
-        const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
-        const float beta = r1 == t ? 0.0f : 1.0f;
-        blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, p, r1);
-        for (std::int64_t i = r0; i < r1; ++i) {
-          float* row = p + (i - r0) * r1;
-          const float l = lse[i];
-          std::int64_t j = 0;
-          for (; j <= i; ++j) row[j] = rowmath::exp(row[j] - l);
-          for (; j < r1; ++j) row[j] = 0.0f;
-        }
-        blas::sgemm(true, false, r1, hs_, rows, 1.0f, p, r1, g + r0 * c_, c_, beta, dv, ld);
-        blas::sgemm(false, true, rows, r1, hs_, 1.0f, g + r0 * c_, c_, v, ld, 0.0f, dp, r1);
-        for (std::int64_t i = r0; i < r1; ++i) {
-          const float* prow = p + (i - r0) * r1;
-          float* drow = dp + (i - r0) * r1;
-          const float d = rowmath::dot(prow, drow, i + 1);
-          std::int64_t j = 0;
-          for (; j <= i; ++j) drow[j] = prow[j] * (drow[j] - d);
-          for (; j < r1; ++j) drow[j] = 0.0f;
-        }
-        blas::sgemm(false, false, rows, hs_, r1, scale, dp, r1, k, ld, 0.0f, dq + r0 * ld, ld);
-        blas::sgemm(true, false, r1, hs_, rows, scale, dp, r1, q + r0 * ld, ld, beta, dk, ld);
+  for_each_head(n, workers, [&](std::int64_t b, std::int64_t h, int worker) {
+    float* p = s_.data() + worker * kRowBlock * t;
+    float* dp = dp_.data() + worker * kRowBlock * t;
+    const float* q = x.f32() + b * t * ld + h * hs_;
+    const float* k = q + c_;
+    const float* v = q + 2 * c_;
+    const float* g = dy.f32() + b * t * c_ + h * hs_;
+    float* dq = dx->f32() + b * t * ld + h * hs_;
+    float* dk = dq + c_;
+    float* dv = dq + 2 * c_;
+    const float* lse = lse_.data() + (b * heads_ + h) * t;
+    // Row blocks from the last, which sees every column and so writes all of dK and dV; the
+    // earlier blocks add to their visible part.
+    for (std::int64_t r0 = last_block; r0 >= 0; r0 -= kRowBlock) {
+      const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
+      const float beta = r1 == t ? 0.0f : 1.0f;
+      blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, p, r1);
+      for (std::int64_t i = r0; i < r1; ++i) {
+        float* row = p + (i - r0) * r1;
+        const float l = lse[i];
+        std::int64_t j = 0;
+        for (; j <= i; ++j) row[j] = rowmath::exp(row[j] - l);
+        for (; j < r1; ++j) row[j] = 0.0f;
       }
+      blas::sgemm(true, false, r1, hs_, rows, 1.0f, p, r1, g + r0 * c_, c_, beta, dv, ld);
+      blas::sgemm(false, true, rows, r1, hs_, 1.0f, g + r0 * c_, c_, v, ld, 0.0f, dp, r1);
+      for (std::int64_t i = r0; i < r1; ++i) {
+        const float* prow = p + (i - r0) * r1;
+        float* drow = dp + (i - r0) * r1;
+        const float d = rowmath::dot(prow, drow, i + 1);
+        std::int64_t j = 0;
+        for (; j <= i; ++j) drow[j] = prow[j] * (drow[j] - d);
+        for (; j < r1; ++j) drow[j] = 0.0f;
+      }
+      blas::sgemm(false, false, rows, hs_, r1, scale, dp, r1, k, ld, 0.0f, dq + r0 * ld, ld);
+      blas::sgemm(true, false, r1, hs_, rows, scale, dp, r1, q + r0 * ld, ld, beta, dk, ld);
     }
+  });
 }
 
 }  // namespace ringtrain

@@ -74,6 +74,8 @@ SgemmLibrary sgemm_library() {
   return library;
 }
 
+bool sgemm_in_parallel_loops() { return sgemm_library() == SgemmLibrary::onednn; }
+
 std::string describe() {
   return sgemm_library() == SgemmLibrary::onednn ? with_threads(onednn::description()) : openblas_description();
 }

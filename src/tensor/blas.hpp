@@ -24,6 +24,10 @@ SgemmLibrary sgemm_library_for(std::string_view setting);
 // The process's choice, made at the first call (Context::bind's, at set-up), which also has the
 // library prepare its kernels; ConfigError for a bad RINGTRAIN_SGEMM.
 SgemmLibrary sgemm_library();
+// Whether sgemm may run in host_parallel's loops, on several of its workers at once: oneDNN's,
+// which inside a parallel region computes on the calling thread alone; not OpenBLAS's threaded
+// build, whose calls share one thread pool.
+bool sgemm_in_parallel_loops();
 // What computes sgemm here, for doctor and bench gemm: "oneDNN 2.6.3 (avx512_core_bf16), 1 thread".
 std::string describe();
 

@@ -23,11 +23,7 @@
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/name_table.hpp"
-
-// GCC's OpenMP runtime, which oneDNN threads with (declared here: no omp.h needed, whichever
-// compiler builds this file; GOMP_parallel is its entry point for a parallel region).
-extern "C" void omp_set_num_threads(int threads);
-extern "C" void GOMP_parallel(void (*fn)(void*), void* data, unsigned num_threads, unsigned flags);
+#include "tensor/gomp.hpp"
 
 namespace ringtrain::blas::onednn {
 namespace {

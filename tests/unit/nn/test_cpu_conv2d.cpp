@@ -14,48 +14,14 @@
 #include "support/signal_storm.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "nn/layer_maker.hpp"
+#include "unit/nn/bound_layer.hpp"
 
 namespace ringtrain {
 namespace {
 
-// A layer with its own parameter and gradient storage, parameters from `seed`.
-struct Bound {
-  std::unique_ptr<Layer> layer;
-  Tensor params, grads;
-  Shape out;
-
-  Bound(std::unique_ptr<Layer> l, const Shape& in, std::uint64_t seed) : layer(std::move(l)) {
-    out = layer->configure(in);
-    std::int64_t total = 0;
-    for (const auto& s : layer->param_specs()) total += s.shape.numel();
-    params = Tensor::empty(Shape{total});
-    grads = Tensor::empty(Shape{total});
-    std::vector<Tensor> p, g;
-    std::int64_t off = 0;
-    for (const auto& s : layer->param_specs()) {
-      p.push_back(params.flat_slice(off, s.shape));
-      g.push_back(grads.flat_slice(off, s.shape));
-      off += s.shape.numel();
-    }
-    layer->bind(p, g);
-    Rng rng(seed);
-    for (std::int64_t i = 0; i < total; ++i) params.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  }
-};
-
-struct Result {
-  std::vector<float> y, dx, grads;
-};
-
-Result run(Bound& b, const Tensor& x, const Tensor& dy) {
-  Tensor y = Tensor::empty(dy.shape()), dx = Tensor::empty(x.shape());
-  std::fill(dx.f32(), dx.f32() + dx.numel(), 7.0f);
-  b.layer->forward(x, y, StepInfo{});
-  b.layer->backward(x, y, dy, &dx);
-  return {{y.f32(), y.f32() + y.numel()},
-          {dx.f32(), dx.f32() + dx.numel()},
-          {b.grads.f32(), b.grads.f32() + b.grads.numel()}};
-}
+using test::BoundLayer;
+using test::LayerResult;
+using test::run_layer;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size());
@@ -80,13 +46,13 @@ TEST(CpuConv2d, MatchesTheOwnPathOnEveryShapeAndRepeatsBitForBit) {
     o.padding = k.padding;
     o.bias = k.bias;
     const Shape in{k.c, k.h, k.w};
-    Bound own(std::make_unique<Conv2d>(o), in, 3), made(make_cpu_conv2d(o), in, 3);
+    BoundLayer own(std::make_unique<Conv2d>(o), in, 3), made(make_cpu_conv2d(o), in, 3);
     for (const std::int64_t n : {4, 1, 4}) {  // a second batch size, then the first again
       Tensor x = Tensor::empty(in.with_batch(n)), dy = Tensor::empty(own.out.with_batch(n));
       Rng rng(static_cast<std::uint64_t>(n * 100 + k.c));
       for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
       for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-      const Result want = run(own, x, dy), got = run(made, x, dy), again = run(made, x, dy);
+      const LayerResult want = run_layer(own, x, dy), got = run_layer(made, x, dy), again = run_layer(made, x, dy);
       SCOPED_TRACE(testing::Message() << cpu_conv2d_library() << " c " << k.c << " kernel " << k.kernel << " stride "
                                       << k.stride << " padding " << k.padding << " batch " << n);
       expect_close(got.y, want.y, "y");
@@ -107,16 +73,16 @@ TEST(CpuConv2d, GivesTheSameResultsWhileSignalsInterruptIt) {
   o.out_channels = 64;
   o.padding = 1;
   const Shape in{32, 14, 14};
-  Bound made(make_cpu_conv2d(o), in, 5);
+  BoundLayer made(make_cpu_conv2d(o), in, 5);
   Tensor x = Tensor::empty(in.with_batch(8)), dy = Tensor::empty(made.out.with_batch(8));
   Rng rng(9);
   for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
   for (std::int64_t i = 0; i < dy.numel(); ++i) dy.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  const Result first = run(made, x, dy);
+  const LayerResult first = run_layer(made, x, dy);
   int differing = 0;
   const int signals = test::with_signal_storm(std::chrono::microseconds(200), [&] {
     for (int i = 0; i < 100; ++i) {
-      const Result again = run(made, x, dy);
+      const LayerResult again = run_layer(made, x, dy);
       differing += again.y != first.y || again.dx != first.dx || again.grads != first.grads ? 1 : 0;
     }
   });
