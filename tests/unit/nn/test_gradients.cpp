@@ -267,6 +267,34 @@ TEST(Loss, MatchesDirectFormulaAndCountsCorrect) {
   EXPECT_EQ(ce.correct(), 1);
 }
 
+// GPT-2's vocabulary: the loss of a row against float64, the count from the first largest logit.
+TEST(Loss, LargeVocabularyMatchesFloat64) {
+  const std::int64_t n = 3, k = 50257;
+  Tensor z = Tensor::empty(Shape{n, k});
+  fill_uniform(z, 11);
+  for (std::int64_t i = 0; i < z.numel(); ++i) z.f32()[i] *= 8.0f;
+  const std::int32_t labels[n] = {17, 50256, 0};
+  z.f32()[k + 50256] = 9.0f;  // row 1's largest logit is its label's
+  double want = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* row = z.f32() + i * k;
+    double top = row[0], sum = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) top = std::max(top, static_cast<double>(row[j]));
+    for (std::int64_t j = 0; j < k; ++j) sum += std::exp(row[j] - top);
+    want += std::log(sum) - (row[labels[i]] - top);
+  }
+  SoftmaxCrossEntropy ce;
+  EXPECT_NEAR(ce.forward(z, labels), want / n, 1e-5 * want / n);
+  EXPECT_EQ(ce.correct(), 1);
+  Tensor dz = Tensor::empty(Shape{n, k});
+  ce.backward(dz);
+  for (std::int64_t i = 0; i < n; ++i) {  // each gradient row sums to (1 - 1) / n, to float rounding
+    double row_sum = 0.0;
+    for (std::int64_t j = 0; j < k; ++j) row_sum += dz.f32()[i * k + j];
+    EXPECT_NEAR(row_sum, 0.0, 1e-5) << "row " << i;
+  }
+}
+
 TEST(Dropout, EvalIsIdentityAndTrainingScalesKeptUnits) {
   Dropout l(0.5, 0);
   l.configure(Shape{1000});

@@ -1,8 +1,9 @@
 // The CPU layers whose own loops run on the rank's compute threads (host_parallel: attention's
-// (sample, head) pairs, LayerNorm's rows, GELU and the residual add's elements) give bitwise the
-// same outputs, input gradients and parameter gradients on one thread and on two, with shapes
-// that make many pieces of each loop, enough work that both threads take some (LayerNorm's
-// weight gradients are summed per piece; a shared sum or shared scratch fails these).
+// (sample, head) pairs, LayerNorm's rows, GELU and the residual add's elements, the loss's rows)
+// give bitwise the same outputs, input gradients and parameter gradients on one thread and on
+// two, with shapes that make many pieces of each loop, enough work that both threads take some
+// (LayerNorm's weight gradients and the loss are summed per piece; a shared sum or shared
+// scratch fails these).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -85,6 +86,30 @@ TEST_F(LayerThreads, ResidualAdd) {
     return std::vector<float>(y.f32(), y.f32() + y.numel());
   };
   EXPECT_TRUE(bitwise_equal(run(2), run(1)));
+}
+
+TEST_F(LayerThreads, SoftmaxCrossEntropyRows) {
+  // 512 rows of 1,000 classes: 32 pieces of 16 rows.
+  const auto run = [](int threads) {
+    const int before = blas::threads();
+    blas::set_threads(threads);
+    const std::int64_t n = 512, k = 1000;
+    const Tensor z = random_tensor(Shape{n, k}, 4);
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) labels[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i * 37 % k);
+    SoftmaxCrossEntropy ce;
+    const double loss = ce.forward(z, labels.data());
+    Tensor dz = Tensor::empty(Shape{n, k});
+    ce.backward(dz);
+    blas::set_threads(before);
+    std::vector<float> out(dz.f32(), dz.f32() + dz.numel());
+    out.push_back(static_cast<float>(loss));
+    out.push_back(static_cast<float>(ce.correct()));
+    return std::make_pair(out, loss);
+  };
+  const auto one = run(1), two = run(2);
+  EXPECT_TRUE(bitwise_equal(two.first, one.first));
+  EXPECT_EQ(std::memcmp(&two.second, &one.second, sizeof(double)), 0) << two.second << " vs " << one.second;
 }
 
 }  // namespace
