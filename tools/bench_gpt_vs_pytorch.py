@@ -5,8 +5,9 @@ One config is the source of truth: examples/shakespeare/gpt.toml. Its model, bat
 optimizer keys become tools/torch_gpt_train.py's arguments; ringtrain reads the file itself.
 Each --set KEY=VALUE overrides a key for both sides (a key the PyTorch side does not know is
 passed to ringtrain only, with a note). Both sides train --max-steps steps on --np ranks
-(PyTorch: eager, DDP over gloo, one process per core, --threads 1 torch thread each; ringtrain:
-mpirun --bind-to core) and evaluate the whole val set at the end.
+(PyTorch: eager, DDP over gloo, --threads torch threads per process, default 1; ringtrain: the same
+runtime.threads, mpirun --bind-to core, with --map-by slot:PE=T for T > 1 threads) and evaluate
+the whole val set at the end.
 
 Every repeat measures the peak first (`mpirun -np NP ringtrain bench gemm`: aggregate
 sgemm GFLOP/s of all ranks at once) and then runs the two sides in alternating order
@@ -179,6 +180,7 @@ def run_ringtrain(args):
         cmd = mpirun_base(args) + [args.ringtrain, "train", args.config,
                                    "--set", f"train.max_steps={args.max_steps}",
                                    "--set", f"run.dir={rundir}",
+                                   "--set", f"runtime.threads={args.threads}",
                                    "--set", "train.log_every=100000",
                                    "--set", f"data.train={args.train}",
                                    "--set", f"data.test={args.val}",
@@ -326,7 +328,8 @@ def main():
     ap.add_argument("--data-dir", default=os.path.join("data", "shakespeare"),
                     help="train.h5 and val.h5 for both sides (tools/prepare-shakespeare; relative to the repo root)")
     ap.add_argument("--np", type=int, default=2, help="ranks on each side")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="compute threads per rank, both sides (torch threads, runtime.threads; default 1)")
     ap.add_argument("--max-steps", type=int, default=200, help="optimizer steps per run (also the cosine horizon)")
     ap.add_argument("--eval-batches", type=int, default=0,
                     help="PyTorch val batches per rank (0: the whole val set, as ringtrain; anything else makes "

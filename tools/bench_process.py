@@ -120,14 +120,24 @@ def ringtrain_env():
     return env
 
 
+def threads_per_rank(args):
+    """Compute threads per rank: the scripts' --threads (torch threads), ringtrain's runtime.threads."""
+    return getattr(args, "threads", 1)
+
+
 def mpirun_base(args):
-    """mpirun for args.np ranks, one core each (args.mpirun: the launcher)."""
-    return [args.mpirun, "-np", str(args.np), "--bind-to", "core"]
+    """mpirun for args.np ranks, each bound to its --threads cores (args.mpirun: the launcher).
+
+    One thread: `--bind-to core`; more: `--map-by slot:PE=T`, so a rank's threads have cores of
+    their own (under plain --bind-to core they would share one: ringtrain warns)."""
+    threads = threads_per_rank(args)
+    placement = ["--bind-to", "core"] if threads == 1 else ["--map-by", f"slot:PE={threads}", "--bind-to", "core"]
+    return [args.mpirun, "-np", str(args.np)] + placement
 
 
 def run_gemm(args):
     """`ringtrain bench gemm` on args.np ranks at once: its JSON result (gflops_aggregate)."""
-    cmd = mpirun_base(args) + [args.ringtrain, "bench", "gemm"]
+    cmd = mpirun_base(args) + [args.ringtrain, "bench", "gemm", "--threads", str(threads_per_rank(args))]
     out, _ = run_cmd(cmd, args.gemm_timeout, env=ringtrain_env(), what="ringtrain bench gemm")
     obj = last_json_line(out, "gflops_aggregate")
     if obj is None:

@@ -72,6 +72,7 @@ def run_ringtrain(args, model, steps):
                                    "--set", f"train.max_steps={steps}",
                                    "--set", f"train.epochs={epochs}",
                                    "--set", f"run.dir={rundir}",
+                                   "--set", f"runtime.threads={args.threads}",
                                    "--set", "train.log_every=100000",
                                    # same data and per-rank batch as the PyTorch worker
                                    "--set", f"train.batch_size={args.batch}",
@@ -194,7 +195,8 @@ def main():
                     help="directory with train.h5 and test.h5 for both frameworks (relative to repo root)")
     ap.add_argument("--models", default="mlp,cnn")
     ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="compute threads per rank, both sides (torch threads, runtime.threads; default 1)")
     ap.add_argument("--batch", type=int, default=64, help="per-rank batch (both frameworks)")
     ap.add_argument("--steps", type=int, default=None, help="optimizer steps (default: one epoch)")
     ap.add_argument("--repeats", type=int, default=3)
