@@ -43,7 +43,7 @@ Command add_bench_gemm_command(CLI::App& bench) {
   cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
       ->check(CLI::Range(64, 8192));
   cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
-  cmd->add_option("--threads", o->threads, "BLAS threads per rank (cpu; 0: split the cores)")
+  cmd->add_option("--threads", o->threads, "compute threads per rank (cpu; 0: split the cores)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
   cmd->add_option("--dtype", o->dtypes,

@@ -325,7 +325,7 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
     if (table) log::info("note: {}", note);
   if (table) {
     const std::string device = t.gpu ? std::string("one GPU per rank (cuda)")
-                                     : fmt::format("BLAS threads per rank {} (cpu)", ctx.binding().threads);
+                                     : fmt::format("compute threads per rank {} (cpu)", ctx.binding().threads);
     log::info("tune batch: {}, ranks {}, {}, allreduce {}, overlap {}", o.config, world, device, t.grad_comm->name(),
               t.step_options.overlap ? "on" : "off");
     log::info("model: {} parameters, input {}, {} classes; synthetic inputs (data.train read for its shape and size)",

@@ -153,8 +153,9 @@ const EnumKey<Device> kBackend({.name = "runtime.backend",
 const BoolKey kTf32({.name = "runtime.tf32", .doc = "`cuda`, fp32: let GEMMs and convolutions use TF32 tensor cores"},
                     false);
 const IntKey kThreads({.name = "runtime.threads",
-                       .doc = "BLAS threads per rank (0: the node's cores split among its ranks, at most the "
-                              "CPUs a rank is bound to; a count its CPUs cannot run at once is warned about)",
+                       .doc = "compute threads per rank, for the GEMMs and the CPU layers' own loops (0: the "
+                              "node's cores split among its ranks, at most the CPUs a rank is bound to; a count "
+                              "its CPUs cannot run at once is warned about)",
                        .range = Range::at_least(0)},
                       0);
 

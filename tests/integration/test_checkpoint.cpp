@@ -233,10 +233,10 @@ TEST(CheckpointResharding, FourRanksContinueOnTwoAndOne) {
     const double rel = relative_difference(reference, read_floats(ckpt(run, kTotal), "params"));
     // Only the summation order differs from the straight run (4 ranks' sums, 1 rank's none):
     // float reassociation over 40 SGD steps. Mostly ~1e-6, but a ReLU whose input for one
-    // sample sits at zero takes the other side in one run: measured 2.5e-4 (2026-12-05, a
-    // hidden unit of the second layer at step 55; 1.4e-6 the commit before, whose rounding took
-    // another path). What this test is for moves far more: the learning rate 1% off from step
-    // 40 gives 3.4e-3, momentum dropped 0.12.
+    // sample sits at zero can take the other side in one run: measured 2.5e-4 (2026-12-05, at
+    // step 55, the difference in one hidden unit of the second layer, its weights and bias, as
+    // such a flip would leave it; 1.4e-6 the commit before, whose rounding took another path). What this test is for
+    // moves far more: the learning rate 1% off from step 40 gives 3.4e-3, momentum dropped 0.12.
     EXPECT_LT(rel, 1e-3) << "resumed on " << ranks << " ranks";
     EXPECT_GT(rel, -1.0);  // (a NaN would fail the line above)
   }
