@@ -55,19 +55,7 @@ constexpr std::int64_t kRowBlock = 64;
 
 }  // namespace
 
-int CausalSelfAttention::head_workers(std::int64_t samples) const {
-  return blas::sgemm_in_parallel_loops() ? host_parallel::workers(samples * heads_) : 1;
-}
-
-void CausalSelfAttention::for_each_head(std::int64_t samples, int workers,
-                                        const std::function<void(std::int64_t, std::int64_t, int)>& body) const {
-  const auto run = [&](std::int64_t pair, int worker) { body(pair / heads_, pair % heads_, worker); };
-  if (workers > 1) {
-    host_parallel::for_each(samples * heads_, run);
-  } else {
-    for (std::int64_t pair = 0; pair < samples * heads_; ++pair) run(pair, 0);
-  }
-}
+int CausalSelfAttention::pair_workers() { return blas::sgemm_in_parallel_loops() ? host_parallel::kAnyWorkers : 1; }
 
 CausalSelfAttention::CausalSelfAttention(std::int64_t n_head) : heads_(n_head) {
   RT_REQUIRE(heads_ > 0, ConfigError, "attention: n_head must be > 0, got {}", heads_);
@@ -96,23 +84,27 @@ void CausalSelfAttention::forward(const Tensor& x, Tensor& y, const StepInfo& in
   }
   const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  const int workers = head_workers(n);
+  const int workers = host_parallel::workers(n * heads_, pair_workers());
   s_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
   lse_.resize(static_cast<std::size_t>(n * heads_ * t));
-  for_each_head(n, workers, [&](std::int64_t b, std::int64_t h, int worker) {
-    float* s = s_.data() + worker * kRowBlock * t;
-    const float* q = x.f32() + b * t * ld + h * hs_;
-    const float* k = q + c_;
-    const float* v = q + 2 * c_;
-    float* out = y.f32() + b * t * c_ + h * hs_;
-    float* lse = lse_.data() + (b * heads_ + h) * t;
-    for (std::int64_t r0 = 0; r0 < t; r0 += kRowBlock) {  // rows [r0, r1) see columns [0, r1)
-      const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
-      blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, s, r1);
-      for (std::int64_t i = r0; i < r1; ++i) lse[i] = softmax_prefix(s + (i - r0) * r1, i + 1, r1);
-      blas::sgemm(false, false, rows, hs_, r1, 1.0f, s, r1, v, ld, 0.0f, out + r0 * c_, c_);
-    }
-  });
+  host_parallel::for_each(
+      n * heads_,
+      [&](std::int64_t pair, int worker) {
+        const std::int64_t b = pair / heads_, h = pair % heads_;
+        float* s = s_.data() + worker * kRowBlock * t;
+        const float* q = x.f32() + b * t * ld + h * hs_;
+        const float* k = q + c_;
+        const float* v = q + 2 * c_;
+        float* out = y.f32() + b * t * c_ + h * hs_;
+        float* lse = lse_.data() + (b * heads_ + h) * t;
+        for (std::int64_t r0 = 0; r0 < t; r0 += kRowBlock) {  // rows [r0, r1) see columns [0, r1)
+          const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
+          blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, s, r1);
+          for (std::int64_t i = r0; i < r1; ++i) lse[i] = softmax_prefix(s + (i - r0) * r1, i + 1, r1);
+          blas::sgemm(false, false, rows, hs_, r1, 1.0f, s, r1, v, ld, 0.0f, out + r0 * c_, c_);
+        }
+      },
+      workers);
 }
 
 void CausalSelfAttention::start_decoding(std::int64_t max_positions) {
@@ -152,48 +144,52 @@ void CausalSelfAttention::backward(const Tensor& x, const Tensor&, const Tensor&
   if (dx == nullptr) return;  // no parameters
   const std::int64_t n = x.shape()[0], t = t_, ld = 3 * c_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs_));
-  const int workers = head_workers(n);
+  const int workers = host_parallel::workers(n * heads_, pair_workers());
   s_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
   dp_.resize(static_cast<std::size_t>(workers * kRowBlock * t));
   const std::int64_t last_block = (t - 1) / kRowBlock * kRowBlock;
-  for_each_head(n, workers, [&](std::int64_t b, std::int64_t h, int worker) {
-    float* p = s_.data() + worker * kRowBlock * t;
-    float* dp = dp_.data() + worker * kRowBlock * t;
-    const float* q = x.f32() + b * t * ld + h * hs_;
-    const float* k = q + c_;
-    const float* v = q + 2 * c_;
-    const float* g = dy.f32() + b * t * c_ + h * hs_;
-    float* dq = dx->f32() + b * t * ld + h * hs_;
-    float* dk = dq + c_;
-    float* dv = dq + 2 * c_;
-    const float* lse = lse_.data() + (b * heads_ + h) * t;
-    // Row blocks from the last, which sees every column and so writes all of dK and dV; the
-    // earlier blocks add to their visible part.
-    for (std::int64_t r0 = last_block; r0 >= 0; r0 -= kRowBlock) {
-      const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
-      const float beta = r1 == t ? 0.0f : 1.0f;
-      blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, p, r1);
-      for (std::int64_t i = r0; i < r1; ++i) {
-        float* row = p + (i - r0) * r1;
-        const float l = lse[i];
-        std::int64_t j = 0;
-        for (; j <= i; ++j) row[j] = rowmath::exp(row[j] - l);
-        for (; j < r1; ++j) row[j] = 0.0f;
-      }
-      blas::sgemm(true, false, r1, hs_, rows, 1.0f, p, r1, g + r0 * c_, c_, beta, dv, ld);
-      blas::sgemm(false, true, rows, r1, hs_, 1.0f, g + r0 * c_, c_, v, ld, 0.0f, dp, r1);
-      for (std::int64_t i = r0; i < r1; ++i) {
-        const float* prow = p + (i - r0) * r1;
-        float* drow = dp + (i - r0) * r1;
-        const float d = rowmath::dot(prow, drow, i + 1);
-        std::int64_t j = 0;
-        for (; j <= i; ++j) drow[j] = prow[j] * (drow[j] - d);
-        for (; j < r1; ++j) drow[j] = 0.0f;
-      }
-      blas::sgemm(false, false, rows, hs_, r1, scale, dp, r1, k, ld, 0.0f, dq + r0 * ld, ld);
-      blas::sgemm(true, false, r1, hs_, rows, scale, dp, r1, q + r0 * ld, ld, beta, dk, ld);
-    }
-  });
+  host_parallel::for_each(
+      n * heads_,
+      [&](std::int64_t pair, int worker) {
+        const std::int64_t b = pair / heads_, h = pair % heads_;
+        float* p = s_.data() + worker * kRowBlock * t;
+        float* dp = dp_.data() + worker * kRowBlock * t;
+        const float* q = x.f32() + b * t * ld + h * hs_;
+        const float* k = q + c_;
+        const float* v = q + 2 * c_;
+        const float* g = dy.f32() + b * t * c_ + h * hs_;
+        float* dq = dx->f32() + b * t * ld + h * hs_;
+        float* dk = dq + c_;
+        float* dv = dq + 2 * c_;
+        const float* lse = lse_.data() + (b * heads_ + h) * t;
+        // Row blocks from the last, which sees every column and so writes all of dK and dV; the
+        // earlier blocks add to their visible part.
+        for (std::int64_t r0 = last_block; r0 >= 0; r0 -= kRowBlock) {
+          const std::int64_t r1 = std::min(t, r0 + kRowBlock), rows = r1 - r0;
+          const float beta = r1 == t ? 0.0f : 1.0f;
+          blas::sgemm(false, true, rows, r1, hs_, scale, q + r0 * ld, ld, k, ld, 0.0f, p, r1);
+          for (std::int64_t i = r0; i < r1; ++i) {
+            float* row = p + (i - r0) * r1;
+            const float l = lse[i];
+            std::int64_t j = 0;
+            for (; j <= i; ++j) row[j] = rowmath::exp(row[j] - l);
+            for (; j < r1; ++j) row[j] = 0.0f;
+          }
+          blas::sgemm(true, false, r1, hs_, rows, 1.0f, p, r1, g + r0 * c_, c_, beta, dv, ld);
+          blas::sgemm(false, true, rows, r1, hs_, 1.0f, g + r0 * c_, c_, v, ld, 0.0f, dp, r1);
+          for (std::int64_t i = r0; i < r1; ++i) {
+            const float* prow = p + (i - r0) * r1;
+            float* drow = dp + (i - r0) * r1;
+            const float d = rowmath::dot(prow, drow, i + 1);
+            std::int64_t j = 0;
+            for (; j <= i; ++j) drow[j] = prow[j] * (drow[j] - d);
+            for (; j < r1; ++j) drow[j] = 0.0f;
+          }
+          blas::sgemm(false, false, rows, hs_, r1, scale, dp, r1, k, ld, 0.0f, dq + r0 * ld, ld);
+          blas::sgemm(true, false, r1, hs_, rows, scale, dp, r1, q + r0 * ld, ld, beta, dk, ld);
+        }
+      },
+      workers);
 }
 
 }  // namespace ringtrain

@@ -17,11 +17,11 @@
 namespace ringtrain {
 namespace {
 
-// Rows per piece of the loops: about host_parallel's element grain, and at most 64 pieces, so
-// that backward's per-piece gradient sums (2 C floats each) stay small.
+// Rows per piece of the loops: host_parallel's, and at most 64 pieces, so that backward's
+// per-piece gradient sums (2 C floats each) stay small.
 std::int64_t rows_per_piece(std::int64_t rows, std::int64_t c) {
   constexpr std::int64_t kMaxPieces = 64;
-  return std::max({std::int64_t{1}, host_parallel::kElementGrain / c, (rows + kMaxPieces - 1) / kMaxPieces});
+  return std::max(host_parallel::rows_per_piece(c), (rows + kMaxPieces - 1) / kMaxPieces);
 }
 
 }  // namespace

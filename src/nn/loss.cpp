@@ -3,7 +3,6 @@
 // every rank has the same batch size. Rows vectorise (row_math.hpp's exp, sums and arg-max: at
 // GPT-2's 50,257 classes the loss cost as much as the LM head's GEMM before) and go in pieces
 // over the rank's compute threads (host_parallel).
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,9 +27,6 @@ double softmax_row(const float* z, std::int64_t k, std::int32_t label, float* p,
   return std::log(static_cast<double>(sum)) - static_cast<double>(z[label] - top);
 }
 
-// Rows per piece of the loops: about host_parallel's element grain.
-std::int64_t rows_per_piece(std::int64_t k) { return std::max<std::int64_t>(1, host_parallel::kElementGrain / k); }
-
 }  // namespace
 
 double SoftmaxCrossEntropy::forward(const Tensor& logits, const std::int32_t* labels) {
@@ -38,7 +34,7 @@ double SoftmaxCrossEntropy::forward(const Tensor& logits, const std::int32_t* la
   k_ = logits.shape()[1];
   probs_.resize(static_cast<std::size_t>(n_ * k_));
   labels_.assign(labels, labels + n_);
-  const std::int64_t per_piece = rows_per_piece(k_), pieces = (n_ + per_piece - 1) / per_piece;
+  const std::int64_t per_piece = host_parallel::rows_per_piece(k_), pieces = (n_ + per_piece - 1) / per_piece;
   // Each piece's loss and count apart, added in piece order: the same on any number of threads.
   std::vector<double> piece_loss(static_cast<std::size_t>(pieces), 0.0);
   std::vector<std::int64_t> piece_correct(static_cast<std::size_t>(pieces), 0);
@@ -60,7 +56,7 @@ double SoftmaxCrossEntropy::forward(const Tensor& logits, const std::int32_t* la
 void SoftmaxCrossEntropy::backward(Tensor& dlogits) const {
   float* d = dlogits.f32();
   const float inv_n = 1.0f / static_cast<float>(n_);
-  host_parallel::for_ranges(n_, rows_per_piece(k_), [&](std::int64_t first, std::int64_t last) {
+  host_parallel::for_ranges(n_, host_parallel::rows_per_piece(k_), [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t i = first; i < last; ++i) {
       const float* p = probs_.data() + i * k_;
       float* row = d + i * k_;

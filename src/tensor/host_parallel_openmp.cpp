@@ -37,13 +37,13 @@ void run_pieces(void* data) {
 
 }  // namespace
 
-int workers(std::int64_t pieces) {
-  if (pieces <= 1 || omp_in_parallel() != 0) return 1;
-  return static_cast<int>(std::min<std::int64_t>(pieces, blas::threads()));
+int workers(std::int64_t pieces, int max_workers) {
+  if (pieces <= 1 || max_workers <= 1 || omp_in_parallel() != 0) return 1;
+  return static_cast<int>(std::min<std::int64_t>({pieces, blas::threads(), max_workers}));
 }
 
-void for_each(std::int64_t pieces, const std::function<void(std::int64_t, int)>& body) {
-  const int team = workers(pieces);
+void for_each(std::int64_t pieces, const std::function<void(std::int64_t, int)>& body, int max_workers) {
+  const int team = workers(pieces, max_workers);
   if (team <= 1) {
     for (std::int64_t piece = 0; piece < pieces; ++piece) body(piece, 0);
     return;

@@ -4,9 +4,9 @@
 
 namespace ringtrain::host_parallel {
 
-int workers(std::int64_t /*pieces*/) { return 1; }
+int workers(std::int64_t /*pieces*/, int /*max_workers*/) { return 1; }
 
-void for_each(std::int64_t pieces, const std::function<void(std::int64_t, int)>& body) {
+void for_each(std::int64_t pieces, const std::function<void(std::int64_t, int)>& body, int /*max_workers*/) {
   for (std::int64_t piece = 0; piece < pieces; ++piece) body(piece, 0);
 }
 

@@ -4,7 +4,6 @@
 // classes and replace only forward/backward, so both backends share shapes and parameters.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <vector>
 
 #include "ringtrain/nn/layer.hpp"
@@ -241,12 +240,9 @@ class CausalSelfAttention : public Layer {
  protected:
   // forward after start_decoding: the batch's rows are positions from `position` on.
   void decode(const Tensor& x, Tensor& y, std::int64_t position);
-  // The threads training runs its (sample, head) pairs on: the rank's compute threads where
-  // sgemm may run on several at once (blas::sgemm_in_parallel_loops), else 1; and the loop,
-  // body(sample, head, worker) with worker < head_workers(samples).
-  int head_workers(std::int64_t samples) const;
-  void for_each_head(std::int64_t samples, int workers,
-                     const std::function<void(std::int64_t, std::int64_t, int)>& body) const;
+  // The cap on the threads training runs its (sample, head) pairs on: none where sgemm may run
+  // on several at once (blas::sgemm_in_parallel_loops), else 1.
+  static int pair_workers();
 
   std::int64_t heads_, t_ = 0, c_ = 0, hs_ = 0;
   std::vector<float> lse_;                // [N, heads, T]: log-sum-exp of each scaled score row

@@ -1,6 +1,7 @@
-// host_parallel: every piece runs once, on a worker below workers(); ranges cover [0, n); a
-// piece's exception comes back after the rest ran; no nesting; and the workers that are not
-// the caller block every signal (they run oneDNN's kernels too: onednn_sgemm.cpp says why).
+// host_parallel: every piece runs once, on a worker below workers(); a cap of one keeps them on
+// the caller; ranges cover [0, n); a piece's exception comes back after the rest ran; no
+// nesting; and the workers that are not the caller block every signal (they run oneDNN's
+// kernels too: onednn_sgemm.cpp says why).
 #include <gtest/gtest.h>
 
 #include <pthread.h>
@@ -43,6 +44,21 @@ TEST_F(HostParallel, EveryPieceRunsOnceOnAWorkerBelowTheCount) {
   for (const auto& r : runs) EXPECT_EQ(r.load(), 1);
   EXPECT_EQ(bad_worker.load(), 0);
   EXPECT_GT(on_other_thread.load(), 0) << "no piece ran on a second thread";
+}
+
+TEST_F(HostParallel, ACapOfOneRunsEveryPieceOnTheCaller) {
+  EXPECT_EQ(host_parallel::workers(1000, 1), 1);
+  std::atomic<int> elsewhere{0}, ran{0};
+  const pthread_t caller = pthread_self();
+  host_parallel::for_each(
+      1000,
+      [&](std::int64_t, int worker) {
+        ran.fetch_add(1);
+        if (worker != 0 || pthread_equal(pthread_self(), caller) == 0) elsewhere.fetch_add(1);
+      },
+      1);
+  EXPECT_EQ(ran.load(), 1000);
+  EXPECT_EQ(elsewhere.load(), 0);
 }
 
 TEST_F(HostParallel, RangesCoverTheSpanInGrainSteps) {
