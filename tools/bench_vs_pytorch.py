@@ -221,8 +221,8 @@ def main():
         sys.exit("error: --np, --repeats, --threads and --batch must be >= 1")
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     for m in models:
-        if m not in ("mlp", "cnn"):
-            sys.exit(f"error: unknown model {m!r} (mlp, cnn)")
+        if m not in ("mlp", "cnn", "resnet"):
+            sys.exit(f"error: unknown model {m!r} (mlp, cnn, resnet)")
     args.ringtrain = os.path.join(REPO, args.ringtrain) if not os.path.isabs(args.ringtrain) else args.ringtrain
     args.data_dir = os.path.join(REPO, args.data_dir) if not os.path.isabs(args.data_dir) else args.data_dir
     if args.out:

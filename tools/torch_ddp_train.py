@@ -29,7 +29,7 @@ TRAIN_SAMPLES_DEFAULT = 60000  # Fashion-MNIST train size, used for the default 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("mlp", "cnn"), required=True)
+    p.add_argument("--model", choices=("mlp", "cnn", "resnet"), required=True)
     p.add_argument("--train", required=True, help="HDF5 file with images uint8 [N,1,28,28] and labels uint8 [N]")
     p.add_argument("--test", default=None, help="optional HDF5 test file; reports test_accuracy after training")
     p.add_argument("--np", dest="world_size", type=int, default=2, help="number of ranks (processes)")
@@ -37,7 +37,8 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=64, help="per-rank batch size")
     p.add_argument("--steps", type=int, default=None,
                    help="optimizer steps (default: one epoch = N_train // global_batch)")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=None,
+                   help="default: the example config's (0.05; resnet 0.02)")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--bind", choices=("core", "none"), default="core",
@@ -64,12 +65,37 @@ def build_model(nn, name):
             nn.Linear(512, 256), nn.ReLU(),
             nn.Linear(256, 10),
         )
+    if name == "resnet":
+        return build_resnet(nn)
     return nn.Sequential(
         nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(),
         nn.Linear(64 * 7 * 7, 128), nn.ReLU(),
         nn.Linear(128, 10),
+    )
+
+
+def build_resnet(nn):
+    """examples/fashion_mnist/resnet.toml written the ordinary way: a stem, a basic block, a
+    stride-2 convolution, a basic block, max-pool, linear."""
+
+    def conv_bn(cin, cout, stride=1):
+        return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout)]
+
+    class BasicBlock(nn.Module):
+        def __init__(self, channels):
+            super().__init__()
+            self.f = nn.Sequential(*conv_bn(channels, channels), nn.ReLU(), *conv_bn(channels, channels))
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.relu(x + self.f(x))
+
+    return nn.Sequential(
+        *conv_bn(1, 16), nn.ReLU(), BasicBlock(16),
+        *conv_bn(16, 32, stride=2), nn.ReLU(), BasicBlock(32),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 10),
     )
 
 
@@ -90,8 +116,10 @@ def model_flops_per_sample(torch, nn, model):
 
     handles = [m.register_forward_hook(hook) for m in model.modules()
                if isinstance(m, (nn.Linear, nn.Conv2d))]
+    model.eval()  # batch norm: leave the running statistics alone
     with torch.no_grad():
         model(torch.zeros(1, 1, 28, 28))
+    model.train()
     for h in handles:
         h.remove()
     return 3 * 2 * macs[0]
@@ -146,7 +174,8 @@ def worker(args):
     model = build_model(nn, args.model)
     flops = model_flops_per_sample(torch, nn, model)
     ddp = nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
+    lr = args.lr if args.lr is not None else (0.02 if args.model == "resnet" else 0.05)
+    opt = torch.optim.SGD(ddp.parameters(), lr=lr, momentum=args.momentum)
     loss_fn = nn.CrossEntropyLoss()
     ddp.train()
 

@@ -8,6 +8,7 @@
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/dropout_rule.hpp"
 #include "ringtrain/nn/layers.hpp"
+#include "tensor/host_parallel.hpp"
 
 namespace ringtrain {
 
@@ -24,10 +25,17 @@ void ReLU::apply_backward(const float* y, const float* dy, float* dx, std::int64
   }
 }
 
-void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) { apply(x.f32(), y.f32(), x.numel()); }
+void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
+  host_parallel::for_ranges(x.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+    apply(x.f32() + begin, y.f32() + begin, end - begin);
+  });
+}
 
 void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (dx != nullptr) apply_backward(y.f32(), dy.f32(), dx->f32(), y.numel());
+  if (dx == nullptr) return;
+  host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+    apply_backward(y.f32() + begin, dy.f32() + begin, dx->f32() + begin, end - begin);
+  });
 }
 
 void Flatten::forward(const Tensor& x, Tensor& y, const StepInfo&) { std::memcpy(y.raw(), x.raw(), x.nbytes()); }

@@ -1,4 +1,4 @@
-// Private: small inline helpers for the CPU layers' per-row loops (layer norm, GELU, softmax)
+// Private: small inline helpers for the CPU layers' per-row loops (layer norm, batch norm, GELU, softmax)
 // written so GCC vectorises them at the baseline ISA without -ffast-math: sums keep kLanes
 // partial sums (a fixed order, so results do not depend on the compiler), exp is a polynomial
 // (its clamp if-converts only with -fno-trapping-math, which the including files get).
@@ -57,6 +57,14 @@ inline float centered_sq_sum(const float* a, float c, std::int64_t n) {
     lane += d * d;
   }
   return finish(lane, i, n, [&](std::int64_t k) { return (a[k] - c) * (a[k] - c); });
+}
+
+// sum_i a[i] * (b[i] - c), as dot (batch norm's gradient against its centred input).
+inline float centered_dot(const float* a, const float* b, float c, std::int64_t n) {
+  Lanes lane = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) lane += load_lanes(a + i) * (load_lanes(b + i) - c);
+  return finish(lane, i, n, [&](std::int64_t k) { return a[k] * (b[k] - c); });
 }
 
 // The index of a[0, n)'s first largest element (n >= 1), in kLanes lanes that each start at

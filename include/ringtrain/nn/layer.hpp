@@ -98,10 +98,12 @@ class Layer {
   // The converse, asked once at model build when this layer's output is read only by `consumer`,
   // a one-input layer without parameters whose output has the same shape and is not the model's
   // output: true when this layer takes over consumer's work, its forward writing consumer's output
-  // and its backward taking that output's gradient, bitwise as the two layers do apart. The model
-  // then skips consumer and hands consumer's readers this layer's output (a ReLU in a Linear's
-  // GEMM epilogue: no pass and no buffer of the ReLU's). Its backward may then overwrite dy: the
-  // model reads that gradient no more.
+  // and its backward taking that output's gradient, bitwise as the two layers do apart (on the
+  // CPU; a CUDA Linear's GELU in cuBLASLt's epilogue starts from the unrounded product, so in bf16
+  // it agrees only to rounding). The model then skips consumer and hands consumer's readers this
+  // layer's output (a ReLU in a Linear's GEMM epilogue, or in a batch norm's or an add's output
+  // pass: no pass and no buffer of the ReLU's). Its backward may then overwrite dy: the model
+  // reads that gradient no more.
   virtual bool absorb_consumer(const Layer& /*consumer*/) { return false; }
   // Asked once at model build, after the absorbing above, for each value that this layer alone
   // reads (once), that `producer` computes and whose gradient the model needs: true when this

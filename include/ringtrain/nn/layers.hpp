@@ -144,6 +144,9 @@ class BatchNorm2d : public Layer {
   std::vector<Tensor> buffers() override { return {running_mean_, running_var_}; }
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
+  // A ReLU after it (a ResNet's conv-bn-relu): applied as each output is written, and its
+  // gradient rule to dy in backward.
+  bool absorb_consumer(const Layer& consumer) override;
 
  protected:
   float momentum_, eps_;
@@ -151,7 +154,7 @@ class BatchNorm2d : public Layer {
   Tensor gamma_, beta_, dgamma_, dbeta_;
   Tensor running_mean_, running_var_;
   std::vector<float> mean_, inv_std_;  // batch statistics of the last training forward
-  std::vector<float> xhat_;
+  bool relu_after_ = false;            // absorbed the ReLU reading its output (absorb_consumer)
 };
 
 // The residual addition of two values of the same shape (model.layers[].inputs names them).
@@ -166,6 +169,12 @@ class Add : public Layer {
   void forward_many(const std::vector<const Tensor*>& x, Tensor& y, const StepInfo& info) override;
   void backward_many(const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                      const std::vector<Tensor*>& dx) override;
+  // A ReLU after it (a ResNet block's relu(x + f(x))): applied as the sum is written, and its
+  // gradient rule to dy in backward.
+  bool absorb_consumer(const Layer& consumer) override;
+
+ protected:
+  bool relu_after_ = false;  // absorbed the ReLU reading its output (absorb_consumer)
 };
 
 // Token and position embedding of a GPT: per sample [T] int32 token ids -> [T, C] with

@@ -234,6 +234,15 @@ TEST(Gradients, BatchNorm2d) {
   h.run();
 }
 
+// Planes of 25: the sums' vector lanes and their scalar tail; inputs off zero (mean 3).
+TEST(Gradients, BatchNorm2dLanesAndTail) {
+  BatchNorm2d l(0.1, 1e-5);
+  Harness h(l, Shape{2, 5, 5}, 3);
+  fill_uniform(h.x, 10);
+  for (std::int64_t i = 0; i < h.x.numel(); ++i) h.x.f32()[i] += 3.0f;
+  h.run();
+}
+
 TEST(Gradients, SoftmaxCrossEntropy) {
   const std::int64_t n = 4, k = 5;
   Tensor z = Tensor::empty(Shape{n, k});

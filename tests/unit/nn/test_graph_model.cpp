@@ -370,6 +370,54 @@ TEST(GraphModel, ALinearAbsorbsTheReLUAfterItBitForBit) {
   }
 }
 
+std::vector<ModelNode> basic_block(const std::function<std::unique_ptr<Layer>()>& relu) {
+  std::vector<ModelNode> nodes;
+  Conv2dOptions conv;
+  conv.out_channels = 3;
+  conv.padding = 1;
+  conv.bias = false;
+  nodes.push_back({std::make_unique<Conv2d>(conv), "", {}, {}});
+  nodes.push_back({std::make_unique<BatchNorm2d>(0.1, 1e-5), "", {}, {}});
+  nodes.push_back({relu(), "stem", {}, {}});
+  nodes.push_back({std::make_unique<Conv2d>(conv), "", {}, {}});
+  nodes.push_back({std::make_unique<BatchNorm2d>(0.1, 1e-5), "f", {}, {}});
+  nodes.push_back({std::make_unique<Add>(), "", {"stem", "f"}, {}});
+  nodes.push_back({relu(), "", {}, {}});
+  nodes.push_back({std::make_unique<Flatten>(), "", {}, {}});
+  nodes.push_back({std::make_unique<Linear>(4, true), "", {}, {}});
+  return nodes;
+}
+
+// A ResNet basic block, conv-bn-relu-conv-bn, added to its input, then a ReLU: the first batch
+// norm and the add each do the ReLU after them (no pass, no buffer of the ReLU's), and the
+// logits (training and evaluation) and every gradient are the model's computing each layer
+// apart, bit for bit.
+TEST(GraphModel, ABatchNormAndAnAddAbsorbTheReLUAfterThemBitForBit) {
+  Model fused(basic_block([] { return std::make_unique<ReLU>(); }), Shape{2, 5, 7});
+  Model apart(basic_block([] { return std::make_unique<SeparateReLU>(); }), Shape{2, 5, 7});
+  EXPECT_EQ(fused.layer_done_by(2), 1u);
+  EXPECT_EQ(fused.layer_done_by(6), 5u);
+  EXPECT_EQ(apart.layer_done_by(2), 2u);
+  EXPECT_EQ(apart.layer_done_by(6), 6u);
+  for (Model* m : {&fused, &apart}) m->init_params(6);
+  Tensor x = Tensor::empty(Shape{4, 2, 5, 7}), r = Tensor::empty(Shape{4, 4});
+  Rng rng(14);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  const Tensor& a = apart.forward(x, StepInfo{});
+  const Tensor& f = fused.forward(x, StepInfo{});
+  ASSERT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0);
+  EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());  // no ReLU output buffers
+  apart.backward(r);
+  fused.backward(r);
+  ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0);
+  StepInfo eval;
+  eval.training = false;  // the running statistics the training pass left
+  const Tensor& ae = apart.forward(x, eval);
+  const Tensor& fe = fused.forward(x, eval);
+  ASSERT_EQ(std::memcmp(ae.raw(), fe.raw(), ae.nbytes()), 0);
+}
+
 // The model's output stays its last node's: a ReLU there is not absorbed; nor is one whose
 // linear's output something else reads too.
 TEST(GraphModel, AReLUIsNotAbsorbedWhereItsInputOrOutputIsNeeded) {

@@ -1,9 +1,9 @@
 // The CPU layers whose own loops run on the rank's compute threads (host_parallel: attention's
-// (sample, head) pairs, LayerNorm's rows, GELU and the residual add's elements, the loss's rows)
-// give bitwise the same outputs, input gradients and parameter gradients on one thread and on
-// two, with shapes that make many pieces of each loop, enough work that both threads take some
-// (LayerNorm's weight gradients and the loss are summed per piece; a shared sum or shared
-// scratch fails these).
+// (sample, head) pairs, LayerNorm's rows, batch norm's channels, GELU, ReLU and the residual
+// add's elements, the loss's rows) give bitwise the same outputs, input gradients and parameter
+// gradients on one thread and on two, with shapes that make many pieces of each loop, enough
+// work that both threads take some (LayerNorm's weight gradients and the loss are summed per
+// piece; a shared sum or shared scratch fails these).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -58,6 +58,17 @@ TEST_F(LayerThreads, LayerNormRowsAndWeightGradients) {
   // 4,096 rows of 256: 64 pieces of 64 rows, enough work that the second thread takes some.
   const auto make = [] { return std::make_unique<LayerNorm>(1e-5); };
   EXPECT_TRUE(bitwise_equal(run_on(2, make, Shape{512, 256}, 8), run_on(1, make, Shape{512, 256}, 8)));
+}
+
+TEST_F(LayerThreads, BatchNormChannels) {
+  // 16 channels of 8 planes of 28 x 28: each channel is a piece with its own sums.
+  const auto make = [] { return std::make_unique<BatchNorm2d>(0.1, 1e-5); };
+  EXPECT_TRUE(bitwise_equal(run_on(2, make, Shape{16, 28, 28}, 8), run_on(1, make, Shape{16, 28, 28}, 8)));
+}
+
+TEST_F(LayerThreads, ReluElements) {
+  const auto make = [] { return std::make_unique<ReLU>(); };
+  EXPECT_TRUE(bitwise_equal(run_on(2, make, Shape{64, 1024}, 8), run_on(1, make, Shape{64, 1024}, 8)));
 }
 
 TEST_F(LayerThreads, GeluElements) {
