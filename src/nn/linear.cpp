@@ -2,13 +2,21 @@
 // (forward, dW, dx), over N rows for [N, in] and N*T rows for [N, T, in]. A tied weight's dW
 // (an LM head's) is left to param_grad_rows: the same GEMM for a block of output rows. A ReLU
 // reading only its output is done in place on that output (and on its gradient in backward).
+// The bias's broadcast and gradient and the ReLU run on the rank's compute threads.
+#include <algorithm>
 #include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
 #include "tensor/blas.hpp"
+#include "tensor/host_parallel.hpp"
 
 namespace ringtrain {
+namespace {
+// Columns of the bias gradient per piece of work, at least: 64 floats, a few cache lines of each
+// row (more where there are few rows, so a piece is about host_parallel::kElementGrain elements).
+constexpr std::int64_t kBiasGradColumns = 64;
+}  // namespace
 
 Linear::Linear(std::int64_t out_features, bool bias, double init_std)
     : out_(out_features), has_bias_(bias), init_std_(init_std) {
@@ -53,11 +61,15 @@ void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   float* out = y.f32();
   if (has_bias_) {
     const float* b = b_.f32();
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < out_; ++j) out[i * out_ + j] = b[j];
+    host_parallel::for_ranges(n, host_parallel::rows_per_piece(out_), [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) std::copy(b, b + out_, out + i * out_);
+    });
   }
   blas::sgemm(false, true, n, out_, in_, 1.0f, x.f32(), in_, w_.f32(), in_, has_bias_ ? 1.0f : 0.0f, out, out_);
-  if (relu_after_) ReLU::apply(out, out, y.numel());
+  if (relu_after_)
+    host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+      ReLU::apply(out + begin, out + begin, end - begin);
+    });
 }
 
 bool Linear::absorb_consumer(const Layer& consumer) {
@@ -69,7 +81,10 @@ void Linear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const std::int64_t n = rows_of(x);
   // With a ReLU absorbed, dy is its output's gradient: the ReLU's rule makes it the GEMMs' in
   // place (the model reads dy no more, Layer::absorb_consumer).
-  if (relu_after_) ReLU::apply_backward(y.f32(), dy.f32(), dy.f32(), y.numel());
+  if (relu_after_)
+    host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+      ReLU::apply_backward(y.f32() + begin, dy.f32() + begin, dy.f32() + begin, end - begin);
+    });
   const float* g = dy.f32();
   if (defer_dw_) {
     saved_x_ = x;
@@ -77,11 +92,15 @@ void Linear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   } else {
     blas::sgemm(true, false, out_, in_, n, 1.0f, g, out_, x.f32(), in_, 0.0f, dw_.f32(), in_);
   }
-  if (has_bias_) {
+  if (has_bias_) {  // each column's sum over the rows in order, whichever thread takes its columns
     float* db = db_.f32();
-    for (std::int64_t j = 0; j < out_; ++j) db[j] = 0.0f;
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t j = 0; j < out_; ++j) db[j] += g[i * out_ + j];
+    const std::int64_t columns =
+        std::max(kBiasGradColumns, host_parallel::kElementGrain / std::max<std::int64_t>(n, 1));
+    host_parallel::for_ranges(out_, columns, [&](std::int64_t j0, std::int64_t j1) {
+      std::fill(db + j0, db + j1, 0.0f);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = j0; j < j1; ++j) db[j] += g[i * out_ + j];
+    });
   }
   if (dx != nullptr) blas::sgemm(false, false, n, in_, out_, 1.0f, g, out_, w_.f32(), in_, 0.0f, dx->f32(), in_);
 }

@@ -1,12 +1,14 @@
 // MaxPool2d (no padding): remembers the arg-max of every window for backward. Ties pick the
 // first maximum in row-major window order, as PyTorch does. With an absorbed ReLU before it, it
 // pools the values before the ReLU and applies the ReLU to the (four times fewer) pooled ones.
+// Each sample is a piece of work on the rank's compute threads.
 #include <algorithm>
 #include <cstring>
 #include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
+#include "tensor/host_parallel.hpp"
 
 namespace ringtrain {
 
@@ -89,7 +91,7 @@ void MaxPool2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
   argmax_.resize(static_cast<std::size_t>(n * out_sample));
   const float* in = x.f32();
   float* out = y.f32();
-  for (std::int64_t b = 0; b < n; ++b)
+  host_parallel::for_each(n, [&](std::int64_t b, int) {
     for (std::int64_t c = 0; c < c_; ++c) {
       const std::int64_t plane_offset = c * h_ * w_;
       const float* plane = in + b * in_sample + plane_offset;
@@ -118,8 +120,9 @@ void MaxPool2d::forward(const Tensor& x, Tensor& y, const StepInfo&) {
           a[oy * ow_ + ox] = static_cast<std::int32_t>(plane_offset + where);
         }
     }
-  if (relu_first_)  // ReLU's own rule (-0 becomes +0, NaN passes); NaN-free inputs give the separate layers' bits
-    for (std::int64_t i = 0; i < n * out_sample; ++i) out[i] = !(out[i] <= 0.0f) ? out[i] : 0.0f;
+    // ReLU's own rule (-0 becomes +0, NaN passes); NaN-free inputs give the separate layers' bits
+    if (relu_first_) ReLU::apply(out + b * out_sample, out + b * out_sample, out_sample);
+  });
 }
 
 // Each sample's input gradient is zeroed just before its windows add to it, while it is in cache.
@@ -131,19 +134,19 @@ void MaxPool2d::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Ten
   const std::int64_t n = x.shape()[0], in_sample = c_ * h_ * w_, out_sample = c_ * oh_ * ow_;
   const float* g = dy.f32();
   const float* out = y.f32();
-  for (std::int64_t b = 0; b < n; ++b) {
+  host_parallel::for_each(n, [&](std::int64_t b, int) {
     float* d = dx->f32() + b * in_sample;
     std::fill(d, d + in_sample, 0.0f);
     const std::int32_t* a = argmax_.data() + b * out_sample;
     const float* gb = g + b * out_sample;
     if (!relu_first_) {
       for (std::int64_t o = 0; o < out_sample; ++o) d[a[o]] += gb[o];
-      continue;
+      return;
     }
     const float* yb = out + b * out_sample;
     for (std::int64_t o = 0; o < out_sample; ++o)
       if (yb[o] > 0.0f) d[a[o]] += gb[o];
-  }
+  });
 }
 
 }  // namespace ringtrain

@@ -1,6 +1,6 @@
 // The CPU layers whose own loops run on the rank's compute threads (host_parallel: attention's
-// (sample, head) pairs, LayerNorm's rows, batch norm's channels, GELU, ReLU and the residual
-// add's elements, the loss's rows) give bitwise the same outputs, input gradients and parameter
+// (sample, head) pairs, LayerNorm's rows, batch norm's channels, max-pool's samples, GELU, ReLU
+// and the residual add's elements, the loss's rows) give bitwise the same outputs, input gradients and parameter
 // gradients on one thread and on two, with shapes that make many pieces of each loop, enough
 // work that both threads take some (LayerNorm's weight gradients and the loss are summed per
 // piece; a shared sum or shared scratch fails these).
@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ringtrain/nn/layers.hpp"
@@ -64,6 +65,24 @@ TEST_F(LayerThreads, BatchNormChannels) {
   // 16 channels of 8 planes of 28 x 28: each channel is a piece with its own sums.
   const auto make = [] { return std::make_unique<BatchNorm2d>(0.1, 1e-5); };
   EXPECT_TRUE(bitwise_equal(run_on(2, make, Shape{16, 28, 28}, 8), run_on(1, make, Shape{16, 28, 28}, 8)));
+}
+
+TEST_F(LayerThreads, MaxPoolSamples) {
+  for (const auto& [k, stride] : std::vector<std::pair<int, int>>{{2, 2}, {3, 2}}) {
+    const auto make = [k = k, stride = stride] { return std::make_unique<MaxPool2d>(k, stride); };
+    EXPECT_TRUE(bitwise_equal(run_on(2, make, Shape{16, 28, 28}, 8), run_on(1, make, Shape{16, 28, 28}, 8)))
+        << "k " << k << " stride " << stride;
+  }
+}
+
+TEST_F(LayerThreads, LinearBiasGradientColumns) {
+  // 512 rows of 384 outputs: six pieces of 64 columns. Only the bias gradient is compared (a
+  // column sum of dy, in row order); the GEMMs' own threading is oneDNN's.
+  const auto make = [] { return std::make_unique<Linear>(384, true); };
+  const test::LayerResult two = run_on(2, make, Shape{64, 256}, 8), one = run_on(1, make, Shape{64, 256}, 8);
+  const std::vector<float> bias_two(two.grads.end() - 384, two.grads.end()),
+      bias_one(one.grads.end() - 384, one.grads.end());
+  EXPECT_TRUE(bitwise_equal(bias_two, bias_one));
 }
 
 TEST_F(LayerThreads, ReluElements) {
