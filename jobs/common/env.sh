@@ -193,6 +193,9 @@ rt_launch_once() {
   local fifo="$RT_TMP/output.fifo" tee_pid
   rm -f "$fifo"
   mkfifo "$fifo"
+  # The log exists before tee opens it (only once the launcher opens the pipe): the polling
+  # below reads it from the start.
+  : >"$RT_LOG"
   tee "$RT_LOG" <"$fifo" &
   tee_pid=$!
   RT_READY=0

@@ -360,7 +360,7 @@ h5::File open_local(const std::string& path) {
   if (const std::string problem = h5::local_file_problem(path); !problem.empty())
     throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", problem));
   try {
-    return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT)));
+    return h5::File(h5::open_read_only_file(path, H5P_DEFAULT));
   } catch (const DataError& e) {
     throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", e.what()));
   }
@@ -529,7 +529,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
   run_collectively(ctx, [&] {
     h5::PropList fapl = mpio_file_access(comm);
     try {
-      file = h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+      file = h5::File(h5::open_read_only_file(path, fapl));
     } catch (const DataError& e) {
       throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", e.what()));
     }

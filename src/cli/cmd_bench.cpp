@@ -128,7 +128,7 @@ Command add_bench_prune_command(CLI::App& bench) {
   cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
   cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--threads", o->threads, "BLAS threads (0: split the cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--threads", o->threads, "compute threads per rank (0: split the cores)")->check(CLI::Range(0, 1024));
   return when_chosen(cmd, o, bench_prune);
 }
 

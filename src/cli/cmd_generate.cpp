@@ -153,7 +153,7 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_flag("!--no-kv-cache", o->kv_cache,
                 "recompute the whole context for every token instead of caching keys and values (slower; the "
                 "same tokens, a check)");
-  cmd->add_option("--threads", o->threads, "BLAS threads (0: all cores)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--threads", o->threads, "compute threads (0: all cores)")->check(CLI::Range(0, 4096));
   return [cmd, o](Context& ctx) {
     if (!cmd->parsed()) return 0;
     generate(ctx, *o, cmd->count("--prompt") > 0, cmd->count("--prompt-tokens") > 0);

@@ -1,4 +1,5 @@
-// write_file_atomic and fsync_path (see header). Every libc call is checked.
+// write_file_atomic, fsync_path and create_parent_directories (see header). Every libc call is
+// checked.
 #include "ringtrain/core/files.hpp"
 
 #include <fcntl.h>
@@ -8,6 +9,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "ringtrain/core/error.hpp"
 
@@ -23,7 +26,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   // link), removed again whatever fails before the rename.
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
-  if (fd < 0) io_fail(path + ".tmp.XXXXXX", "cannot create");
+  if (fd < 0) io_fail(path, "cannot create");  // the user's name, not the temporary one
   const auto fail = [&](const char* what) {
     const int err = errno;
     ::close(fd);
@@ -67,6 +70,16 @@ void fsync_path(const std::string& path, bool directory) {
   ::close(fd);
   errno = err;
   if (rc != 0 && !directory) io_fail(path, "fsync failed");
+}
+
+void create_parent_directories(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::absolute(fs::path(path)).parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec || !fs::is_directory(parent, ec))
+    throw IoError(fmt::format("{}: cannot create directory {}: {}", path, parent.string(),
+                              ec ? ec.message() : std::string("a file of that name is in the way")));
 }
 
 }  // namespace ringtrain

@@ -79,9 +79,8 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
   }
 
   namespace fs = std::filesystem;
-  const fs::path parent = fs::absolute(fs::path(out_path)).parent_path();
+  create_parent_directories(out_path);
   std::error_code ec;
-  RT_REQUIRE(fs::is_directory(parent, ec), IoError, "{}: directory {} does not exist", out_path, parent.string());
   const std::string tmp_path = out_path + ".tmp";
   fs::remove(tmp_path, ec);  // a stale temp from an interrupted run
 
@@ -112,7 +111,7 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
     fsync_path(tmp_path, false);
     fs::rename(tmp_path, out_path, ec);
     RT_REQUIRE(!ec, IoError, "{}: cannot rename {} into place: {}", out_path, tmp_path, ec.message());
-    fsync_path(parent.string(), true);
+    fsync_path(fs::absolute(fs::path(out_path)).parent_path().string(), true);
   } catch (...) {
     fs::remove(tmp_path, ec);
     throw;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "hdf5/h5_file_problem.hpp"
 #include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/error.hpp"
 
@@ -133,7 +134,7 @@ h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string&
 h5::File open_read_only(const std::string& path) {
   h5::PropList fapl(RT_H5_CHECK(H5Pcreate(H5P_FILE_ACCESS)));
   RT_H5_CHECK(H5Pset_fapl_sec2(fapl));
-  return h5::File(RT_H5_CHECK(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl)));
+  return h5::File(h5::open_read_only_file(path, fapl));
 }
 
 namespace {

@@ -110,9 +110,8 @@ class TokenFileWriter {
   void create(const Schema& schema) {
     h5::ErrorContext where(path_);
     RT_REQUIRE(schema.chunk_tokens > 0, DataError, "{}: chunk_tokens must be > 0, got {}", path_, schema.chunk_tokens);
-    const fs::path parent = fs::absolute(fs::path(path_)).parent_path();
+    create_parent_directories(path_);
     std::error_code ec;
-    RT_REQUIRE(fs::is_directory(parent, ec), IoError, "{}: directory {} does not exist", path_, parent.string());
     fs::remove(tmp_path_, ec);  // a stale temp from an interrupted run
     file_ = h5::File(RT_H5_CHECK(H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT)));
     const auto dims = static_cast<hsize_t>(tokens_);

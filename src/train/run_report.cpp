@@ -221,8 +221,23 @@ void RunReport::setup_done(double seconds) const {
   log::info("setup:  {:.2f} s (config, data, model, checkpoint, step and evaluation buffers)", seconds);
 }
 
+double RunReport::checked_mfu(double samples_per_second) {
+  const double m = mfu(samples_per_second);
+  if (m > 1.0 && !warned_mfu_over_one_ && log::rank() == 0) {
+    warned_mfu_over_one_ = true;
+    log::warn(
+        "MFU {:.1f}% is above 100%: the peak it is measured against, {:.1f} GFLOP/s per rank ({}), is below what "
+        "training reached (a value set too low, or a CPU busy with other work while it was measured); set "
+        "monitor.peak_gflops to "
+        "this machine's peak (ringtrain bench gemm)",
+        100.0 * m, peak_gflops_, peak_source_);
+  }
+  return m;
+}
+
 void RunReport::peak(double gflops_per_rank, std::string_view source) {
   peak_gflops_ = gflops_per_rank;
+  peak_source_ = source;
   if (gflops_per_rank > 0)
     log::info("peak:   {:.1f} GFLOP/s per rank ({}); MFU = training FLOP/s over the ranks' peak", gflops_per_rank,
               source);
@@ -265,7 +280,8 @@ void RunReport::step(std::int64_t epoch, std::int64_t step_in_epoch, std::int64_
           ? fmt::format("{:>9} tokens/s",
                         with_commas(static_cast<std::int64_t>(rate * static_cast<double>(tokens_per_sample_))))
           : fmt::format("{:>9} samples/s", with_commas(static_cast<std::int64_t>(rate)));
-  const std::string mfu_text = peak_gflops_ > 0 ? fmt::format("  MFU {:.1f}%", 100.0 * mfu(rate)) : std::string();
+  const std::string mfu_text =
+      peak_gflops_ > 0 ? fmt::format("  MFU {:.1f}%", 100.0 * checked_mfu(rate)) : std::string();
   log::info("epoch {}/{}  step {:>5}/{}  loss {:.4f}  {}{}  data {:.1f}%  comm exposed {:.1f}%  lr {:.4g}  eta {}",
             epoch + 1, tc_.epochs, step_in_epoch + 1, steps_per_epoch_, mean_loss, rate_text, mfu_text,
             100.0 * data / total, 100.0 * comm / total, lr, hms(eta));

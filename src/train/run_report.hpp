@@ -87,6 +87,10 @@ class RunReport {
   std::int64_t tokens_per_sample_ = 0;  // token data: block_size (rates are also given in tokens/s)
   std::int64_t flops_per_sample_ = 0;   // training FLOPs per sample
   double peak_gflops_ = 0.0;            // per rank; 0: MFU not reported
+  std::string peak_source_;             // where peak_gflops_ came from (RunReport::peak)
+  bool warned_mfu_over_one_ = false;    // an MFU above 100% was reported and explained
+  // The MFU of a progress line; warns once (rank 0) when it exceeds 100%: the peak was too low.
+  double checked_mfu(double samples_per_second);
   double mfu(double samples_per_second) const;
   std::vector<StepTimes> times_;  // every step, for medians and the train time
   std::size_t window_begin_ = 0;

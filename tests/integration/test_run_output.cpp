@@ -1,7 +1,8 @@
 // What a short training run prints and leaves behind: no augmentation line unless one is
 // configured, counts with their plural, the trace's path, "no samples" for a run shorter than
 // monitor.interval_ms, final_test_accuracy null without a test set, and a summary.json with
-// "finished": false from a run stopped early (train.exit_at_step), true once resumed to the end.
+// "finished": false from a run stopped early (train.exit_at_step), true once resumed to the end;
+// an MFU above 100% explained once.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -67,6 +68,23 @@ TEST(RunOutput, OneRankWithoutTestSetAugmentationOrSamples) {
   EXPECT_TRUE(s["final_test_accuracy"].is_null()) << s.dump(2);
   EXPECT_EQ(s["finished"], true);
   EXPECT_TRUE(s["resources"]["ranks"][0]["cpu_mean_percent"].is_null()) << s.dump(2);
+}
+
+// A peak below what training reaches (here configured so; a CPU busy while the trainer measured
+// it gives the same) is named, once, with the key that sets it.
+TEST(RunOutput, AnMfuAboveOneHundredPercentIsExplainedOnce) {
+  const fs::path run = fresh_dir("mfu");
+  const auto r = train(1, run,
+                       {"--set", "data.test=", "--set", "train.max_steps=30", "--set", "checkpoint.enabled=false",
+                        "--set", "monitor.peak_gflops=0.001"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::size_t warnings = 0;
+  for (const auto& line : lines_of(r.output))
+    if (line.find("is above 100%: the peak it is measured against, 0.0 GFLOP/s per rank (monitor.peak_gflops)") !=
+            std::string::npos &&
+        line.find("set monitor.peak_gflops") != std::string::npos)
+      ++warnings;
+  EXPECT_EQ(warnings, 1u) << r.output;
 }
 
 TEST(RunOutput, AStoppedRunWritesAnUnfinishedSummary) {

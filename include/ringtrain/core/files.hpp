@@ -1,5 +1,5 @@
-// Durable file operations: whole small files written atomically (tmp + fsync + rename), and
-// fsync of a written file or of the directory that holds a renamed one.
+// Durable file operations: whole small files written atomically (tmp + fsync + rename), fsync
+// of a written file or of the directory that holds a renamed one, and an output's directories.
 #pragma once
 #include <string>
 
@@ -12,5 +12,9 @@ void write_file_atomic(const std::string& path, const std::string& text);
 // Flushes a file's data (IoError naming it on failure), or a directory's entries so that a
 // rename inside it survives a crash (best effort: some file systems cannot open directories).
 void fsync_path(const std::string& path, bool directory);
+
+// Creates the directories an output file at path is to go in, where missing (as `mkdir -p`).
+// Throws IoError naming path and the directory that could not be made.
+void create_parent_directories(const std::string& path);
 
 }  // namespace ringtrain

@@ -99,7 +99,7 @@ TEST(Convert, SyntheticPairReadsBackWithCApi) {
   ConvertOptions o;
   o.images_path = (dir / "img.gz").string();
   o.labels_path = (dir / "lab").string();
-  o.output_path = (dir / "out.h5").string();
+  o.output_path = (dir / "new" / "deeper" / "out.h5").string();  // directories made as needed
   o.class_names = {"zero", "one", "two"};
   o.chunk_samples = 2;
   const ConvertResult res = convert_idx_to_hdf5(o);
@@ -174,9 +174,10 @@ TEST(Convert, InputErrorsLeaveNoOutput) {
   EXPECT_EQ(convert_error(o), o.images_path + ": no such file");
 
   o.images_path = (dir / "img").string();
-  o.output_path = (dir / "no-such-dir" / "out.h5").string();
+  o.output_path = (dir / "img" / "sub" / "out.h5").string();  // under a file: no directory can be made
   msg = convert_error(o);
-  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(o.output_path + ": cannot create directory " + (dir / "img" / "sub").string()), std::string::npos)
+      << msg;
   EXPECT_FALSE(fs::exists(dir / "out.h5"));
   EXPECT_FALSE(fs::exists(dir / "out.h5.tmp"));
 }
