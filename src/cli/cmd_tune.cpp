@@ -416,8 +416,13 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
     for (std::size_t i = 0; i < rows.size(); ++i)
       log::info("{}", row_line(rows[i], i > 0 ? &rows[i - 1] : nullptr, world));
     log::info("stopped: {}", stopped);
-    log::info("largest batch within the memory limit (estimate: {} + {} per sample): {}",
-              format_bytes(memory.fixed_bytes), format_bytes(memory.per_sample_bytes), within_limit);
+    // fit() counts what a batch size does not change (workspaces made once) as per sample: the
+    // estimate errs low, the more so the smaller the largest batch measured.
+    log::info(
+        "largest batch within the memory limit: {}{} (from batch {}'s memory: {} + {} per sample, what does not "
+        "grow with the batch counted as if it did)",
+        stop == SearchStop::out_of_memory ? "" : "at least ", within_limit, rows.back().batch,
+        format_bytes(memory.fixed_bytes), format_bytes(memory.per_sample_bytes));
     log::info("choice: batch {} per rank (global {}): {}; the config has train.batch_size = {}", chosen, chosen * world,
               knee.reason, t.tc.batch_size);
     log::info("peak resident memory: {} (largest rank; includes MPI and libraries, which the limit does not count)",
