@@ -290,6 +290,25 @@ TEST(GraphModel, GradientsShareBuffersWhenTheirLivesDoNotOverlap) {
   EXPECT_EQ(build_model_text(kResidual, Shape{4})->gradient_buffers(), 3u);
 }
 
+// One training forward and backward of both models on the same random input x and output
+// gradient r (uniform in [-1, 1) from `seed`): the same outputs and gradients bit for bit, with
+// fewer activation bytes in `fused` (the absorbed layers' buffers). Returns x.
+Tensor expect_same_bits_with_fewer_buffers(Model& fused, Model& apart, const Shape& x_shape, const Shape& r_shape,
+                                           std::uint64_t seed) {
+  Tensor x = Tensor::empty(x_shape), r = Tensor::empty(r_shape);
+  Rng rng(seed);
+  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
+  const Tensor& a = apart.forward(x, StepInfo{});
+  const Tensor& f = fused.forward(x, StepInfo{});
+  EXPECT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0) << "forward";
+  EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());
+  apart.backward(r);
+  fused.backward(r);
+  EXPECT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0) << "gradients";
+  return x;
+}
+
 // A ReLU's own subclass, which a max-pool does not absorb: the model computing every layer apart.
 class SeparateReLU final : public ReLU {};
 
@@ -315,17 +334,7 @@ TEST(GraphModel, AMaxPoolAbsorbsTheReLUBeforeItBitForBit) {
   EXPECT_EQ(apart.layer_done_by(1), 1u);
   EXPECT_NE(fused.describe().find("0 params  (done by [2])\n  [2] maxpool2d "), std::string::npos) << fused.describe();
   for (Model* m : {&fused, &apart}) m->init_params(4);
-  Tensor x = Tensor::empty(Shape{3, 2, 6, 6}), r = Tensor::empty(Shape{3, 4});
-  Rng rng(12);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  const Tensor& a = apart.forward(x, StepInfo{});
-  const Tensor& f = fused.forward(x, StepInfo{});
-  ASSERT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0);
-  EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());  // no ReLU output buffer
-  apart.backward(r);
-  fused.backward(r);
-  ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0);
+  expect_same_bits_with_fewer_buffers(fused, apart, Shape{3, 2, 6, 6}, Shape{3, 4}, 12);
 }
 
 std::vector<ModelNode> linear_relu_stack(const std::function<std::unique_ptr<Layer>()>& relu) {
@@ -400,17 +409,7 @@ TEST(GraphModel, ABatchNormAndAnAddAbsorbTheReLUAfterThemBitForBit) {
   EXPECT_EQ(apart.layer_done_by(2), 2u);
   EXPECT_EQ(apart.layer_done_by(6), 6u);
   for (Model* m : {&fused, &apart}) m->init_params(6);
-  Tensor x = Tensor::empty(Shape{4, 2, 5, 7}), r = Tensor::empty(Shape{4, 4});
-  Rng rng(14);
-  for (std::int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  for (std::int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = 2.0f * rng.uniform() - 1.0f;
-  const Tensor& a = apart.forward(x, StepInfo{});
-  const Tensor& f = fused.forward(x, StepInfo{});
-  ASSERT_EQ(std::memcmp(a.raw(), f.raw(), a.nbytes()), 0);
-  EXPECT_LT(fused.activation_bytes(), apart.activation_bytes());  // no ReLU output buffers
-  apart.backward(r);
-  fused.backward(r);
-  ASSERT_EQ(std::memcmp(apart.grads().raw(), fused.grads().raw(), apart.grads().nbytes()), 0);
+  const Tensor x = expect_same_bits_with_fewer_buffers(fused, apart, Shape{4, 2, 5, 7}, Shape{4, 4}, 14);
   StepInfo eval;
   eval.training = false;  // the running statistics the training pass left
   const Tensor& ae = apart.forward(x, eval);
