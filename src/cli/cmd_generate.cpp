@@ -143,6 +143,7 @@ Command add_generate_command(CLI::App& app) {
   prompt->excludes(ids);
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")
       ->required()
+      ->default_str("")  // no default to show: it must be given
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0: greedy (the most likely token)")
       ->check(CLI::Range(0.0, 1e6));

@@ -66,7 +66,8 @@ void Context::bind(Device backend, int threads) {
   const int count = gpu != nullptr ? gpu->device_count() : 0;
   if (count == 0) {
     const char* why = gpu != nullptr ? "no CUDA device visible on this node" : "this ringtrain was built without CUDA";
-    log::warn("runtime.backend=cuda: {}; falling back to the CPU backend", why);
+    log::warn("the cuda backend (runtime.backend, or a bench command's --backend): {}; falling back to the CPU backend",
+              why);
     bind(Device::cpu, threads);
     return;
   }

@@ -77,7 +77,7 @@ std::vector<BadCase> bad_cases() {
       {"missing", quoted(at("absent.h5")), {"data.train", at("absent.h5"), "no such file"}},
       {"truncated", quoted(at("truncated.h5")), {"data.train", at("truncated.h5"), "truncated file"}},
       {"not hdf5", quoted(at("text.h5")), {"data.train", at("text.h5"), "not an HDF5 file"}},
-      {"unreadable", quoted(at("damaged.h5")), {"data.train", at("damaged.h5"), "failed"}},
+      {"unreadable", quoted(at("damaged.h5")), {"data.train", at("damaged.h5") + ": HDF5 cannot open it: "}},
       {"glob matching nothing", quoted(at("shard-*.h5")), {"data.train", at("shard-*.h5"), "no files match"}},
       {"differing schemas",
        "[" + quoted(at("good.h5")) + ", " + quoted(at("other-shape.h5")) + "]",
