@@ -243,6 +243,90 @@ TEST(Gradients, BatchNorm2dLanesAndTail) {
   h.run();
 }
 
+// The largest |a - b| over the root mean square of `scale` (b itself unless given): a bound that
+// stays meaningful for values near zero (a normalized output, a gradient that is a cancellation
+// residue, judged against its terms).
+double error_against_rms(const std::vector<double>& a, const std::vector<double>& b,
+                         const std::vector<double>* scale = nullptr) {
+  double squares = 0.0, worst = 0.0;
+  for (const double v : scale != nullptr ? *scale : b) squares += v * v;
+  const double rms = std::sqrt(squares / static_cast<double>(b.size()));
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst / rms;
+}
+
+// Batch norm's float results against the formulas in double: outputs, running statistics (the
+// unbiased variance), input and parameter gradients, for channels whose means sit far from zero
+// (up to 13 standard deviations: the centred sums must not cancel), planes of 1, 16, 25 and 784.
+// dx is judged against the size of its terms: with two values a channel it is a cancellation
+// residue, 0 but for eps.
+TEST(BatchNorm2dReference, MatchesTheFormulasInDouble) {
+  struct Case {
+    std::int64_t n, c, h, w;
+  };
+  for (const Case k : {Case{4, 3, 5, 5}, Case{8, 16, 4, 4}, Case{2, 5, 1, 1}, Case{16, 4, 28, 28}}) {
+    SCOPED_TRACE(::testing::Message() << "n " << k.n << " c " << k.c << " h " << k.h << " w " << k.w);
+    const double momentum = 0.1, eps = 1e-5;
+    BatchNorm2d l(momentum, eps);
+    l.configure(Shape{k.c, k.h, k.w});
+    const std::int64_t hw = k.h * k.w, m = k.n * hw, numel = k.n * k.c * hw;
+    Tensor params = Tensor::empty(Shape{2 * k.c}), grads = Tensor::empty(Shape{2 * k.c});
+    fill_uniform(params, 21);
+    for (std::int64_t ch = 0; ch < k.c; ++ch) params.f32()[ch] += 1.5f;  // gamma away from 0
+    l.bind({params.flat_slice(0, Shape{k.c}), params.flat_slice(k.c, Shape{k.c})},
+           {grads.flat_slice(0, Shape{k.c}), grads.flat_slice(k.c, Shape{k.c})});
+    Tensor x = Tensor::empty(Shape{k.n, k.c, k.h, k.w}), dy = Tensor::empty(x.shape());
+    Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
+    fill_uniform(x, 22);
+    fill_uniform(dy, 23);
+    for (std::int64_t i = 0; i < numel; ++i) x.f32()[i] += 0.5f * static_cast<float>(i / hw % k.c);
+    l.forward(x, y, StepInfo{});
+    l.backward(x, y, dy, &dx);
+
+    std::vector<double> y_ref(static_cast<std::size_t>(numel)), dx_ref(y_ref.size()), dx_terms(y_ref.size());
+    std::vector<double> mean_ref, var_ref, dgamma_ref, dbeta_ref;
+    for (std::int64_t ch = 0; ch < k.c; ++ch) {
+      const auto at = [&](std::int64_t b, std::int64_t q) { return (b * k.c + ch) * hw + q; };
+      double s = 0.0, ss = 0.0, sdy = 0.0, sdyx = 0.0;
+      for (std::int64_t b = 0; b < k.n; ++b)
+        for (std::int64_t q = 0; q < hw; ++q) s += x.f32()[at(b, q)];
+      const double mu = s / static_cast<double>(m);
+      for (std::int64_t b = 0; b < k.n; ++b)
+        for (std::int64_t q = 0; q < hw; ++q) ss += (x.f32()[at(b, q)] - mu) * (x.f32()[at(b, q)] - mu);
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(m) + eps);
+      const double g = params.f32()[ch], beta = params.f32()[k.c + ch];
+      for (std::int64_t b = 0; b < k.n; ++b)
+        for (std::int64_t q = 0; q < hw; ++q) {
+          const double xhat = (x.f32()[at(b, q)] - mu) * inv;
+          y_ref[static_cast<std::size_t>(at(b, q))] = xhat * g + beta;
+          sdy += dy.f32()[at(b, q)];
+          sdyx += dy.f32()[at(b, q)] * xhat;
+        }
+      for (std::int64_t b = 0; b < k.n; ++b)
+        for (std::int64_t q = 0; q < hw; ++q) {
+          const double xhat = (x.f32()[at(b, q)] - mu) * inv;
+          const double k_inv = g * inv / static_cast<double>(m), mdy = static_cast<double>(m) * dy.f32()[at(b, q)];
+          dx_ref[static_cast<std::size_t>(at(b, q))] = k_inv * (mdy - sdy - xhat * sdyx);
+          dx_terms[static_cast<std::size_t>(at(b, q))] =
+              std::fabs(k_inv) * (std::fabs(mdy) + std::fabs(sdy) + std::fabs(xhat * sdyx));
+        }
+      mean_ref.push_back(momentum * mu);  // running mean from 0
+      const double unbiased = m > 1 ? ss / static_cast<double>(m - 1) : ss / static_cast<double>(m);
+      var_ref.push_back((1.0 - momentum) * 1.0 + momentum * unbiased);  // running variance from 1
+      dgamma_ref.push_back(sdyx);
+      dbeta_ref.push_back(sdy);
+    }
+    const auto values = [](const float* p, std::int64_t n) { return std::vector<double>(p, p + n); };
+    const std::vector<Tensor> running = l.buffers();
+    EXPECT_LT(error_against_rms(values(y.f32(), numel), y_ref), 1e-5) << "y";
+    EXPECT_LT(error_against_rms(values(dx.f32(), numel), dx_ref, &dx_terms), 1e-5) << "dx";
+    EXPECT_LT(error_against_rms(values(running[0].f32(), k.c), mean_ref), 1e-6) << "running mean";
+    EXPECT_LT(error_against_rms(values(running[1].f32(), k.c), var_ref), 1e-6) << "running variance";
+    EXPECT_LT(error_against_rms(values(grads.f32(), k.c), dgamma_ref), 1e-5) << "dgamma";
+    EXPECT_LT(error_against_rms(values(grads.f32() + k.c, k.c), dbeta_ref), 1e-5) << "dbeta";
+  }
+}
+
 TEST(Gradients, SoftmaxCrossEntropy) {
   const std::int64_t n = 4, k = 5;
   Tensor z = Tensor::empty(Shape{n, k});
