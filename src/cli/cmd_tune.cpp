@@ -124,6 +124,7 @@ struct Tuner {
   std::int64_t num_classes = 0;
   std::int64_t data_vocab_size = 0;  // token data: its vocabulary (a language model's default)
   std::int64_t num_params = 0;       // the model's parameters
+  std::int64_t fewest_samples = 1;   // its Model::min_training_batch: no size below it is run
   std::int64_t arena_elements = 0;   // of its parameter arena (pads between tensors included)
   std::int64_t usable_samples = 0;
   std::int64_t memory_limit = 0;
@@ -151,6 +152,7 @@ std::unique_ptr<Tuner> set_up(Context& ctx, const TuneOptions& o) {
   t->session = open_session(ctx, o.config, o.sets, {.data = SessionOptions::Data::shape, .schedule_steps = 1});
   Session& s = *t->session;
   t->num_params = s.model->num_params();
+  t->fewest_samples = s.model->min_training_batch();
   t->arena_elements = s.model->arena_elements();
   s.pruner.reset();  // before the model it refers to
   s.model.reset();
@@ -344,17 +346,17 @@ int tune_batch(Context& ctx, const TuneOptions& o) {
         o.rounds, o.warmup, o.steps);
   }
 
-  // Batch 1 sizes the memory per sample before any larger batch is allocated.
-  const SizeRun probe = run_size(t, ctx, 1, 0, 1);
+  // The smallest batch the model takes sizes the memory per sample before any larger one is allocated.
+  const SizeRun probe = run_size(t, ctx, t.fewest_samples, 0, 1);
   if (!probe.out_of_memory_ranks.empty())
-    throw CollectiveError(fmt::format("no batch size to time: batch 1 ran out of GPU memory on {}",
+    throw CollectiveError(fmt::format("no batch size to time: batch {} ran out of GPU memory on {}", t.fewest_samples,
                                       ranks_text(probe.out_of_memory_ranks)));
   MemoryModel memory = MemoryModel::fit(max_of(gather(*t.comm, ctx, probe.fixed_bytes)),
-                                        max_of(gather(*t.comm, ctx, probe.total_bytes)), 1);
+                                        max_of(gather(*t.comm, ctx, probe.total_bytes)), t.fewest_samples);
   std::vector<Row> rows;
   SearchStop stop = SearchStop::none;
   std::vector<int> out_of_memory_ranks;
-  std::int64_t batch = o.min_batch;
+  std::int64_t batch = std::max(o.min_batch, t.fewest_samples);
   for (;; batch *= 2) {
     const double estimate = memory.at(batch);
     stop = search_stop(batch, o.max_batch, t.usable_samples / world, estimate, t.memory_limit);

@@ -51,6 +51,9 @@ bool BatchNorm2d::absorb_consumer(const Layer& consumer) {
 void BatchNorm2d::forward(const Tensor& x, Tensor& y, const StepInfo& info) {
   const std::int64_t n = x.shape()[0], m = n * hw_, plane_stride = c_ * hw_;
   if (m == 0) return;  // no batch statistics to take (and no output to write)
+  RT_REQUIRE(!info.training || m > 1, ConfigError,
+             "batchnorm2d: one value per channel in training (a batch of 1 over 1 x 1 planes) has no batch "
+             "statistics");
   const float* in = x.f32();
   float* out = y.f32();
   const float* g = gamma_.f32();

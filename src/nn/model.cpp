@@ -111,6 +111,10 @@ void Model::connect(const Shape& input_shape) {
     Layer& layer = *node.layer;
     std::vector<int> reads;
     if (node.inputs.empty()) {
+      RT_REQUIRE(layer.num_inputs() == 1, ConfigError,
+                 "{}: {} reads {} inputs and names none: list them in inputs (a layer without inputs reads the "
+                 "output before it)",
+                 where, layer.kind(), layer.num_inputs());
       reads.push_back(i == 0 ? kInput : static_cast<int>(i) - 1);
     } else {
       for (const auto& in : node.inputs) {
@@ -118,6 +122,8 @@ void Model::connect(const Shape& input_shape) {
           reads.push_back(kInput);
           continue;
         }
+        // "" is also how an unnamed layer's name is held: it must not find the first of them
+        RT_REQUIRE(!in.empty(), ConfigError, "{}: an input name is empty; name an earlier layer or \"input\"", where);
         const auto it = std::find(names.begin(), names.end(), in);
         RT_REQUIRE(it != names.end(), ConfigError, "{}: input \"{}\" is not \"input\" or the name of an earlier layer",
                    where, in);
@@ -219,6 +225,17 @@ void Model::fuse_producer_gradients() {
       if (readers[p] == 1 && needs_grad_[p] && !always_passes_through(p))
         (void)nodes_[j].layer->fuse_producer_gradient(*nodes_[p].layer);
     }
+}
+
+std::int64_t Model::min_training_batch(std::string* layer) const {
+  std::int64_t most = 1;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const std::int64_t need = nodes_[i].layer->min_training_batch();
+    if (need <= most) continue;
+    most = need;
+    if (layer != nullptr) *layer = fmt::format("model.layers[{}] ({})", i, nodes_[i].layer->kind());
+  }
+  return most;
 }
 
 std::size_t Model::layer_done_by(std::size_t i) const {

@@ -256,7 +256,12 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
         "resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "
         "optimizer state carry over exactly{}{}",
         m.world_size, world, m.global_batch,
-        model_.buffers().empty() ? "" : "; BatchNorm statistics start from the mean of the writers' ranks",
+        model_.buffers().empty()
+            ? ""
+            : fmt::format("; BatchNorm's running statistics start from the mean of the writers' ranks, and its batch "
+                          "statistics are now over {} samples per rank, another share of the global batch: the "
+                          "losses differ from an uninterrupted run's",
+                          tc_.batch_size),
         has_dropout ? "; dropout masks (keyed by rank) differ from an uninterrupted run" : "");
     if (tc_.data.strategy == ReadStrategy::stream && ctx_.world_rank() == 0)
       log::warn(

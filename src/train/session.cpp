@@ -71,6 +71,12 @@ void open_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
 // over a vocabulary holding the data's (tokens).
 void check_model_fits_data(const Session& s) {
   const Model& m = *s.model;
+  std::string needy;
+  const std::int64_t fewest = m.min_training_batch(&needy);
+  RT_REQUIRE(s.tc.batch_size >= fewest, ConfigError,
+             "train.batch_size = {}: {} needs {} or more samples per rank in training (a batch norm over 1 x 1 "
+             "planes: one value per channel has no batch statistics)",
+             s.tc.batch_size, needy, fewest);
   const Shape& out = m.output_shape();
   if (!s.tokens()) {
     RT_REQUIRE(m.input_dtype() != DType::i32, ConfigError,

@@ -155,7 +155,9 @@ const BoolKey kTf32({.name = "runtime.tf32", .doc = "`cuda`, fp32: let GEMMs and
 const IntKey kThreads({.name = "runtime.threads",
                        .doc = "compute threads per rank, for the GEMMs and the CPU layers' own loops (0: the "
                               "node's cores split among its ranks, at most the CPUs a rank is bound to; a count "
-                              "its CPUs cannot run at once is warned about)",
+                              "its CPUs cannot run at once is warned about). Results are the same bits run to run "
+                              "at a given count, not across counts: oneDNN's GEMMs and convolutions split their "
+                              "sums by it",
                        .range = Range::at_least(0)},
                       0);
 

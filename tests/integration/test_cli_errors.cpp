@@ -108,6 +108,13 @@ std::vector<Case> cases() {
   c.push_back({"fewer samples than a global batch",
                {"train", write_text("small.toml", config_for(write_h5("small.h5", {3, 1, 4, 4}, 3, 1)))},
                {"global batch"}});
+  c.push_back({"batch norm over one value per channel",
+               {"train", write_text("bn1.toml", "[run]\ndir = \"" + (work_dir() / "run").string() +
+                                                    "\"\n[train]\nbatch_size = 1\n[data]\ntrain = \"" + good +
+                                                    "\"\n[[model.layers]]\ntype = \"conv2d\"\nout_channels = 2\n"
+                                                    "kernel = 4\n[[model.layers]]\ntype = \"batchnorm2d\"\n" +
+                                                    kModel)},
+               {"train.batch_size = 1: model.layers[1] (batchnorm2d) needs 2 or more samples per rank in training"}});
   c.push_back({"non-finite loss",
                {"train", write_text("nan.toml", config_for(good, "epochs = 50\n[optim]\nlr = 1e38\nmomentum = 0.9"))},
                {"non-finite loss"}});

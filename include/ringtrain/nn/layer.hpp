@@ -113,6 +113,10 @@ class Layer {
   // tells the producer so itself; the model only asks.
   virtual bool fuse_producer_gradient(Layer& /*producer*/) { return false; }
 
+  // The fewest samples a training forward of this layer can take: 2 for a batch norm over 1 x 1
+  // planes (one value per channel has no batch statistics), else 1.
+  virtual std::int64_t min_training_batch() const { return 1; }
+
   // True when, in a training pass (or not), this one-input layer's output is its input unchanged,
   // only reshaped (Flatten; Dropout when not training or p == 0). The model then calls neither
   // forward nor backward: readers get a view of the input, and a layer that passes through in

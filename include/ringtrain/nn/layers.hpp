@@ -147,6 +147,7 @@ class BatchNorm2d : public Layer {
   // A ReLU after it (a ResNet's conv-bn-relu): applied as each output is written, and its
   // gradient rule to dy in backward.
   bool absorb_consumer(const Layer& consumer) override;
+  std::int64_t min_training_batch() const override { return hw_ > 1 ? 1 : 2; }
 
  protected:
   float momentum_, eps_;

@@ -188,6 +188,9 @@ class Model {
   // Training FLOPs per sample: forward + backward, counted as 3 x forward (2 per MAC).
   std::int64_t train_flops_per_sample() const;
   std::size_t num_layers() const { return nodes_.size(); }
+  // The fewest samples a training forward can take (Layer::min_training_batch over the nodes);
+  // `layer`, if given, gets the first node that needs that many ("model.layers[3] (batchnorm2d)").
+  std::int64_t min_training_batch(std::string* layer = nullptr) const;
   // Buffers the values' gradients share in backward (2 for a sequential stack of any depth).
   std::size_t gradient_buffers() const { return slot_elems_.size(); }
   // Node i's name ("" when unnamed; the GPT family names its nodes after GPT-2's modules).

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/random.hpp"
 #include "ringtrain/nn/layers.hpp"
 
@@ -232,6 +233,23 @@ TEST(Gradients, BatchNorm2d) {
   Harness h(l, Shape{3, 2, 3}, 4);
   fill_uniform(h.x, 9);
   h.run();
+}
+
+// One value per channel (a batch of 1 over 1 x 1 planes) has no batch statistics: a model says
+// so before training (Model::min_training_batch), the layer refuses it in training; evaluation,
+// on the running statistics, takes it.
+TEST(BatchNorm2dBatchOfOne, NeedsTwoValuesPerChannelInTraining) {
+  BatchNorm2d flat(0.1, 1e-5), planes(0.1, 1e-5);
+  flat.configure(Shape{3, 1, 1});
+  planes.configure(Shape{3, 2, 1});
+  EXPECT_EQ(flat.min_training_batch(), 2);
+  EXPECT_EQ(planes.min_training_batch(), 1);
+  Harness h(flat, Shape{3, 1, 1}, 1);
+  fill_uniform(h.x, 4);
+  EXPECT_THROW(h.layer.forward(h.x, h.y, StepInfo{}), ConfigError);
+  StepInfo eval;
+  eval.training = false;
+  EXPECT_NO_THROW(h.layer.forward(h.x, h.y, eval));
 }
 
 // Planes of 25: the sums' vector lanes and their scalar tail; inputs off zero (mean 3).

@@ -484,12 +484,31 @@ TEST(GraphModel, ALayerIsAskedToFuseOnlyAProducerWhoseGradientItAloneWrites) {
   EXPECT_EQ(asked.size(), 3u);
 }
 
+TEST(GraphModel, TheFewestSamplesATrainingForwardTakesNameTheLayerThatNeedsThem) {
+  const std::string conv = "[[model.layers]]\ntype = \"conv2d\"\nout_channels = 2\nkernel = 3\n";
+  const std::string tail =
+      "[[model.layers]]\ntype = \"batchnorm2d\"\n[[model.layers]]\ntype = \"flatten\"\n"
+      "[[model.layers]]\ntype = \"linear\"\nout = 4\n";
+  std::string who;
+  EXPECT_EQ(build_model_text(conv + tail, Shape{1, 3, 3})->min_training_batch(&who), 2);  // 3 x 3 -> 1 x 1
+  EXPECT_EQ(who, "model.layers[1] (batchnorm2d)");
+  EXPECT_EQ(build_model_text(conv + tail, Shape{1, 4, 3})->min_training_batch(), 1);  // 2 x 1 planes
+}
+
 TEST(GraphModel, WrongGraphsNameTheLayer) {
   const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\nname = \"h\"\n";
   EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"g\"]\n", Shape{4})
                 .find("model.layers[1]: input \"g\" is not"),
             std::string::npos);
-  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\n", Shape{4}).find("add reads 2 input(s), 1 given"),
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\n", Shape{4}).find("add reads 2 inputs and names none"),
+            std::string::npos);
+  EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\"]\n", Shape{4})
+                .find("add reads 2 input(s), 1 given"),
+            std::string::npos);
+  // "" does not name the first unnamed layer (it read layer 0 here, silently)
+  const std::string unnamed = "[[model.layers]]\ntype = \"linear\"\nout = 4\n";
+  EXPECT_NE(error_of(unnamed + lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"\", \"h\"]\n", Shape{4})
+                .find("model.layers[2]: an input name is empty"),
             std::string::npos);
   EXPECT_NE(error_of(lin + "[[model.layers]]\ntype = \"add\"\ninputs = [\"h\", \"input\"]\n", Shape{3})
                 .find("the same shape, got [4] and [3]"),

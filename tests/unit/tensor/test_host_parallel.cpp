@@ -7,8 +7,10 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "tensor/blas.hpp"
@@ -29,6 +31,15 @@ class HostParallel : public ::testing::Test {
   int before_ = 1;
 };
 
+// Called by a piece on the caller's thread: holds it until another thread has taken a piece
+// (counted in `elsewhere`), at most 10 s. On a machine busy with other work the second worker
+// may otherwise not be scheduled before the caller has run every piece itself.
+void wait_for_another_thread(const std::atomic<int>& elsewhere) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (elsewhere.load() == 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 TEST_F(HostParallel, EveryPieceRunsOnceOnAWorkerBelowTheCount) {
   EXPECT_EQ(host_parallel::workers(1000), 2);
   EXPECT_EQ(host_parallel::workers(1), 1);
@@ -39,7 +50,10 @@ TEST_F(HostParallel, EveryPieceRunsOnceOnAWorkerBelowTheCount) {
   host_parallel::for_each(1000, [&](std::int64_t piece, int worker) {
     runs[static_cast<std::size_t>(piece)].fetch_add(1);
     if (worker < 0 || worker >= 2) bad_worker.fetch_add(1);
-    if (pthread_equal(pthread_self(), caller) == 0) on_other_thread.fetch_add(1);
+    if (pthread_equal(pthread_self(), caller) == 0)
+      on_other_thread.fetch_add(1);
+    else
+      wait_for_another_thread(on_other_thread);
   });
   for (const auto& r : runs) EXPECT_EQ(r.load(), 1);
   EXPECT_EQ(bad_worker.load(), 0);
@@ -95,7 +109,7 @@ TEST_F(HostParallel, WorkersOtherThanTheCallerBlockEverySignal) {
   std::atomic<int> others{0};
   const pthread_t caller = pthread_self();
   host_parallel::for_each(256, [&](std::int64_t, int) {
-    if (pthread_equal(pthread_self(), caller) != 0) return;
+    if (pthread_equal(pthread_self(), caller) != 0) return wait_for_another_thread(others);
     others.fetch_add(1);
     sigset_t mask;
     pthread_sigmask(SIG_BLOCK, nullptr, &mask);
