@@ -2,7 +2,6 @@
 // both (the model sums it into values that other layers read too). An absorbed ReLU is applied
 // as the sum is written.
 #include <cstring>
-#include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -33,17 +32,14 @@ void Add::forward_many(const std::vector<const Tensor*>& x, Tensor& y, const Ste
 }
 
 bool Add::absorb_consumer(const Layer& consumer) {
-  relu_after_ = typeid(consumer) == typeid(ReLU);  // the CPU ReLU only (a device layer has its own)
+  relu_after_ = ReLU::is_cpu_relu(consumer);
   return relu_after_;
 }
 
 void Add::backward_many(const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
                         const std::vector<Tensor*>& dx) {
   // With a ReLU absorbed its rule goes to dy in place: the model reads dy no more.
-  if (relu_after_)
-    host_parallel::for_ranges(dy.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      ReLU::apply_backward(y.f32() + begin, dy.f32() + begin, dy.f32() + begin, end - begin);
-    });
+  if (relu_after_) ReLU::apply_backward_on_threads(y.f32(), dy.f32(), dy.f32(), dy.numel());
   for (Tensor* d : dx)
     if (d != nullptr) std::memcpy(d->f32(), dy.f32(), dy.nbytes());
 }

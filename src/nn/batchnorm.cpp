@@ -6,7 +6,6 @@
 // lanes within a plane and in double across planes; backward recomputes x-hat from x rather than
 // keeping a copy of it. An absorbed ReLU is applied as the output is written.
 #include <cmath>
-#include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -44,7 +43,7 @@ void BatchNorm2d::bind(const std::vector<Tensor>& params, const std::vector<Tens
 }
 
 bool BatchNorm2d::absorb_consumer(const Layer& consumer) {
-  relu_after_ = typeid(consumer) == typeid(ReLU);  // the CPU ReLU only (a device layer has its own)
+  relu_after_ = ReLU::is_cpu_relu(consumer);
   return relu_after_;
 }
 

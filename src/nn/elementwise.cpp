@@ -3,6 +3,7 @@
 // not depend on anything else).
 #include <algorithm>
 #include <cstring>
+#include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/random.hpp"
@@ -25,17 +26,23 @@ void ReLU::apply_backward(const float* y, const float* dy, float* dx, std::int64
   }
 }
 
-void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) {
-  host_parallel::for_ranges(x.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-    apply(x.f32() + begin, y.f32() + begin, end - begin);
+void ReLU::apply_on_threads(const float* x, float* y, std::int64_t n) {
+  host_parallel::for_ranges(n, host_parallel::kElementGrain,
+                            [&](std::int64_t begin, std::int64_t end) { apply(x + begin, y + begin, end - begin); });
+}
+
+void ReLU::apply_backward_on_threads(const float* y, const float* dy, float* dx, std::int64_t n) {
+  host_parallel::for_ranges(n, host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
+    apply_backward(y + begin, dy + begin, dx + begin, end - begin);
   });
 }
 
+bool ReLU::is_cpu_relu(const Layer& layer) { return typeid(layer) == typeid(ReLU); }
+
+void ReLU::forward(const Tensor& x, Tensor& y, const StepInfo&) { apply_on_threads(x.f32(), y.f32(), x.numel()); }
+
 void ReLU::backward(const Tensor&, const Tensor& y, const Tensor& dy, Tensor* dx) {
-  if (dx == nullptr) return;
-  host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-    apply_backward(y.f32() + begin, dy.f32() + begin, dx->f32() + begin, end - begin);
-  });
+  if (dx != nullptr) apply_backward_on_threads(y.f32(), dy.f32(), dx->f32(), y.numel());
 }
 
 void Flatten::forward(const Tensor& x, Tensor& y, const StepInfo&) { std::memcpy(y.raw(), x.raw(), x.nbytes()); }

@@ -4,7 +4,6 @@
 // reading only its output is done in place on that output (and on its gradient in backward).
 // The bias's broadcast and gradient and the ReLU run on the rank's compute threads.
 #include <algorithm>
-#include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -66,14 +65,11 @@ void Linear::forward(const Tensor& x, Tensor& y, const StepInfo&) {
     });
   }
   blas::sgemm(false, true, n, out_, in_, 1.0f, x.f32(), in_, w_.f32(), in_, has_bias_ ? 1.0f : 0.0f, out, out_);
-  if (relu_after_)
-    host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      ReLU::apply(out + begin, out + begin, end - begin);
-    });
+  if (relu_after_) ReLU::apply_on_threads(out, out, y.numel());
 }
 
 bool Linear::absorb_consumer(const Layer& consumer) {
-  relu_after_ = typeid(consumer) == typeid(ReLU);  // the CPU ReLU only (a device layer has its own)
+  relu_after_ = ReLU::is_cpu_relu(consumer);
   return relu_after_;
 }
 
@@ -81,10 +77,7 @@ void Linear::backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor
   const std::int64_t n = rows_of(x);
   // With a ReLU absorbed, dy is its output's gradient: the ReLU's rule makes it the GEMMs' in
   // place (the model reads dy no more, Layer::absorb_consumer).
-  if (relu_after_)
-    host_parallel::for_ranges(y.numel(), host_parallel::kElementGrain, [&](std::int64_t begin, std::int64_t end) {
-      ReLU::apply_backward(y.f32() + begin, dy.f32() + begin, dy.f32() + begin, end - begin);
-    });
+  if (relu_after_) ReLU::apply_backward_on_threads(y.f32(), dy.f32(), dy.f32(), y.numel());
   const float* g = dy.f32();
   if (defer_dw_) {
     saved_x_ = x;

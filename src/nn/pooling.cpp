@@ -4,7 +4,6 @@
 // Each sample is a piece of work on the rank's compute threads.
 #include <algorithm>
 #include <cstring>
-#include <typeinfo>
 
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/nn/layers.hpp"
@@ -28,7 +27,7 @@ Shape MaxPool2d::configure(const Shape& input) {
 }
 
 bool MaxPool2d::absorb_producer(const Layer& producer) {
-  relu_first_ = typeid(producer) == typeid(ReLU);  // the CPU ReLU only (not a device one)
+  relu_first_ = ReLU::is_cpu_relu(producer);
   return relu_first_;
 }
 

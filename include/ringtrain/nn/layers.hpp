@@ -87,9 +87,14 @@ class ReLU : public Layer {
   void forward(const Tensor& x, Tensor& y, const StepInfo& info) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, Tensor* dx) override;
   // The rule, also for layers that absorb a ReLU (in place is fine): y = x > 0 ? x : 0 (NaN and
-  // -0 give +0), and dx = y > 0 ? dy : 0.
+  // -0 give +0), and dx = y > 0 ? dy : 0; on the calling thread (a piece of a parallel loop).
   static void apply(const float* x, float* y, std::int64_t n);
   static void apply_backward(const float* y, const float* dy, float* dx, std::int64_t n);
+  // The same over a whole tensor, on the rank's compute threads.
+  static void apply_on_threads(const float* x, float* y, std::int64_t n);
+  static void apply_backward_on_threads(const float* y, const float* dy, float* dx, std::int64_t n);
+  // Whether `layer` is this CPU ReLU, the one a CPU layer may absorb (a device layer has its own).
+  static bool is_cpu_relu(const Layer& layer);
 };
 
 class MaxPool2d : public Layer {
