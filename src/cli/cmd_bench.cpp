@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/number_checks.hpp"
 #include "ringtrain/bench/bench.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/data/dataset.hpp"
@@ -41,16 +42,16 @@ Command add_bench_gemm_command(CLI::App& bench) {
   add_backend_option(cmd, &o->backend,
                      "cpu (oneDNN or OpenBLAS) or cuda (cuBLASLt, 1 rank; without a GPU: cpu, with a warning)");
   cmd->add_option("--size", o->size, "matrix size n (n x n x n; cuda also times the training shapes and 8192)")
-      ->check(CLI::Range(64, 8192));
-  cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(CLI::Range(0.05, 60.0));
+      ->check(number_in(64, 8192));
+  cmd->add_option("--seconds", o->seconds, "time per measurement (cpu)")->check(number_in(0.05, 60.0));
   cmd->add_option("--threads", o->threads, "compute threads per rank (cpu; 0: split the cores)")
-      ->check(CLI::Range(0, 1024));
-  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+      ->check(number_in(0, 1024));
+  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(number_in(1, 100));
   cmd->add_option("--dtype", o->dtypes,
                   "input types (cuda; repeatable or comma list of f32, tf32, bf16, f16; default f32,tf32,bf16)")
       ->delimiter(',')
       ->check(CLI::IsMember({"f32", "tf32", "bf16", "f16"}));
-  cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(CLI::Range(1, 10000));
+  cmd->add_option("--calls", o->calls, "GEMM calls per timed measurement (cuda)")->check(number_in(1, 10000));
   cmd->add_flag("--json", o->json,
                 "one JSON line per GEMM and type instead of a table (cuda; cpu always prints its JSON line)");
   return [cmd, o](Context& ctx) {
@@ -71,12 +72,12 @@ Command add_bench_allreduce_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("allreduce", "allreduce time, algbw and busbw per message size and backend");
   auto o = std::make_shared<AllreduceBenchOptions>();
   cmd->add_option("--min-bytes", o->min_bytes, "smallest message")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
+      ->check(number_in(std::size_t{1}, std::size_t{1} << 40));
   cmd->add_option("--max-bytes", o->max_bytes, "largest message (the buffer's size)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40));
-  cmd->add_option("--factor", o->factor, "size step factor")->check(CLI::Range(std::size_t{2}, std::size_t{1024}));
-  cmd->add_option("--iters", o->iters, "timed calls per size (median reported)")->check(CLI::Range(1, 100000));
-  cmd->add_option("--warmup", o->warmup, "untimed calls per size first")->check(CLI::Range(0, 100000));
+      ->check(number_in(std::size_t{1}, std::size_t{1} << 40));
+  cmd->add_option("--factor", o->factor, "size step factor")->check(number_in(std::size_t{2}, std::size_t{1024}));
+  cmd->add_option("--iters", o->iters, "timed calls per size (median reported)")->check(number_in(1, 100000));
+  cmd->add_option("--warmup", o->warmup, "untimed calls per size first")->check(number_in(0, 100000));
   cmd->add_option("--backends", o->backends, "comma-separated backends")
       ->delimiter(',')
       ->check(CLI::IsMember(allreduce_bench_backends()));
@@ -85,7 +86,7 @@ Command add_bench_allreduce_command(CLI::App& bench) {
       ->check(CLI::IsMember({"f32", "bf16"}));
   cmd->add_option("--load-threads", o->load_threads,
                   "threads per rank that compute during the measurement (a busy neighbour on the same cores)")
-      ->check(CLI::Range(0, 1024));
+      ->check(number_in(0, 1024));
   cmd->add_flag("--json", o->json, "one JSON object per line instead of tables");
   return when_chosen(cmd, o, bench_allreduce);
 }
@@ -97,12 +98,12 @@ Command add_bench_io_command(CLI::App& bench) {
   io->add_option("--strategy", o->strategy, "how the loader reads")->check(CLI::IsMember(read_strategy_names()));
   io->add_option("--images-key", o->images_key, "sample dataset name");
   io->add_option("--labels-key", o->labels_key, "label dataset name");
-  io->add_option("--batch", o->batch, "samples per rank and batch")->check(CLI::Range(1, 1 << 20));
-  io->add_option("--prefetch", o->prefetch, "batches prepared ahead (0: synchronous)")->check(CLI::Range(0, 1024));
+  io->add_option("--batch", o->batch, "samples per rank and batch")->check(number_in(1, 1 << 20));
+  io->add_option("--prefetch", o->prefetch, "batches prepared ahead (0: synchronous)")->check(number_in(0, 1024));
   io->add_option("--shuffle-window", o->shuffle_window, "stream: samples shuffled together")
-      ->check(CLI::PositiveNumber);
-  io->add_option("--read-ahead", o->read_ahead, "stream: windows read ahead")->check(CLI::PositiveNumber);
-  io->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+      ->check(number_at_least(std::int64_t{1}));
+  io->add_option("--read-ahead", o->read_ahead, "stream: windows read ahead")->check(number_at_least(std::int64_t{1}));
+  io->add_option("--repeats", o->repeats, "measurements (median reported)")->check(number_in(1, 100));
   io->add_option("--order-out", o->order_out, "write each rank's sample order to PREFIX.rankR.i64 (int64)");
   return when_chosen(io, o, bench_io);
 }
@@ -111,9 +112,9 @@ Command add_bench_ckpt_command(CLI::App& bench) {
   auto* cmd =
       bench.add_subcommand("ckpt", "Checkpoint write/read MB/s vs raw I/O of the same bytes, reads from storage");
   auto o = std::make_shared<CkptBenchOptions>();
-  cmd->add_option("--params", o->params, "model size in float parameters")->check(CLI::Range(1LL, 1LL << 34));
+  cmd->add_option("--params", o->params, "model size in float parameters")->check(number_in(1LL, 1LL << 34));
   cmd->add_option("--dir", o->dir, "directory on the file system to measure (files are removed afterwards)");
-  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(CLI::Range(1, 100));
+  cmd->add_option("--repeats", o->repeats, "measurements (median reported)")->check(number_in(1, 100));
   return when_chosen(cmd, o, bench_ckpt);
 }
 
@@ -121,14 +122,15 @@ Command add_bench_prune_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "prune", "Forward+backward time of an MLP vs the same MLP with a fraction of its hidden neurons removed");
   auto o = std::make_shared<PruneBenchOptions>();
-  cmd->add_option("--config", o->config, "a config whose [[model.layers]] form an MLP")->check(CLI::ExistingFile);
+  cmd->add_option("config,--config", o->config, "a config whose [[model.layers]] form an MLP")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--input", o->input, "per-sample input shape")->delimiter(',');
   cmd->add_option("--fraction", o->fraction, "share of each hidden layer's neurons removed")
-      ->check(CLI::Range(0.0, 0.99));
-  cmd->add_option("--batch", o->batch, "samples per step")->check(CLI::Range(1, 65536));
-  cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--threads", o->threads, "compute threads per rank (0: split the cores)")->check(CLI::Range(0, 1024));
+      ->check(number_in(0.0, 0.99));
+  cmd->add_option("--batch", o->batch, "samples per step")->check(number_in(1, 65536));
+  cmd->add_option("--iterations", o->iterations, "steps per measurement")->check(number_in(1, 100000));
+  cmd->add_option("--repeats", o->repeats, "measurements of each model (median reported)")->check(number_in(1, 100));
+  cmd->add_option("--threads", o->threads, "compute threads per rank (0: split the cores)")->check(number_in(0, 1024));
   return when_chosen(cmd, o, bench_prune);
 }
 
@@ -140,8 +142,8 @@ Command add_bench_train_command(CLI::App& bench) {
   cmd->add_flag("--synthetic", o->synthetic, "random inputs of the dataset's sample shape (no I/O timed)");
   cmd->add_flag("--layers", o->layers,
                 "each layer's forward and backward time and GFLOP/s (rank 0's medians; cpu backend)");
-  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(CLI::Range(0, 100000));
-  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", o->warmup, "untimed steps first")->check(number_in(0, 100000));
+  cmd->add_option("--steps", o->steps, "timed steps (medians reported)")->check(number_in(1, 1000000));
   cmd->add_flag("--json", o->json, "one JSON object instead of text");
   return when_chosen(cmd, o, bench_train);
 }
@@ -153,9 +155,9 @@ Command add_bench_optim_command(CLI::App& bench) {
   add_backend_option(cmd, &o->backend,
                      "where the arenas live (as runtime.backend; cuda without a GPU: cpu, with a warning)");
   cmd->add_option("--params", o->params, "parameters in the arena")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 34));
-  cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(CLI::Range(1, 100000));
-  cmd->add_option("--repeats", o->repeats, "measurements of each pass (median reported)")->check(CLI::Range(1, 100));
+      ->check(number_in(std::int64_t{1}, std::int64_t{1} << 34));
+  cmd->add_option("--iterations", o->iterations, "calls per measurement")->check(number_in(1, 100000));
+  cmd->add_option("--repeats", o->repeats, "measurements of each pass (median reported)")->check(number_in(1, 100));
   cmd->add_flag("--json", o->json, "one JSON object instead of text");
   return when_chosen(cmd, o, bench_optim);
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "cli/number_checks.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/convert.hpp"
@@ -87,21 +88,19 @@ Command add_data_command(CLI::App& app) {
   convert->add_option("-o,--output", a->idx.output_path, "HDF5 file to write (--images, --tokens)");
   convert->add_option("--classes", a->classes, "class names to store: fashion-mnist or none")
       ->check(CLI::IsMember({"fashion-mnist", "none"}));
-  convert->add_option("--chunk", a->idx.chunk_samples, "samples per HDF5 chunk (--images)")->check(CLI::PositiveNumber);
+  convert->add_option("--chunk", a->idx.chunk_samples, "samples per HDF5 chunk (--images)")
+      ->check(number_at_least(std::int64_t{1}));
   convert->add_option("--text", a->text.inputs, "text files or globs, concatenated in this order (byte tokenizer)");
   convert->add_option("--out-dir", a->text.out_dir, "directory for train.h5 and val.h5 (--text)");
   convert->add_option("--val-fraction", a->text.val_fraction, "the last fraction of the bytes, held out as val.h5")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            double f = -1.0;
-            return CLI::detail::lexical_cast(v, f) && f >= 0.0 && f < 1.0 ? std::string() : "must be in [0, 1)";
-          },
-          "in [0, 1)"));
+      ->check(number_in<double>(0.0, 1.0, [](double f) {
+                return f < 1.0 ? std::string() : "1 would hold out every byte (must be below 1)";
+              }).description("FLOAT in [0 - 1)"));
   convert->add_option("--tokens", a->tokens.inputs, "token files or globs, concatenated in this order");
   convert->add_option("--dtype", a->dtype, "element type of raw token files (llm.c shards are uint16)")
       ->check(CLI::IsMember({"uint8", "uint16", "uint32"}));
   convert->add_option("--vocab", a->tokens.vocab_size, "vocabulary size: every token must be below it")
-      ->check(CLI::Range(std::int64_t{1}, kMaxVocabSize))
+      ->check(number_in(std::int64_t{1}, kMaxVocabSize))
       ->default_str("");
   convert->add_option("--tokenizer", a->tokens.tokenizer, "tokenizer name stored with the tokens (e.g. gpt2)");
   convert

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/number_checks.hpp"
 #include "cli/cuda_versions.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "check/h5_check.hpp"
@@ -460,10 +461,10 @@ Command add_doctor_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "one JSON object instead of text");
   cmd->add_flag("--require-gpu", o->require_gpu, "fail when a rank sees no GPU (default: a CPU machine is fine)");
   cmd->add_option("--selftest-mib", o->selftest_mib, "allreduce self-test size in MiB (0: off)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_at_least(0))
       ->capture_default_str();
   cmd->add_option("--selftest-iterations", o->selftest_iterations, "timed allreduce calls")
-      ->check(CLI::PositiveNumber)
+      ->check(number_at_least(1))
       ->capture_default_str();
   return [cmd, o](Context& ctx) { return cmd->parsed() ? run_doctor(ctx, *o) : 0; };
 }

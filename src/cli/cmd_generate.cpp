@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
+#include "cli/number_checks.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/nn/generator.hpp"
@@ -144,17 +145,17 @@ Command add_generate_command(CLI::App& app) {
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate")
       ->required()
       ->default_str("")  // no default to show: it must be given
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+      ->check(number_in(std::int64_t{1}, std::int64_t{1} << 30));
   cmd->add_option("--temperature", o->temperature, "softmax temperature; 0: greedy (the most likely token)")
-      ->check(CLI::Range(0.0, 1e6));
+      ->check(number_in(0.0, 1e6));
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens only; 0: all")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 31));
+      ->check(number_in(std::int64_t{0}, std::int64_t{1} << 31));
   cmd->add_option("--seed", o->seed, "sampling seed (the same seed, the same text)");
   cmd->add_flag("--json", o->json, "one JSON line: prompt_tokens, tokens (the continuation), text, tokens_per_second");
   cmd->add_flag("!--no-kv-cache", o->kv_cache,
                 "recompute the whole context for every token instead of caching keys and values (slower; the "
                 "same tokens, a check)");
-  cmd->add_option("--threads", o->threads, "compute threads (0: all cores)")->check(CLI::Range(0, 4096));
+  cmd->add_option("--threads", o->threads, "compute threads (0: all cores)")->check(number_in(0, 4096));
   return [cmd, o](Context& ctx) {
     if (!cmd->parsed()) return 0;
     generate(ctx, *o, cmd->count("--prompt") > 0, cmd->count("--prompt-tokens") > 0);

@@ -30,6 +30,7 @@
 
 #include "bench/bench_stats.hpp"
 #include "cli/commands.hpp"
+#include "cli/number_checks.hpp"
 #include "cuda/gpu_backend.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
@@ -487,23 +488,19 @@ Command add_tune_command(CLI::App& app) {
       "GPU bound, sizes are allocated on it, measured by the device pool's peak, and the first size that runs "
       "out of GPU memory on any rank ends the search");
   auto o = std::make_shared<TuneOptions>();
-  const CLI::Validator power_of_two(
-      [](std::string& value) {
-        const long long v = std::stoll(value);
-        return v > 0 && (v & (v - 1)) == 0 ? std::string() : "must be a power of two, got " + value;
-      },
-      "POWER OF TWO");
   batch->add_option("config", o->config, "run configuration (TOML), as for train")->required();
   add_config_overrides(*batch, o->sets);
   batch->add_option("--min-batch", o->min_batch, "smallest per-rank batch tried")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30) & power_of_two);
+      ->check(number_in<std::int64_t>(1, std::int64_t{1} << 30, [](std::int64_t v) {
+                return (v & (v - 1)) == 0 ? std::string() : fmt::format("{} is not a power of two", v);
+              }).description("INT: a power of two in [1 - 1073741824]"));
   batch->add_option("--max-batch", o->max_batch, "largest per-rank batch tried")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 30));
+      ->check(number_in(std::int64_t{1}, std::int64_t{1} << 30));
   batch->add_option("--steps", o->steps, "timed steps per batch size and round (their median counts)")
-      ->check(CLI::Range(1, 100000));
-  batch->add_option("--warmup", o->warmup, "untimed steps before them")->check(CLI::Range(0, 100000));
+      ->check(number_in(1, 100000));
+  batch->add_option("--warmup", o->warmup, "untimed steps before them")->check(number_in(0, 100000));
   batch->add_option("--rounds", o->rounds, "times every size is timed, in alternating order (median over rounds)")
-      ->check(CLI::Range(1, 100));
+      ->check(number_in(1, 100));
   batch
       ->add_option("--memory-limit", o->memory_limit,
                    fmt::format("per-rank bound on parameters, gradients, optimizer state, activations, workspaces "

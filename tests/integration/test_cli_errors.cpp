@@ -178,7 +178,21 @@ TEST_P(CliErrors, UsageErrorsExitOneWithTheErrorPrefix) {
       {"unknown nested subcommand", {"ckpt", "foo"}, {"'foo' is not a subcommand of 'ringtrain ckpt'", "inspect"}},
       {"missing argument", {"train"}, {"config is required", "run 'ringtrain train --help'"}},
       {"unknown option", {"train", "--bogus", "x.toml"}, {"--bogus", "run 'ringtrain train --help'"}},
-      {"bad value", {"tune", "batch", "x.toml", "--min-batch", "3"}, {"--min-batch", "'ringtrain tune batch --help'"}}};
+      {"bad value", {"tune", "batch", "x.toml", "--min-batch", "3"}, {"--min-batch: 3 is not a power of two"}},
+      {"a word for an integer",
+       {"tune", "batch", "x.toml", "--min-batch", "abc"},
+       {"--min-batch: 'abc' is not an integer"}},
+      {"a fraction for an integer",
+       {"generate", "x", "--max-tokens", "1.5"},
+       {"--max-tokens: '1.5' is not an integer"}},
+      {"an integer too large",
+       {"generate", "x", "--max-tokens", "99999999999999999999"},
+       {"is outside 1 to 1073741824"}},
+      {"a number out of range", {"bench", "gemm", "--seconds", "1e9"}, {"--seconds: 1e9 is outside 0.05 to 60"}},
+      {"not a finite number",
+       {"generate", "x", "--max-tokens", "2", "--temperature", "nan"},
+       {"'nan' is not a finite"}},
+      {"below a lower bound", {"bench", "io", "x.h5", "--read-ahead", "0"}, {"--read-ahead: 0 is below 1"}}};
   for (const auto& c : usage) {
     SCOPED_TRACE(c.name + " on " + std::to_string(ranks) + " rank(s)");
     const auto r = run_ringtrain(ranks, c.args, 60);
