@@ -71,18 +71,27 @@ nlohmann::json layer_report(const Model& model, const std::vector<Model::LayerTi
   return layers;
 }
 
+// One row per layer, "[index] kind name" padded to the longest so the columns line up.
 void print_layers(const nlohmann::json& layers, double step_ms) {
-  log::info("  per layer (rank 0, medians): forward ms (GFLOP/s) | backward ms (GFLOP/s) | share of the step");
+  std::vector<std::string> labels;
+  std::size_t width = 0;
   for (const nlohmann::json& l : layers) {
-    const auto index = l["index"].get<std::size_t>(), done_by = l["done_by"].get<std::size_t>();
-    if (done_by != index) {
-      log::info("  [{}] {:<10} done by [{}]", index, l["kind"].get<std::string>(), done_by);
+    const auto name = l["name"].get<std::string>();
+    labels.push_back(fmt::format("[{}] {}{}", l["index"].get<std::size_t>(), l["kind"].get<std::string>(),
+                                 name.empty() ? "" : " " + name));
+    width = std::max(width, labels.back().size());
+  }
+  log::info("  per layer (rank 0, medians): forward ms (GFLOP/s) | backward ms (GFLOP/s) | share of the step");
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const nlohmann::json& l = layers[i];
+    const auto done_by = l["done_by"].get<std::size_t>();
+    if (done_by != l["index"].get<std::size_t>()) {
+      log::info("  {:<{}}  done by [{}]", labels[i], width, done_by);
       continue;
     }
     const double f = l["forward_ms"].get<double>(), b = l["backward_ms"].get<double>();
-    log::info("  [{}] {:<10} {:>8.3f} ({:>6.1f}) | {:>8.3f} ({:>6.1f}) | {:>5.1f}%", index,
-              l["kind"].get<std::string>(), f, l["forward_gflops"].get<double>(), b, l["backward_gflops"].get<double>(),
-              100.0 * (f + b) / step_ms);
+    log::info("  {:<{}} {:>8.3f} ({:>6.1f}) | {:>8.3f} ({:>6.1f}) | {:>5.1f}%", labels[i], width, f,
+              l["forward_gflops"].get<double>(), b, l["backward_gflops"].get<double>(), 100.0 * (f + b) / step_ms);
   }
 }
 

@@ -238,6 +238,12 @@ std::int64_t Model::min_training_batch(std::string* layer) const {
   return most;
 }
 
+bool Model::has_dropout_masks() const {
+  for (const ModelNode& node : nodes_)
+    if (node.layer->kind() == "dropout" && !node.layer->passes_through(true)) return true;
+  return false;
+}
+
 std::size_t Model::layer_done_by(std::size_t i) const {
   return absorbed_by_[i] < 0 ? i : static_cast<std::size_t>(absorbed_by_[i]);
 }
@@ -757,9 +763,10 @@ std::int64_t Model::train_flops_per_sample() const {
 }
 
 std::string Model::describe() const {
-  std::string s;
+  std::vector<std::string> labels, shapes;  // padded to the longest of each, so the columns line up
+  std::size_t label_width = 0, shape_width = 0;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    std::string label(nodes_[i].layer->kind());
+    std::string label = fmt::format("[{}] {}", i, nodes_[i].layer->kind());
     const std::vector<int>& reads = declared_reads_[i];
     const bool sequential = reads.size() == 1 && reads[0] == static_cast<int>(i) - 1;
     if (!sequential) {
@@ -768,8 +775,16 @@ std::string Model::describe() const {
       label += fmt::format("({})", from);
     }
     if (!nodes_[i].name.empty()) label += " " + nodes_[i].name;
+    labels.push_back(std::move(label));
+    shapes.push_back(shapes_[i].str());
+    label_width = std::max(label_width, labels.back().size());
+    shape_width = std::max(shape_width, shapes.back().size());
+  }
+  std::string s;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const std::string fused = absorbed_by_[i] >= 0 ? fmt::format("  (done by [{}])", absorbed_by_[i]) : "";
-    s += fmt::format("  [{}] {:<12} -> {:<16} {:>10} params{}\n", i, label, shapes_[i].str(), layer_params_[i], fused);
+    s += fmt::format("  {:<{}} -> {:<{}} {:>10} params{}\n", labels[i], label_width, shapes[i], shape_width,
+                     layer_params_[i], fused);
   }
   return s;
 }

@@ -249,9 +249,6 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
             m.step, at.epoch + 1, at.step_in_epoch + 1, steps_per_epoch, m.ringtrain_version, m.world_size,
             m.world_size == 1 ? "" : "s");
   if (m.world_size != world) {
-    bool has_dropout = false;
-    for (std::size_t i = 0; i < model_.num_layers(); ++i)
-      has_dropout = has_dropout || model_.layer_kind(i) == "dropout";
     log::info(
         "resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "
         "optimizer state carry over exactly{}{}",
@@ -262,7 +259,7 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
                           "statistics are now over {} samples per rank, another share of the global batch: the "
                           "losses differ from an uninterrupted run's",
                           tc_.batch_size),
-        has_dropout ? "; dropout masks (keyed by rank) differ from an uninterrupted run" : "");
+        model_.has_dropout_masks() ? "; dropout masks (keyed by rank) differ from an uninterrupted run" : "");
     if (tc_.data.strategy == ReadStrategy::stream && ctx_.world_rank() == 0)
       log::warn(
           "resume: data.strategy = stream assigns samples to ranks by world size: the rest of epoch {} is "

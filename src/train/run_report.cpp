@@ -367,17 +367,27 @@ void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t 
   best_accuracy_ = std::max(best_accuracy_, accuracy);
   last_test_loss_ = loss;
   accuracies_.push_back(accuracy);
-  log::info("epoch {}/{}  test accuracy {:.4f}  loss {:.4f}  (best {:.4f})", epoch + 1, epochs, accuracy, loss,
-            best_accuracy_);
+  if (tokens_per_sample_ > 0)  // a language model: as in evaluation()
+    log::info("epoch {}/{}  val loss {:.4f}  next-token accuracy {:.4f}", epoch + 1, epochs, loss, accuracy);
+  else
+    log::info("epoch {}/{}  test accuracy {:.4f}  loss {:.4f}  (best {:.4f})", epoch + 1, epochs, accuracy, loss,
+              best_accuracy_);
   nlohmann::json j = {{"type", "epoch"},           {"epoch", epoch + 1}, {"global_step", global_step},
                       {"test_accuracy", accuracy}, {"test_loss", loss},  {"best_test_accuracy", best_accuracy_}};
+  if (tokens_per_sample_ > 0) j["val_loss"] = loss;
   if (metrics_) metrics_->write(j.dump());
 }
 
 void RunReport::evaluation(std::int64_t global_step, double accuracy, double loss) {
   last_test_loss_ = loss;
-  log::info("step {}  test loss {:.4f}  accuracy {:.4f}", global_step, loss, accuracy);
+  // A language model's held-out text is its validation set (data convert --text writes val.h5);
+  // its accuracy is the share of next tokens predicted.
+  if (tokens_per_sample_ > 0)
+    log::info("step {}  val loss {:.4f}  next-token accuracy {:.4f}", global_step, loss, accuracy);
+  else
+    log::info("step {}  test loss {:.4f}  accuracy {:.4f}", global_step, loss, accuracy);
   nlohmann::json j = {{"type", "eval"}, {"global_step", global_step}, {"test_accuracy", accuracy}, {"test_loss", loss}};
+  if (tokens_per_sample_ > 0) j["val_loss"] = loss;
   if (metrics_) metrics_->write(j.dump());
 }
 
@@ -497,14 +507,18 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
   if (ctx_.world_rank() == 0) write_file_atomic(tc_.run_dir + "/summary.json", j.dump(2) + "\n");
   // Job scripts take a finished run's summary path from the "done:" line.
   log::info(
-      "{}: {}, {}{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, test accuracy {} "
-      "-> {}/summary.json",
+      "{}: {}, {}{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, {} -> {}/summary.json",
       finished ? "done" : "stopped early", count_of(epochs, "epoch"), count_of(steps, "step"),
       scaler.enabled()
           ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(), scaler.scale())
           : std::string(),
       hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
-      final_loss, final_accuracy ? fmt::format("{:.4f}", *final_accuracy) : std::string("n/a"), tc_.run_dir);
+      final_loss,
+      tokens_per_sample_ > 0
+          ? fmt::format("val loss {}", last_test_loss_ ? fmt::format("{:.4f}", *last_test_loss_) : std::string("n/a"))
+          : fmt::format("test accuracy {}",
+                        final_accuracy ? fmt::format("{:.4f}", *final_accuracy) : std::string("n/a")),
+      tc_.run_dir);
 }
 
 }  // namespace ringtrain

@@ -81,7 +81,9 @@ void check_model_fits_data(const Session& s) {
   if (!s.tokens()) {
     RT_REQUIRE(m.input_dtype() != DType::i32, ConfigError,
                "config: {}: the model reads token ids (an embedding) but data.format = \"images\"", s.config_path);
-    RT_REQUIRE(out.rank() == 1, ConfigError, "config: {}: model output per sample is {}; the last layer must be linear",
+    RT_REQUIRE(out.rank() == 1, ConfigError,
+               "config: {}: model output per sample is {}; a classifier ends in one logit per class, [classes] (a "
+               "linear layer, say; a flatten before it makes [C, H, W] one row)",
                s.config_path, out.str());
     return;
   }

@@ -66,11 +66,15 @@ TEST(GptTrain, LearnsAndReportsTokens) {
   // train.eval_every: evaluations at steps 15 and 30, then the run's end (step 40)
   std::ifstream metrics(work_dir() / "learn" / "metrics.jsonl");
   std::vector<std::int64_t> eval_steps;
+  double last_val_loss = 0;  // each evaluation's record names its loss val_loss too
   for (std::string line; std::getline(metrics, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "eval" || j["type"] == "epoch") eval_steps.push_back(j["global_step"].get<std::int64_t>());
+    if (j["type"] != "eval" && j["type"] != "epoch") continue;
+    eval_steps.push_back(j["global_step"].get<std::int64_t>());
+    last_val_loss = j.value("val_loss", -1.0);
   }
   EXPECT_EQ(eval_steps, (std::vector<std::int64_t>{15, 30, 40}));
+  EXPECT_EQ(last_val_loss, s["val_loss"].get<double>());
 }
 
 TEST(GptTrain, OneRankTwiceTheBatchEqualsTwoRanks) {

@@ -191,6 +191,8 @@ class Model {
   // The fewest samples a training forward can take (Layer::min_training_batch over the nodes);
   // `layer`, if given, gets the first node that needs that many ("model.layers[3] (batchnorm2d)").
   std::int64_t min_training_batch(std::string* layer = nullptr) const;
+  // True when a training forward draws dropout masks (a dropout layer with p > 0).
+  bool has_dropout_masks() const;
   // Buffers the values' gradients share in backward (2 for a sequential stack of any depth).
   std::size_t gradient_buffers() const { return slot_elems_.size(); }
   // Node i's name ("" when unnamed; the GPT family names its nodes after GPT-2's modules).

@@ -7,6 +7,10 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
@@ -275,6 +279,21 @@ TEST(GraphModel, AddSumsItsInputs) {
   EXPECT_EQ(m->num_params(), 25 + 30 + 18);
 }
 
+TEST(GraphModel, TheDescriptionsColumnsLineUpWhateverTheNames) {
+  const auto m = build_model_text(
+      "[[model.layers]]\ntype = \"linear\"\nout = 4\nname = \"first_projection\"\n[[model.layers]]\ntype = \"relu\"\n"
+      "name = \"r\"\n[[model.layers]]\ntype = \"add\"\ninputs = [\"r\", \"first_projection\"]\n",
+      Shape{4});
+  std::istringstream lines(m->describe());
+  std::set<std::size_t> arrows, params;
+  for (std::string line; std::getline(lines, line);) {
+    arrows.insert(line.find(" -> "));
+    params.insert(line.find(" params"));
+  }
+  EXPECT_EQ(arrows.size(), 1u) << m->describe();
+  EXPECT_EQ(params.size(), 1u) << m->describe();
+}
+
 TEST(GraphModel, SequentialConfigsReadThePreviousLayer) {
   auto m =
       build_model_text("[[model.layers]]\ntype = \"linear\"\nout = 3\n[[model.layers]]\ntype = \"relu\"\n", Shape{4});
@@ -493,6 +512,14 @@ TEST(GraphModel, TheFewestSamplesATrainingForwardTakesNameTheLayerThatNeedsThem)
   EXPECT_EQ(build_model_text(conv + tail, Shape{1, 3, 3})->min_training_batch(&who), 2);  // 3 x 3 -> 1 x 1
   EXPECT_EQ(who, "model.layers[1] (batchnorm2d)");
   EXPECT_EQ(build_model_text(conv + tail, Shape{1, 4, 3})->min_training_batch(), 1);  // 2 x 1 planes
+}
+
+TEST(GraphModel, OnlyADropoutWithPAboveZeroDrawsMasks) {
+  const std::string lin = "[[model.layers]]\ntype = \"linear\"\nout = 4\n";
+  const auto dropout = [](const char* p) { return fmt::format("[[model.layers]]\ntype = \"dropout\"\np = {}\n", p); };
+  EXPECT_FALSE(build_model_text(lin, Shape{4})->has_dropout_masks());
+  EXPECT_FALSE(build_model_text(lin + dropout("0.0") + lin, Shape{4})->has_dropout_masks());
+  EXPECT_TRUE(build_model_text(lin + dropout("0.1") + lin, Shape{4})->has_dropout_masks());
 }
 
 TEST(GraphModel, WrongGraphsNameTheLayer) {
