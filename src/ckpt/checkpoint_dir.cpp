@@ -26,7 +26,7 @@
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
-#include "ckpt/dir_lock.hpp"
+#include "ringtrain/ckpt/dir_lock.hpp"
 
 namespace ringtrain {
 namespace {

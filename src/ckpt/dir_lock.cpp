@@ -1,6 +1,6 @@
 // DirLock (see header). The holder's description is written into the lock file after the
 // lock is taken, so a reader that fails to take it reads a complete one.
-#include "ckpt/dir_lock.hpp"
+#include "ringtrain/ckpt/dir_lock.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -50,8 +50,8 @@ struct flock whole_file(short type) {
 
 }  // namespace
 
-DirLock::DirLock(const std::string& dir, const std::string& what) {
-  const std::string path = dir + "/" + file_name();
+DirLock::DirLock(const std::string& dir, const std::string& what, const std::string& file) {
+  const std::string path = dir + "/" + file;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw IoError(fmt::format("{}: {}: cannot open: {}", what, path, std::strerror(errno)));
   struct flock lock = whole_file(F_WRLCK);
@@ -62,9 +62,8 @@ DirLock::DirLock(const std::string& dir, const std::string& what) {
       ::close(fd_);
       fd_ = -1;
       throw IoError(fmt::format(
-          "{}: {} is in use by another run ({}; lock {}): give this run another {} (or run.dir), or let that run "
-          "end first",
-          what, dir, holder, path, what));
+          "{}: {} is in use by another run ({}; lock {}): give this run another {}, or let that run end first", what,
+          dir, holder, path, what));
     }
     // ENOLCK, EINVAL, EOPNOTSUPP: a file system (some NFS or Lustre mounts) without locks.
     log::warn("{}: cannot lock {} ({}): a second run on this directory would not be detected", what, path,

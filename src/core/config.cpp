@@ -247,6 +247,16 @@ void emit_value(std::ostream& os, const toml::node& n) {
   }
 }
 
+// A TOML text as a document; ConfigError naming `source` and the line:column of a syntax error.
+toml::table parse_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(
+        fmt::format("config: {}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
+  }
+}
+
 // Values first, then sub-tables ([a.b]) and arrays of tables ([[a.b]]), as TOML requires.
 void emit_table(std::ostream& os, const toml::table& table, const std::string& path) {
   for (const auto& [k, v] : table) {
@@ -280,12 +290,7 @@ Config Config::parse(std::string_view text, const std::string& source, const Con
   if (const toml_screen::Position p = toml_screen::first_unsafe_non_ascii(text); p.line != 0)
     throw ConfigError(
         fmt::format("config: {}:{}:{}: a non-ASCII character outside a string or comment", source, p.line, p.column));
-  try {
-    state->root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    throw ConfigError(
-        fmt::format("config: {}:{}:{}: {}", source, e.source().begin.line, e.source().begin.column, e.description()));
-  }
+  state->root = parse_toml(text, source);
   for (const auto& o : overrides.set) state->from_set.insert(apply_set(state->root, o));
   for (const auto& key : overrides.unset) apply_unset(state->root, key);
   void* root = &state->root;
@@ -519,6 +524,48 @@ void Config::finish() const {
     if (state_->from_set.count(path)) list += " (from --set)";
   }
   throw ConfigError(fmt::format("config: {}: {}", source(), list));
+}
+
+namespace {
+
+std::string value_text(const toml::node& n) {
+  std::ostringstream os;
+  emit_value(os, n);
+  return os.str();
+}
+
+void collect_changes(const toml::table& before, const toml::table& after, const std::string& path,
+                     const std::vector<std::string>& ignored, std::vector<ConfigChange>& out) {
+  for (const auto& [k, b] : before) {
+    const toml::node* a = after.get(k.str());
+    if (a == nullptr || std::find(ignored.begin(), ignored.end(), k.str()) != ignored.end()) continue;
+    const std::string key = path + "." + std::string(k.str());
+    if (b.is_table() && a->is_table()) {
+      collect_changes(*b.as_table(), *a->as_table(), key, ignored, out);
+    } else if (b.is_array_of_tables() && a->is_array_of_tables()) {
+      const toml::array &bs = *b.as_array(), &as = *a->as_array();
+      if (bs.size() != as.size()) {
+        out.push_back({key, fmt::format("{} tables", bs.size()), fmt::format("{} tables", as.size())});
+        continue;
+      }
+      for (std::size_t i = 0; i < bs.size(); ++i)
+        collect_changes(*bs[i].as_table(), *as[i].as_table(), fmt::format("{}[{}]", key, i), ignored, out);
+    } else if (const std::string bt = value_text(b), at = value_text(*a); bt != at) {
+      out.push_back({key, bt, at});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ConfigChange> config_changes(std::string_view before, const std::string& before_source,
+                                         std::string_view after, const std::string& after_source,
+                                         std::string_view table, const std::vector<std::string>& ignored) {
+  const toml::table b = parse_toml(before, before_source), a = parse_toml(after, after_source);
+  std::vector<ConfigChange> out;
+  const toml::table *bt = b.get_as<toml::table>(table), *at = a.get_as<toml::table>(table);
+  if (bt != nullptr && at != nullptr) collect_changes(*bt, *at, std::string(table), ignored, out);
+  return out;
 }
 
 std::string Config::to_toml() const {

@@ -5,10 +5,12 @@
 #include "ringtrain/nn/gpt_safetensors.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/printable.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/tensor/safetensors.hpp"
 #include "nn/gpt_family.hpp"
@@ -75,8 +77,16 @@ void export_gpt_safetensors(Config& model_config, const Model& model, const std:
                      {"ringtrain_version", version()}});
 }
 
-std::vector<std::string> import_gpt_safetensors(const std::string& path, const Model& model, float* params) {
+std::vector<std::string> import_gpt_safetensors(const std::string& path, Config& model_config, const Model& model,
+                                                float* params) {
   const SafetensorsFile file(path);
+  // The tensors' shapes tell every other architecture key; not n_head, which splits the same
+  // weights otherwise. A file that does not name it (PyTorch's own) is judged by its tensors.
+  const auto heads = file.metadata().find("n_head");
+  const std::string n_head = std::to_string(read_gpt_config(model_config, 0).n_head);
+  RT_REQUIRE(heads == file.metadata().end() || heads->second == n_head, ConfigError,
+             "{}: written for model.n_head = {} (its __metadata__) but this model has {}", path,
+             printable(heads->second), n_head);
   const auto lookup = [&](const std::string& name) {
     const SafetensorsFile::Entry* e = file.find(name);
     return e != nullptr || !name.starts_with(kPrefix) ? e : file.find(std::string_view(name).substr(kPrefix.size()));
@@ -90,6 +100,9 @@ std::vector<std::string> import_gpt_safetensors(const std::string& path, const M
     RT_REQUIRE(e->shape == hf.shape, ConfigError, "{}: tensor '{}' has shape {} but the model needs {}", path, e->name,
                e->shape.str(), hf.shape.str());
     const std::vector<float> v = file.read_f32(*e);
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    RT_REQUIRE(bad == v.end(), ConfigError, "{}: tensor '{}' holds {} at index {}: training from it gives no loss",
+               path, e->name, *bad, bad - v.begin());
     if (hf.conv1d) {
       transpose(v.data(), hf.shape[0], hf.shape[1], params + t.offset);
     } else {

@@ -135,6 +135,11 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
              size);
   in.seekg(0);
   in.read(reinterpret_cast<char*>(&n), 8);
+  constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+  RT_REQUIRE(std::memcmp(&n, kHdf5Signature, 8) != 0, DataError,
+             "{}: an HDF5 file (a ringtrain checkpoint or dataset?), not safetensors; a checkpoint continues with "
+             "train.resume, or becomes safetensors with ringtrain ckpt export",
+             path_);
   RT_REQUIRE(n <= static_cast<std::uint64_t>(size - 8), DataError,
              "{}: header length {} runs past the end of the file ({} bytes): not a safetensors file or truncated",
              path_, n, size);

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ringtrain/comm/watchdog.hpp"
+#include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/data/dataset.hpp"
@@ -206,6 +207,47 @@ Watchdog::Budget TrainCheckpoints::io_budget(const std::vector<CheckpointBuffer>
   return budget;
 }
 
+void TrainCheckpoints::check_same_model(const std::string& path, const std::string& checkpoint_config) const {
+  // The parameters' count and each buffer's size are checked as the file is read; a model of
+  // other shapes with as many parameters (two widths traded), or other heads over the same
+  // weights, would take them silently. Dropout and batch norm's momentum only shape training.
+  const std::vector<ConfigChange> changes =
+      config_changes(checkpoint_config, path, resolved_config_, "this run's config", "model",
+                     {"dropout", "p", "momentum", "init_from"});
+  if (changes.empty()) return;
+  std::string list;
+  for (std::size_t i = 0; i < std::min<std::size_t>(changes.size(), 3); ++i)
+    list += fmt::format("{}{} = {} here, {} in the checkpoint", i == 0 ? "" : "; ", changes[i].key, changes[i].after,
+                        changes[i].before);
+  if (changes.size() > 3) list += fmt::format(" (and {} more)", changes.size() - 3);
+  throw CheckpointMismatch(
+      fmt::format("train.resume: {}: written by another model ({}): its parameters do not belong to this one; resume "
+                  "with the [model] it was written with (ringtrain ckpt inspect {} --config), or start a new run",
+                  path, list, path));
+}
+
+void TrainCheckpoints::note_training_changes(const std::string& path, const std::string& checkpoint_config) const {
+  // Continuing on other data, with a longer schedule or another learning rate may be meant, so
+  // it is said, not refused: the data position and the schedule carry over as step counts.
+  // (The seed, precision, batch and world size have their own notes or checks.)
+  std::vector<ConfigChange> changes = config_changes(checkpoint_config, path, resolved_config_, "this run's config",
+                                                     "data", {"prefetch", "read_ahead", "test"});
+  for (const ConfigChange& c :
+       config_changes(checkpoint_config, path, resolved_config_, "this run's config", "optim", {}))
+    changes.push_back(c);
+  for (const ConfigChange& c :
+       config_changes(checkpoint_config, path, resolved_config_, "this run's config", "train", {}))
+    if (c.key == "train.epochs" || c.key == "train.max_steps") changes.push_back(c);
+  if (changes.empty() || ctx_.world_rank() != 0) return;
+  std::string list;
+  for (const ConfigChange& c : changes)
+    list += fmt::format("{}{} = {} (the checkpoint's: {})", list.empty() ? "" : ", ", c.key, c.after, c.before);
+  log::warn(
+      "resume: changed since the checkpoint: {}; training goes on from its step with these values (the data "
+      "order, the position in the epoch and the learning-rate schedule follow them)",
+      list);
+}
+
 std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epoch) {
   std::optional<ResumedCheckpoint> r;
   {
@@ -238,6 +280,7 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
                    ? std::to_string(m.global_batch / (world * tc_.accumulation_steps))
                    : std::string("(none fits: the global batch is not a multiple of the rank count)"),
                count_of(world, "rank"));
+    check_same_model(r->path, m.config);
   });
   optimizer_.restore_steps_taken(m.optimizer_steps);
   TrainPosition at{m.step, m.epoch, m.step_in_epoch};
@@ -248,6 +291,7 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
   log::info("resume: {} at step {} (epoch {}, step {} of {} next), written by ringtrain {} on {} rank{}", r->path,
             m.step, at.epoch + 1, at.step_in_epoch + 1, steps_per_epoch, m.ringtrain_version, m.world_size,
             m.world_size == 1 ? "" : "s");
+  note_training_changes(r->path, m.config);
   if (m.world_size != world) {
     log::info(
         "resume: world size changed from {} to {} ranks with the same global batch of {}: parameters and "

@@ -81,6 +81,12 @@ class TrainCheckpoints {
   // `others` (checkpoints in dir_ this run would not continue from) are deleted with
   // checkpoint.overwrite, else a CollectiveError names them, `why`, and the ways on.
   void refuse_or_discard(const std::vector<std::string>& others, const std::string& why) const;
+  // CheckpointMismatch when the checkpoint's resolved [model] (in its config) differs from this
+  // run's in a key that changes what the parameters mean.
+  void check_same_model(const std::string& path, const std::string& checkpoint_config) const;
+  // Rank 0 warns of the data, optimizer and schedule keys (data.*, optim.*, train.epochs and
+  // train.max_steps) whose values differ from the checkpoint's.
+  void note_training_changes(const std::string& path, const std::string& checkpoint_config) const;
   // Where the checkpoint reads and writes tensor t (packed by `packing` when given): t's own data
   // on the host (packed in place by download(), unpacked by upload() or after the save), or a
   // device tensor's host copy; staged_ holds what download() and upload() (unless the resumed

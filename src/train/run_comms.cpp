@@ -79,13 +79,14 @@ void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed
   with_host_copy(model.params(), [&](Tensor& h) { comm.broadcast(h.raw(), h.nbytes(), 0); });
 }
 
-void start_from_file(const Context& ctx, Model& model, Communicator& comm, const std::string& path) {
+void start_from_file(const Context& ctx, Config& model_config, Model& model, Communicator& comm,
+                     const std::string& path) {
   with_host_copy(model.params(), [&](Tensor& h) {
     run_collectively(ctx, [&] {
       if (comm.rank() != 0) return;
       std::vector<std::string> unused;
       try {
-        unused = import_gpt_safetensors(path, model, h.f32());
+        unused = import_gpt_safetensors(path, model_config, model, h.f32());
       } catch (const Error& e) {
         throw ConfigError(fmt::format("model.init_from: {}", e.what()));
       }

@@ -13,6 +13,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "ringtrain/ckpt/dir_lock.hpp"
 #include "ringtrain/comm/communicator.hpp"
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/config.hpp"
@@ -55,6 +56,7 @@ struct Setup {
   std::unique_ptr<BatchSource> train_loader;
   // A fresh pass over this rank's shard of data.test per evaluation; empty without data.test.
   std::function<std::unique_ptr<BatchSource>()> test_source;
+  std::unique_ptr<DirLock> run_dir_lock;  // rank 0: one run at a time writes run.dir's records
   std::unique_ptr<TrainCheckpoints> checkpoints;
   std::optional<TrainPosition> resumed;  // set when continuing from a checkpoint
 };
@@ -83,6 +85,9 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
     std::error_code ec;
     std::filesystem::create_directories(tc.run_dir, ec);
     RT_REQUIRE(!ec, IoError, "run.dir: {}: cannot create: {}", tc.run_dir, ec.message());
+    // metrics.jsonl, config.toml and summary.json of two runs would mix (also without
+    // checkpoints, whose directory has its own lock; another file, should they be one directory).
+    setup->run_dir_lock = std::make_unique<DirLock>(tc.run_dir, "run.dir", ".run.lock");
   });
   const std::int64_t global_batch = tc.batch_size * tc.accumulation_steps * ctx.world_size();
   setup->checkpoints = std::make_unique<TrainCheckpoints>(ctx, tc, *s.model, *s.optimizer, s.scaler, s.resolved_config,
@@ -90,9 +95,10 @@ std::unique_ptr<Setup> set_up(Context& ctx, const std::string& config_path, cons
   if (s.pruner) setup->checkpoints->add_replicated("prune/mask", s.pruner->mask());
   setup->resumed = setup->checkpoints->resume(s.steps_per_epoch);
   // Only now, when the checkpoint directory is this run's, does the resolved config replace
-  // whatever an earlier run left in run.dir.
+  // whatever an earlier run left in run.dir; not when that run is complete (nothing trains).
+  const bool complete = setup->resumed && setup->resumed->step >= s.total_steps;
   run_collectively(ctx, [&] {
-    if (ctx.world_rank() == 0) write_file_atomic(tc.run_dir + "/config.toml", s.resolved_config + "\n");
+    if (ctx.world_rank() == 0 && !complete) write_file_atomic(tc.run_dir + "/config.toml", s.resolved_config + "\n");
   });
   if (s.pruner && setup->resumed) s.pruner->mask_written();  // the restored host mask, to the GPU's copy
   run_collectively(ctx, [&] {
@@ -248,8 +254,8 @@ class BoundaryPolicy {
     if (flags[0] > 0 || flags[1] > 0) {
       const int which = flags[0] > 0 ? SIGTERM : SIGUSR1;
       b = {true, true,
-           fmt::format("{} received by {} of {} ranks", StopSignals::name(which), flags[0] > 0 ? flags[0] : flags[1],
-                       world_)};
+           fmt::format("{} received by {} of {}", StopSignals::name(which), flags[0] > 0 ? flags[0] : flags[1],
+                       count_of(world_, "rank"))};
     } else if (tc_.exit_at_step > 0 && step == tc_.exit_at_step && step < total_steps) {
       b = {true, true, fmt::format("train.exit_at_step = {} reached", tc_.exit_at_step)};
     } else if (step == total_steps) {
@@ -285,7 +291,15 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   const std::int64_t b = tc.batch_size * tc.accumulation_steps;  // per rank and step
   const TrainPosition start = setup->resumed.value_or(TrainPosition{});
   if (start.step >= s.total_steps) {
-    log::info("resume: the checkpoint is at step {} of {}: this run is already complete", start.step, s.total_steps);
+    const bool by_max_steps = tc.max_steps > 0 && tc.max_steps <= spe * tc.epochs;
+    log::info(
+        "resume: the checkpoint is at step {} and this run ends at step {} ({}): this run is already complete; raise "
+        "{} to "
+        "train on",
+        start.step, s.total_steps,
+        by_max_steps ? fmt::format("train.max_steps = {}", tc.max_steps)
+                     : fmt::format("train.epochs = {} of {} steps", tc.epochs, spe),
+        by_max_steps ? "train.max_steps" : "train.epochs");
     return 0;
   }
   // Pruning may start from a checkpoint of a dense run (no mask in it): every weight is kept
@@ -316,7 +330,8 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     if (s.init_from.empty()) {
       start_from_root_params(model, *s.comms.main, tc.seed);
     } else {
-      start_from_file(ctx, model, *s.comms.main, s.init_from);
+      Config model_config = s.config->section("model");
+      start_from_file(ctx, model_config, model, *s.comms.main, s.init_from);
     }
   }
 

@@ -30,6 +30,7 @@ using nlohmann::json;
 
 // The model files are imported into, and its export split into header and data.
 struct Target {
+  std::unique_ptr<Config> model_config;  // the [model] table `model` was built from
   std::unique_ptr<Model> model;
   std::vector<float> params;
   json header;
@@ -148,7 +149,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
       "[model]\nfamily = \"gpt\"\nn_layer = 1\nn_head = 1\nn_embd = 4\nblock_size = 4\nvocab_size = 5\n"
       "tie_embeddings = false\nbias = true\n",
       "fuzz-gpt.toml");
-  Config model_config = config.section("model");
+  t.model_config = std::make_unique<Config>(config.section("model"));
+  Config& model_config = *t.model_config;
   t.model = build_model(model_config, Shape{4});
   t.model->init_params(1);
   t.params.resize(static_cast<std::size_t>(t.model->arena_elements()));
@@ -172,6 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const SafetensorsFile::Entry& e : opened->tensors())
     fuzz::clean_read("tensor", path, true, [&] { opened->read_f32(e); });
   Target& t = target();
-  fuzz::clean_read("import", path, true, [&] { import_gpt_safetensors(path, *t.model, t.params.data()); });
+  fuzz::clean_read("import", path, true,
+                   [&] { import_gpt_safetensors(path, *t.model_config, *t.model, t.params.data()); });
   return 0;
 }

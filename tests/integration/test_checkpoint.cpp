@@ -426,21 +426,30 @@ TEST(CheckpointDirs, ASecondRunOnTheSameDirectoryStopsAtStart) {
   while (lines_in(run / "metrics.jsonl") < 2 && Clock::now() - start < std::chrono::seconds(90))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const CommandResult second = train(2, run, {"--set", "train.max_steps=3", "--set", "train.resume=auto"});
+  // Its own checkpoints, or none, would still mix its records with the first's in run.dir.
+  const CommandResult beside =
+      train(2, run, {"--set", "train.max_steps=3", "--set", "checkpoint.dir=" + (dir / "other-checkpoints").string()});
+  const CommandResult unsaved = train(2, run, {"--set", "train.max_steps=3", "--set", "checkpoint.enabled=false"});
   const auto pids = rank_pids(run.string());
   for (const auto& [rank, pid] : pids) ::kill(pid, SIGKILL);
   job.get();
-  EXPECT_EQ(second.exit_code, 1) << second.output;
-  EXPECT_NE(second.output.find("ringtrain: error: checkpoint.dir: " + (run / "checkpoints").string() +
-                               " is in use by another run (host "),
-            std::string::npos)
-      << second.output;
-  EXPECT_NE(second.output.find(", pid " + std::to_string(pids.empty() ? 0 : pids.begin()->second) + ", since "),
-            std::string::npos)
-      << second.output;
+  for (const CommandResult* r : {&second, &beside, &unsaved}) {
+    EXPECT_EQ(r->exit_code, 1) << r->output;
+    EXPECT_NE(r->output.find("ringtrain: error: run.dir: " + run.string() + " is in use by another run (host "),
+              std::string::npos)
+        << r->output;
+    EXPECT_NE(r->output.find(", pid " + std::to_string(pids.empty() ? 0 : pids.begin()->second) + ", since "),
+              std::string::npos)
+        << r->output;
+  }
   // Killed, the first run holds nothing: the directory is free to continue it.
   const CommandResult after = train(2, run, {"--set", "train.max_steps=12", "--set", "train.resume=auto"});
   EXPECT_EQ(after.exit_code, 0) << after.output;
   EXPECT_NE(after.output.find("resume: "), std::string::npos) << after.output;
+  EXPECT_NE(after.output.find("resume: changed since the checkpoint: train.epochs = 3 (the checkpoint's: 50), "
+                              "train.max_steps = 12 (the checkpoint's: 0)"),
+            std::string::npos)
+      << after.output;
 }
 
 // `auto` skips a damaged newest checkpoint and never deletes it: a save of an earlier step
@@ -520,6 +529,13 @@ TEST(CheckpointErrors, BadCheckpointsAndDirectoriesGiveOneClearLine) {
     EXPECT_EQ(r.exit_code, 1) << r.output;
     EXPECT_NE(r.output.find("dataset 'params' has shape [535818] but this run needs [421642]"), std::string::npos)
         << r.output;
+
+    // The same number of parameters in other shapes (two widths traded): named, not read.
+    expect_error(
+        ranks, run,
+        {"--set", "train.resume=" + good, "--set", "model.layers[1].out=336", "--set", "model.layers[3].out=784"},
+        "written by another model (model.layers[1].out = 336 here, 512 in the checkpoint; "
+        "model.layers[3].out = 784 here, 256 in the checkpoint)");
 
     const std::string flipped = (dir / "flipped.h5").string();
     fs::copy_file(good, flipped, fs::copy_options::overwrite_existing);

@@ -91,8 +91,9 @@ TEST(TorchInterop, RingtrainReproducesTheLogitsOfTorchsGpt2File) {
   const std::int64_t batch = tokens.shape[0], t = tokens.shape[1];
   Gpt g = gpt_of(expected.metadata(), true, t);
   g.model->init_params(1);
-  const std::vector<std::string> unused =
-      import_gpt_safetensors((work_dir() / "gpt2.safetensors").string(), *g.model, g.model->params().f32());
+  Config model_config = g.config->section("model");
+  const std::vector<std::string> unused = import_gpt_safetensors((work_dir() / "gpt2.safetensors").string(),
+                                                                 model_config, *g.model, g.model->params().f32());
   EXPECT_EQ(unused.size(), 4u) << "the attn.bias and attn.masked_bias buffers of both blocks";
   const std::vector<float> ref = expected.read_f32(*expected.find("logits"));
   const std::vector<float> ours = logits_of(*g.model, expected.read_f32(tokens), batch, t);

@@ -105,4 +105,20 @@ class Config {
   std::string prefix_;     // "" or "model.layers[2]."
 };
 
+// A key whose value differs between two resolved configs (config_changes).
+struct ConfigChange {
+  std::string key;     // "model.n_head", "model.layers[1].out", "model.layers" (a count)
+  std::string before;  // TOML values ("4", "'relu'"), or "N tables" for an array of tables
+  std::string after;
+};
+
+// The keys under table `table` ("model") whose values differ between the resolved configs
+// `before` and `after` (TOML texts; ConfigError naming `before_source` or `after_source` when
+// one does not parse), in key order. Left out: keys whose last part is in `ignored`, and keys
+// only one of them holds (written by another version of ringtrain). Arrays of tables are
+// compared element by element; a different count is one change, of the array.
+std::vector<ConfigChange> config_changes(std::string_view before, const std::string& before_source,
+                                         std::string_view after, const std::string& after_source,
+                                         std::string_view table, const std::vector<std::string>& ignored);
+
 }  // namespace ringtrain

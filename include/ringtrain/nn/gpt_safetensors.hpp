@@ -23,7 +23,9 @@ void export_gpt_safetensors(Config& model_config, const Model& model, const std:
 // Every parameter of the model must be there (names with or without the "transformer." prefix)
 // with its shape, as F32, F16 or BF16; ConfigError naming the tensor and both shapes otherwise
 // (DataError for a malformed file). A tied model accepts a file's lm_head.weight only when it
-// equals the token embedding. Returns the names of the file's tensors left unused.
-std::vector<std::string> import_gpt_safetensors(const std::string& path, const Model& model, float* params);
+// equals the token embedding. A file whose __metadata__ gives n_head (export_gpt_safetensors's)
+// must give model_config's. Returns the names of the file's tensors left unused.
+std::vector<std::string> import_gpt_safetensors(const std::string& path, Config& model_config, const Model& model,
+                                                float* params);
 
 }  // namespace ringtrain

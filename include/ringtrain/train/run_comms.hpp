@@ -58,7 +58,8 @@ void start_from_root_params(Model& model, Communicator& comm, std::uint64_t seed
 
 // Every rank starts from the weights of a GPT's safetensors file (model.init_from), read by
 // rank 0 and broadcast. Collective: a missing, malformed or mismatched file ends every rank with
-// the same error naming model.init_from.
-void start_from_file(const Context& ctx, Model& model, Communicator& comm, const std::string& path);
+// the same error naming model.init_from. model_config: the [model] table `model` was built from.
+void start_from_file(const Context& ctx, Config& model_config, Model& model, Communicator& comm,
+                     const std::string& path);
 
 }  // namespace ringtrain

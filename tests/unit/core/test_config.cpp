@@ -141,6 +141,34 @@ TEST(Config, MissingFileRequiredKeyAndBadOverride) {
             "config: a.toml: missing required key 't.path'");
 }
 
+TEST(ConfigChanges, NameTheKeysOfATableThatDiffer) {
+  const std::string before =
+      "[model]\nn_head = 4\ndropout = 0.0\nold_key = 1\n[[model.layers]]\ntype = 'linear'\nout = 512\n"
+      "[[model.layers]]\ntype = 'dropout'\np = 0.1\n[train]\nseed = 1\n";
+  const std::string after =
+      "[model]\nn_head = 2\ndropout = 0.2\nnew_key = 1\n[[model.layers]]\ntype = 'linear'\nout = 336\n"
+      "[[model.layers]]\ntype = 'dropout'\np = 0.5\n[train]\nseed = 2\n";
+  const std::vector<ConfigChange> c = config_changes(before, "a.h5", after, "b.toml", "model", {"dropout", "p"});
+  ASSERT_EQ(c.size(), 2u);  // not: dropout and p (ignored), old_key / new_key (one side only), train.seed
+  EXPECT_EQ(c[0].key, "model.layers[0].out");  // in key order
+  EXPECT_EQ(c[1].key, "model.n_head");
+  EXPECT_EQ(c[1].before, "4");
+  EXPECT_EQ(c[1].after, "2");
+  EXPECT_TRUE(config_changes(before, "a.h5", before, "b.toml", "model", {}).empty());
+  const auto fewer =
+      config_changes(before, "a.h5", "[[model.layers]]\ntype = 'linear'\nout = 512\n", "b.toml", "model", {});
+  ASSERT_EQ(fewer.size(), 1u);
+  EXPECT_EQ(fewer[0].key, "model.layers");
+  EXPECT_EQ(fewer[0].before, "2 tables");
+  EXPECT_EQ(fewer[0].after, "1 tables");
+  try {
+    config_changes("[model\n", "a.h5", after, "b.toml", "model", {});
+    FAIL() << "no error for a config that does not parse";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("a.h5:1:"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ConfigKeys, TableListsEveryDeclaredKeyOnce) {
   const std::string table = config_keys_markdown();
   for (const KeyInfo* k : registered_keys()) {

@@ -5,7 +5,9 @@
 // tied model are one-line errors naming the tensor.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/error.hpp"
@@ -28,14 +30,19 @@ struct Gpt {
   std::unique_ptr<Config> config;
   std::unique_ptr<Model> model;
   Config model_config() { return config->section("model"); }
+  // import_gpt_safetensors into this model's parameters.
+  std::vector<std::string> import(const std::string& path) {
+    Config m = model_config();
+    return import_gpt_safetensors(path, m, *model, model->params().f32());
+  }
 };
 
-Gpt gpt(bool tie, bool bias, std::int64_t n_embd = 16) {
+Gpt gpt(bool tie, bool bias, std::int64_t n_embd = 16, std::int64_t n_head = 2) {
   Gpt g;
   g.config = std::make_unique<Config>(
-      Config::parse(fmt::format("[model]\nfamily = \"gpt\"\nn_layer = 2\nn_head = 2\nn_embd = {}\nblock_size = 8\n"
+      Config::parse(fmt::format("[model]\nfamily = \"gpt\"\nn_layer = 2\nn_head = {}\nn_embd = {}\nblock_size = 8\n"
                                 "vocab_size = 21\ntie_embeddings = {}\nbias = {}\n",
-                                n_embd, tie, bias),
+                                n_head, n_embd, tie, bias),
                     "gpt.toml"));
   Config m = g.model_config();
   g.model = build_model(m, Shape{kT});
@@ -62,29 +69,36 @@ std::string exported(Gpt& g, const std::string& name) {
   return path;
 }
 
-// A copy of a file's tensors, renamed or dropped by `rename` (an empty name drops one), plus extras.
-std::string rewritten(const std::string& from, const std::string& name,
-                      const std::function<std::string(const std::string&)>& rename,
-                      const std::vector<std::pair<std::string, Shape>>& extra = {}) {
+// How rewritten() changes a file: tensors renamed or dropped (an empty name drops one), values
+// edited, tensors of ones added, the metadata replaced.
+struct Rewrite {
+  std::function<std::string(const std::string&)> rename = [](const std::string& n) { return n; };
+  std::function<void(const std::string&, std::vector<float>&)> edit = [](const std::string&, std::vector<float>&) {};
+  std::vector<std::pair<std::string, Shape>> extra = {};
+  std::optional<std::map<std::string, std::string>> metadata = std::nullopt;  // unset: the file's
+};
+
+std::string rewritten(const std::string& from, const std::string& name, const Rewrite& how) {
   const SafetensorsFile f(from);
   std::vector<std::vector<float>> data;
   std::vector<SafetensorsTensor> tensors;
   for (const auto& e : f.tensors()) {
     data.push_back(f.read_f32(e));
-    if (!rename(e.name).empty()) tensors.push_back({rename(e.name), e.shape, data.back().data()});
+    how.edit(e.name, data.back());
+    if (!how.rename(e.name).empty()) tensors.push_back({how.rename(e.name), e.shape, data.back().data()});
   }
-  for (const auto& [n, shape] : extra) {
+  for (const auto& [n, shape] : how.extra) {
     data.emplace_back(static_cast<std::size_t>(shape.numel()), 1.0f);
     tensors.push_back({n, shape, data.back().data()});
   }
   const std::string path = temp_file(name);
-  write_safetensors(path, tensors, f.metadata());
+  write_safetensors(path, tensors, how.metadata.value_or(f.metadata()));
   return path;
 }
 
 std::string import_error(const std::string& path, Gpt& into) {
   try {
-    import_gpt_safetensors(path, *into.model, into.model->params().f32());
+    into.import(path);
   } catch (const Error& e) {
     return e.what();
   }
@@ -101,7 +115,7 @@ TEST_P(GptSafetensors, ImportReproducesTheExportedModelBitwise) {
   const std::vector<float> want = logits(*a.model);
   ASSERT_FALSE(bitwise_equal(logits(*b.model), want));
   const std::string path = exported(a, "model.safetensors");
-  EXPECT_TRUE(import_gpt_safetensors(path, *b.model, b.model->params().f32()).empty());
+  EXPECT_TRUE(b.import(path).empty());
   EXPECT_TRUE(bitwise_equal(params_of(*b.model), params_of(*a.model)));
   EXPECT_TRUE(bitwise_equal(logits(*b.model), want));
 }
@@ -153,11 +167,10 @@ TEST(GptSafetensorsFile, NamesWithoutTheTransformerPrefixAndExtraTensorsLoad) {
   a.model->init_params(1);
   const std::string path =
       rewritten(exported(a, "prefixed.safetensors"), "bare.safetensors",
-                [](const std::string& n) { return n.starts_with("transformer.") ? n.substr(12) : n; },
-                {{"h.0.attn.bias", Shape{1, 1, 8, 8}}, {"h.1.attn.bias", Shape{1, 1, 8, 8}}});
+                {.rename = [](const std::string& n) { return n.starts_with("transformer.") ? n.substr(12) : n; },
+                 .extra = {{"h.0.attn.bias", Shape{1, 1, 8, 8}}, {"h.1.attn.bias", Shape{1, 1, 8, 8}}}});
   b.model->init_params(2);
-  EXPECT_EQ(import_gpt_safetensors(path, *b.model, b.model->params().f32()),
-            (std::vector<std::string>{"h.0.attn.bias", "h.1.attn.bias"}));
+  EXPECT_EQ(b.import(path), (std::vector<std::string>{"h.0.attn.bias", "h.1.attn.bias"}));
   EXPECT_TRUE(bitwise_equal(params_of(*b.model), params_of(*a.model)));
 }
 
@@ -171,26 +184,20 @@ TEST(GptSafetensorsFile, ATiedModelTakesAnLmHeadEqualToTheTokenTableOnly) {
   // The untied file with its head replaced by the token table: accepted, the head left unused.
   const SafetensorsFile f(path);
   const std::vector<float> wte = f.read_f32(*f.find("transformer.wte.weight"));
-  std::vector<SafetensorsTensor> tensors;
-  std::vector<std::vector<float>> data;
-  data.reserve(f.tensors().size());
-  for (const auto& e : f.tensors()) {
-    data.push_back(e.name == "lm_head.weight" ? wte : f.read_f32(e));
-    tensors.push_back({e.name, e.shape, data.back().data()});
-  }
-  const std::string same = temp_file("same-head.safetensors");
-  write_safetensors(same, tensors, {});
-  EXPECT_EQ(import_gpt_safetensors(same, *tied.model, tied.model->params().f32()),
-            (std::vector<std::string>{"lm_head.weight"}));
+  const std::string same =
+      rewritten(path, "same-head.safetensors", {.edit = [&](const std::string& n, std::vector<float>& v) {
+                  if (n == "lm_head.weight") v = wte;
+                }});
+  EXPECT_EQ(tied.import(same), (std::vector<std::string>{"lm_head.weight"}));
 }
 
 TEST(GptSafetensorsFile, MissingAndMisShapedTensorsAreOneLineErrors) {
   Gpt a = gpt(true, true);
   a.model->init_params(1);
   const std::string full = exported(a, "full.safetensors");
-  const std::string missing = rewritten(full, "missing.safetensors", [](const std::string& n) {
-    return n == "transformer.h.1.mlp.c_fc.bias" ? std::string() : n;
-  });
+  const std::string missing = rewritten(full, "missing.safetensors", {.rename = [](const std::string& n) {
+                                          return n == "transformer.h.1.mlp.c_fc.bias" ? std::string() : n;
+                                        }});
   Gpt b = gpt(true, true);
   std::string msg = import_error(missing, b);
   EXPECT_NE(msg.find(missing + ": tensor 'transformer.h.1.mlp.c_fc.bias' is missing"), std::string::npos) << msg;
@@ -201,11 +208,30 @@ TEST(GptSafetensorsFile, MissingAndMisShapedTensorsAreOneLineErrors) {
             std::string::npos)
       << msg;
   Gpt no_bias = gpt(true, false);
-  EXPECT_TRUE(import_gpt_safetensors(full, *no_bias.model, no_bias.model->params().f32()).size() == 8)
-      << "a model without biases leaves the file's 8 linear biases unused";
+  EXPECT_TRUE(no_bias.import(full).size() == 8) << "a model without biases leaves the file's 8 linear biases unused";
+  // A NaN in one tensor: named with its index, not loaded.
+  const std::string nan = rewritten(full, "nan.safetensors", {.edit = [](const std::string& n, std::vector<float>& v) {
+                                      if (n == "transformer.h.0.ln_1.weight") v[3] = std::nanf("");
+                                    }});
+  msg = import_error(nan, b);
+  EXPECT_NE(msg.find(nan + ": tensor 'transformer.h.0.ln_1.weight' holds nan at index 3"), std::string::npos) << msg;
   msg = import_error(exported(no_bias, "no-bias.safetensors"), b);
   EXPECT_NE(msg.find("tensor 'transformer.h.0.attn.c_attn.bias' is missing"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+// Other heads over weights of the same shapes: the file's __metadata__ says which it was
+// written for; a file without those keys (PyTorch's own) is judged by its tensors.
+TEST(GptSafetensorsFile, AFileForOtherHeadsIsRefusedByItsMetadata) {
+  Gpt two = gpt(true, true), four = gpt(true, true, 16, 4);
+  two.model->init_params(1);
+  const std::string path = exported(two, "two-heads.safetensors");
+  const std::string msg = import_error(path, four);
+  EXPECT_NE(msg.find(path + ": written for model.n_head = 2 (its __metadata__) but this model has 4"),
+            std::string::npos)
+      << msg;
+  const std::string bare = rewritten(path, "no-metadata.safetensors", {.metadata = {{{"format", "pt"}}}});
+  EXPECT_TRUE(four.import(bare).empty());
 }
 
 }  // namespace

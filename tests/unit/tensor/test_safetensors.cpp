@@ -108,6 +108,11 @@ TEST(Safetensors, HostileFilesAreOneLineErrors) {
     expect_error(path, {"too short"});
   }
   expect_error(raw_file("long.safetensors", "{}", "", 1 << 20), {"header length 1048576", "past the end"});
+  {
+    const std::string path = temp_file("checkpoint.h5");  // a checkpoint given by mistake
+    std::ofstream(path, std::ios::binary) << std::string("\x89HDF\r\n\x1a\n", 8) << std::string(64, '\0');
+    expect_error(path, {"an HDF5 file", "train.resume", "ckpt export"});
+  }
   expect_error(raw_file("huge.safetensors", "{}", "", INT64_MAX), {"past the end"});
   expect_error(raw_file("text.safetensors", "this is not json", ""), {"not JSON"});
   expect_error(raw_file("array.safetensors", "[1, 2]", ""), {"not an object"});
