@@ -1,5 +1,6 @@
 // `ringtrain data convert`: IDX(.gz) images + labels -> HDF5; text (byte tokenizer) or token
 // files (raw arrays, llm.c shards) -> token datasets. Rank 0 converts, the others wait.
+#include <filesystem>
 #include <CLI/CLI.hpp>
 #include <fmt/ranges.h>
 #include <optional>
@@ -62,6 +63,9 @@ void convert_text(const ConvertArgs& a) {
   const TextConvertResult r = convert_text_to_tokens(a.text);
   log::info("wrote {}: {} tokens (uint8, vocabulary 256, tokenizer 'byte')", r.train.path, r.train.tokens);
   if (r.val) log::info("wrote {}: {} tokens", r.val->path, r.val->tokens);
+  const std::string stale = (std::filesystem::path(a.text.out_dir) / "val.h5").string();
+  if (!r.val && std::filesystem::exists(stale))
+    log::warn("{}: left as it was, from an earlier conversion (--val-fraction 0 writes no val.h5)", stale);
 }
 
 void convert_idx(ConvertArgs& a) {

@@ -150,7 +150,8 @@ Command add_generate_command(CLI::App& app) {
       ->check(number_in(0.0, 1e6));
   cmd->add_option("--top-k", o->top_k, "sample among the k most likely tokens only; 0: all")
       ->check(number_in(std::int64_t{0}, std::int64_t{1} << 31));
-  cmd->add_option("--seed", o->seed, "sampling seed (the same seed, the same text)");
+  cmd->add_option("--seed", o->seed, "sampling seed (the same seed, the same text)")
+      ->check(number_at_least(std::uint64_t{0}));
   cmd->add_flag("--json", o->json, "one JSON line: prompt_tokens, tokens (the continuation), text, tokens_per_second");
   cmd->add_flag("!--no-kv-cache", o->kv_cache,
                 "recompute the whole context for every token instead of caching keys and values (slower; the "

@@ -25,15 +25,17 @@ std::string outside_message(const std::string& text, long double value, T lo, T 
 // Parses `text` as a T in [lo, hi] into `value`; returns why it is not one ("" when it is).
 template <typename T>
 std::string parse_number(const std::string& text, T lo, T hi, T& value) {
+  if constexpr (std::is_unsigned_v<T>)  // CLI11 reads "-1" into an unsigned type as its largest value
+    if (text.find('-') != std::string::npos) return outside_message(text, -1.0L, lo, hi);
   if (CLI::detail::lexical_cast(text, value)) {
     if constexpr (std::is_floating_point_v<T>)
       if (!std::isfinite(value)) return fmt::format("'{}' is not a finite number", text);
     return value >= lo && value <= hi ? std::string() : outside_message(text, value, lo, hi);
   }
   if constexpr (std::is_integral_v<T>) {
-    long double wide = 0;  // an integer too large for T
-    if (CLI::detail::lexical_cast(text, wide) && std::isfinite(wide) && wide == std::floor(wide))
-      return outside_message(text, wide, lo, hi);
+    long double wide = 0;  // digits too many for T ("1e3" is no integer here)
+    const bool digits = !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+    if (digits && CLI::detail::lexical_cast(text, wide)) return outside_message(text, wide, lo, hi);
     return fmt::format("'{}' is not an integer", text);
   }
   return fmt::format("'{}' is not a number", text);

@@ -1,4 +1,5 @@
-// write_file_atomic, fsync_path and create_parent_directories (see header). Every libc call is
+// write_file_atomic, fsync_path, create_parent_directories and require_output_is_not_an_input
+// (see header). Every libc call is
 // checked.
 #include "ringtrain/core/files.hpp"
 
@@ -80,6 +81,15 @@ void create_parent_directories(const std::string& path) {
   if (ec || !fs::is_directory(parent, ec))
     throw IoError(fmt::format("{}: cannot create directory {}: {}", path, parent.string(),
                               ec ? ec.message() : std::string("a file of that name is in the way")));
+}
+
+void require_output_is_not_an_input(const std::string& output, const std::vector<std::string>& inputs) {
+  for (const std::string& input : inputs) {
+    std::error_code ec;  // an output that does not exist yet is no input
+    RT_REQUIRE(!std::filesystem::equivalent(output, input, ec), DataError,
+               "{}: the output is also an input ({}); writing it would destroy what is read: choose another output",
+               output, input);
+  }
 }
 
 }  // namespace ringtrain

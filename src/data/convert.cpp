@@ -46,6 +46,7 @@ ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
   const std::string& out_path = options.output_path;
   RT_REQUIRE(options.chunk_samples > 0, DataError, "{}: chunk_samples must be > 0, got {}", out_path,
              options.chunk_samples);
+  require_output_is_not_an_input(out_path, {options.images_path, options.labels_path});
   const IdxArray images = read_idx(options.images_path);
   const IdxArray labels = read_idx(options.labels_path);
 

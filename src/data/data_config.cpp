@@ -136,6 +136,9 @@ DataConfig read_data_config(Config& data, std::int64_t model_block_size) {
     d.block_size = data.get(kBlockSize, model_block_size);
     RT_REQUIRE(d.block_size > 0, ConfigError,
                "data.block_size: required for token data (the model has no `block_size` to default to)");
+    RT_REQUIRE(model_block_size <= 0 || d.block_size <= model_block_size, ConfigError,
+               "data.block_size = {} is longer than model.block_size = {}: the model has no positions past {}",
+               d.block_size, model_block_size, model_block_size);
     return d;
   }
   d.images_key = data.get(kImagesKey);

@@ -255,13 +255,17 @@ TextConvertResult convert_text_to_tokens(const TextConvertOptions& o) {
              o.val_fraction, total);
   const std::int64_t train = total - val;
 
+  const std::string train_path = (fs::path(o.out_dir) / "train.h5").string();
+  const std::string val_path = (fs::path(o.out_dir) / "val.h5").string();
+  require_output_is_not_an_input(train_path, paths);
+  if (val > 0) require_output_is_not_an_input(val_path, paths);
   std::error_code ec;
   fs::create_directories(o.out_dir, ec);
   RT_REQUIRE(!ec, IoError, "{}: cannot create the directory: {}", o.out_dir, ec.message());
   const TokenFileWriter::Schema schema{SampleType::u8, 256, "byte", paths, o.chunk_tokens};
-  TokenFileWriter train_out((fs::path(o.out_dir) / "train.h5").string(), train, schema);
+  TokenFileWriter train_out(train_path, train, schema);
   std::optional<TokenFileWriter> val_out;
-  if (val > 0) val_out.emplace((fs::path(o.out_dir) / "val.h5").string(), val, schema);
+  if (val > 0) val_out.emplace(val_path, val, schema);
 
   std::vector<std::byte> buffer(kReadBytes);
   std::int64_t at = 0;  // bytes of the concatenated text done
@@ -308,6 +312,7 @@ TokenFileWritten convert_token_files(const TokensConvertOptions& o) {
   }
   RT_REQUIRE(total > 0, DataError, "{}: no tokens (0 tokens)", which_inputs(paths));
 
+  require_output_is_not_an_input(o.output_path, paths);
   const TokenFileWriter::Schema schema{token_type_for_vocab(o.vocab_size), o.vocab_size, o.tokenizer, paths,
                                        o.chunk_tokens};
   TokenFileWriter out(o.output_path, total, schema);

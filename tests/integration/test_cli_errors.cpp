@@ -185,6 +185,8 @@ TEST_P(CliErrors, UsageErrorsExitOneWithTheErrorPrefix) {
       {"a fraction for an integer",
        {"generate", "x", "--max-tokens", "1.5"},
        {"--max-tokens: '1.5' is not an integer"}},
+      {"an exponent for an integer", {"generate", "x", "--max-tokens", "1e3"}, {"'1e3' is not an integer"}},
+      {"a negative unsigned", {"generate", "x", "--max-tokens", "2", "--seed", "-1"}, {"--seed: -1 is below 0"}},
       {"an integer too large",
        {"generate", "x", "--max-tokens", "99999999999999999999"},
        {"is outside 1 to 1073741824"}},

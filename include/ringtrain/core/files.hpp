@@ -2,6 +2,7 @@
 // of a written file or of the directory that holds a renamed one, and an output's directories.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ringtrain {
 
@@ -16,5 +17,9 @@ void fsync_path(const std::string& path, bool directory);
 // Creates the directories an output file at path is to go in, where missing (as `mkdir -p`).
 // Throws IoError naming path and the directory that could not be made.
 void create_parent_directories(const std::string& path);
+
+// DataError when the file `output` is to be written is one of `inputs` (also by another name:
+// a link, a relative path), which writing it would destroy before it is read.
+void require_output_is_not_an_input(const std::string& output, const std::vector<std::string>& inputs);
 
 }  // namespace ringtrain

@@ -89,5 +89,20 @@ TEST(DataConfig, Errors) {
   EXPECT_EQ(error_of(train + "[data.augment]\nrotate = true\n"), "config: run.toml: unknown key 'data.augment.rotate'");
 }
 
+TEST(DataConfig, TokenWindowsDefaultToTheModelsBlockAndFitInIt) {
+  Config c = Config::parse("[data]\ntrain = \"a.h5\"\nformat = \"tokens\"\n", "run.toml");
+  Config data = c.section("data");
+  EXPECT_EQ(read_data_config(data, 32).block_size, 32);
+  Config longer = Config::parse("[data]\ntrain = \"a.h5\"\nformat = \"tokens\"\nblock_size = 64\n", "run.toml");
+  Config longer_data = longer.section("data");
+  try {
+    read_data_config(longer_data, 32);
+    FAIL() << "windows longer than the model's positions were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "data.block_size = 64 is longer than model.block_size = 32: the model has no positions past 32");
+  }
+}
+
 }  // namespace
 }  // namespace ringtrain

@@ -150,6 +150,17 @@ TEST_F(TokenConvert, TextErrors) {
   o.inputs = {};
   EXPECT_EQ(error_of([&] { convert_text_to_tokens(o); }), "no text files given");
   EXPECT_FALSE(fs::exists(path("out/train.h5")));
+  // An input where an output goes (a second conversion into the same directory, by a glob
+  // that takes the outputs of the first): refused before anything is written.
+  fs::create_directories(path("again"));
+  const std::string old_train = text_file("again/train.h5", "the first conversion's file");
+  o.out_dir = path("again");
+  o.val_fraction = 0.0;
+  o.inputs = {path("again/*")};
+  EXPECT_EQ(error_of([&] { convert_text_to_tokens(o); }),
+            old_train + ": the output is also an input (" + old_train +
+                "); writing it would destroy what is read: choose another output");
+  EXPECT_EQ(fs::file_size(old_train), 27u);
 }
 
 TEST_F(TokenConvert, RawArraysOfEachDtype) {
@@ -280,6 +291,11 @@ TEST_F(TokenConvert, TokenFileErrors) {
   o.vocab_size = 0;
   EXPECT_EQ(error_of([&] { convert_token_files(o); }), "--vocab must be in [1, 2147483648], got 0");
   o.vocab_size = 1000;
+  o.output_path = path("./raw.bin");  // the input itself, by another name
+  EXPECT_EQ(error_of([&] { convert_token_files(o); }),
+            o.output_path + ": the output is also an input (" + path("raw.bin") +
+                "); writing it would destroy what is read: choose another output");
+  EXPECT_EQ(fs::file_size(path("raw.bin")), 20u);
   o.output_path = path("raw.bin/out.h5");  // under a file: no directory can be made
   EXPECT_NE(error_of([&] { convert_token_files(o); }).find(o.output_path + ": cannot create directory"),
             std::string::npos);
