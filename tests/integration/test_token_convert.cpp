@@ -99,7 +99,7 @@ TEST_P(TokenConvertCli, EveryBadInputGivesOneClearLine) {
       {"text without out dir", {"--text", "a.txt"}, {"--out-dir (with --text) is required"}},
       {"val fraction out of range",
        {"--text", "a.txt", "--out-dir", dir, "--val-fraction", "1"},
-       {"--val-fraction", "must be in [0, 1)"}},
+       {"--val-fraction: 1 would hold out every byte (must be below 1)"}},
       {"bad dtype", {"--tokens", "b.bin", "--dtype", "int16", "--vocab", "5", "-o", out}, {"--dtype", "int16"}},
   };
   for (const auto& c : cases) {
