@@ -382,24 +382,29 @@ double unix_time_now() {
 
 void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& expected) {
   h5::File file = open_local(path);
-  read_meta(file, path);
+  const CheckpointMeta meta = read_meta(file, path);
+  // An optimizer's state that is missing or extra: the optimizer the file was written with.
+  const auto why = [&](const std::string& dataset) {
+    return dataset.starts_with("optimizer/")
+               ? fmt::format("written with optim.name = '{}'; resume with that optimizer, or start a new run",
+                             printable(meta.optimizer))
+               : std::string("written by another model?");
+  };
   const std::vector<std::string> found = dataset_names(file);
   for (const CheckpointBuffer& b : expected) {
     const bool present = std::find(found.begin(), found.end(), b.name) != found.end();
     if (!present && b.optional) continue;
     if (!present)
-      throw CheckpointMismatch(
-          fmt::format("{}: dataset '{}' is missing (found: {}): written by another model or "
-                      "optimizer?",
-                      path, b.name, printable(fmt::format("{}", fmt::join(found, ", ")))));
+      throw CheckpointMismatch(fmt::format("{}: dataset '{}' is missing (found: {}): {}", path, b.name,
+                                           printable(fmt::format("{}", fmt::join(found, ", "))), why(b.name)));
     h5::Dataset dset(RT_H5_CHECK(H5Dopen2(file, b.name.c_str(), H5P_DEFAULT)));
     checked_dims(dset, path, b);
   }
   for (const std::string& name : found) {
     const bool used = std::any_of(expected.begin(), expected.end(), [&](const auto& b) { return b.name == name; });
     if (!used)
-      throw CheckpointMismatch(fmt::format(
-          "{}: dataset '{}' has no place in this run: written by another model or optimizer?", path, printable(name)));
+      throw CheckpointMismatch(
+          fmt::format("{}: dataset '{}' has no place in this run: {}", path, printable(name), why(name)));
   }
 }
 
