@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <new>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -365,7 +366,17 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   if (tc.cuda_graph) report.cuda_graph(dp_step.graphed(), dp_step.graph_refused());
 
   BoundaryPolicy policy(tc, *s.comms.main, ctx);
-  const std::unique_ptr<Evaluator> evaluator_made = make_collectively<Evaluator>(ctx, model, tc.eval_batch_size);
+  std::unique_ptr<Evaluator> evaluator_made;
+  run_collectively(ctx, [&] {
+    try {
+      evaluator_made = std::make_unique<Evaluator>(model, tc.eval_batch_size);
+    } catch (const std::bad_alloc&) {  // a key to name, rather than "out of memory"
+      throw ConfigError(fmt::format(
+          "train.eval_batch_size = {}: the evaluation's buffers for that many samples ({} outputs each) do not fit "
+          "in memory; lower it",
+          tc.eval_batch_size, model.output_shape().numel()));
+    }
+  });
   Evaluator& evaluator = *evaluator_made;
   report.setup_done(seconds_since(setup_start));
   const std::int64_t labels_per_step = b * world * label_positions(model);
