@@ -8,6 +8,7 @@
 
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/printable.hpp"
 #include "ringtrain/core/test_hook.hpp"
 #include "ringtrain/data/loader.hpp"
 #include "ringtrain/data/token_loader.hpp"
@@ -51,6 +52,10 @@ void open_token_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
   RT_REQUIRE(s.test_tokens->vocab_size() == s.train_tokens->vocab_size(), DataError,
              "data.test: {}: vocabulary of {} tokens, but data.train has {}", s.test_tokens->files().front().path,
              s.test_tokens->vocab_size(), s.train_tokens->vocab_size());
+  // The same ids are other text under another tokenizer: the held-out loss would mean nothing.
+  RT_REQUIRE(s.test_tokens->tokenizer() == s.train_tokens->tokenizer(), DataError,
+             "data.test: {}: tokenizer '{}', but data.train's is '{}'", s.test_tokens->files().front().path,
+             printable(s.test_tokens->tokenizer()), printable(s.train_tokens->tokenizer()));
 }
 
 void open_datasets(Context& ctx, Session& s, SessionOptions::Data data) {

@@ -257,8 +257,27 @@ void expect_error(const std::vector<std::string>& sets, const std::string& needl
 TEST(GptTrain, WrongModelsForTheDataAreOneError) {
   expect_error({"model.vocab_size=100"}, "the model predicts 100 tokens but");
   expect_error({"model.n_head=3"}, "model.n_embd = 32 is not a multiple of model.n_head = 3");
-  expect_error({"data.block_size=64"}, "64");  // longer than the position table
+  expect_error({"data.block_size=64"}, "data.block_size = 64 is longer than model.block_size = 32");
   expect_error({"data.format=images"}, "train.h5");
+}
+
+// Held-out tokens of another tokenizer or vocabulary: the same ids would be other text.
+TEST(GptTrain, HeldOutTokensOfAnotherTokenizerOrVocabularyAreOneError) {
+  const fs::path raw = work_dir() / "held-out.bin";
+  std::string bytes(8192, '\0');
+  for (std::size_t i = 0; i < bytes.size(); i += 2) bytes[i] = static_cast<char>(i / 2 % 26);  // < 26 as uint16 too
+  std::ofstream(raw, std::ios::binary) << bytes;
+  const auto convert = [&](const std::string& dtype, const std::string& vocab, const std::string& name) {
+    const fs::path out = work_dir() / name;
+    const auto r = run_ringtrain(1, {"data", "convert", "--tokens", raw.string(), "--format", "raw", "--dtype", dtype,
+                                     "--vocab", vocab, "--tokenizer", "external", "-o", out.string()});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return out.string();
+  };
+  expect_error({"data.test=" + convert("uint8", "256", "external.h5")},
+               "tokenizer 'external', but data.train's is 'byte'");
+  expect_error({"data.test=" + convert("uint16", "300", "wider.h5")},
+               "vocabulary of 300 tokens, but data.train has 256");
 }
 
 TEST(GptTrain, ZeroStageOutOfRangeIsOneLine) { expect_error({"train.zero_stage=4"}, "train.zero_stage"); }
