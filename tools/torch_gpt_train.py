@@ -198,7 +198,7 @@ def lr_at(args, step):
     if step < args.warmup:
         return args.lr * (step + 1) / args.warmup
     t = step - args.warmup
-    horizon = max(1, args.max_steps - args.warmup)
+    horizon = max(1, args.max_steps - args.warmup - 1)
     progress = min(1.0, t / horizon)
     return args.min_lr + 0.5 * (args.lr - args.min_lr) * (1.0 + math.cos(math.pi * progress))
 

@@ -383,12 +383,16 @@ double unix_time_now() {
 void check_layout(const std::string& path, const std::vector<CheckpointBuffer>& expected) {
   h5::File file = open_local(path);
   const CheckpointMeta meta = read_meta(file, path);
-  // An optimizer's state that is missing or extra: the optimizer the file was written with.
+  // An optimizer's state that is missing or extra: the optimizer the file was written with; a
+  // pruning mask: the run's [prune] keys.
   const auto why = [&](const std::string& dataset) {
-    return dataset.starts_with("optimizer/")
-               ? fmt::format("written with optim.name = '{}'; resume with that optimizer, or start a new run",
-                             printable(meta.optimizer))
-               : std::string("written by another model?");
+    if (dataset.starts_with("optimizer/"))
+      return fmt::format("written with optim.name = '{}'; resume with that optimizer, or start a new run",
+                         printable(meta.optimizer));
+    if (dataset.starts_with("prune/"))
+      return std::string(
+          "written by a pruning run; resume with its [prune] keys (ringtrain ckpt inspect --config shows them)");
+    return std::string("written by another model?");
   };
   const std::vector<std::string> found = dataset_names(file);
   for (const CheckpointBuffer& b : expected) {

@@ -26,8 +26,8 @@ double LrSchedule::at(std::int64_t step) const {
       const std::int64_t decays = t / o_.step_size;  // whole steps only: a staircase
       return o_.base_lr * std::pow(o_.gamma, static_cast<double>(decays));
     }
-    case Kind::cosine: {
-      const std::int64_t horizon = std::max<std::int64_t>(1, o_.total_steps - o_.warmup_steps);
+    case Kind::cosine: {  // from base_lr at the first step after warmup to min_lr at the last (total_steps - 1)
+      const std::int64_t horizon = std::max<std::int64_t>(1, o_.total_steps - o_.warmup_steps - 1);
       const double progress = std::min(1.0, static_cast<double>(t) / static_cast<double>(horizon));
       return o_.min_lr + 0.5 * (o_.base_lr - o_.min_lr) * (1.0 + std::cos(std::numbers::pi * progress));
     }

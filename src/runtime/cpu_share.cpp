@@ -39,6 +39,12 @@ std::string oversubscription(const CpuShare& share, int threads) {
         "runtime.threads = 0 (automatic)",
         threads, share.affinity, share.affinity == 1 ? "" : "s", share.affinity == 1 ? "it" : "them", threads, threads);
   }
+  if (threads * share.local_ranks > share.hardware && threads <= automatic_threads(share)) {
+    return fmt::format(  // automatic gives as many already: only fewer ranks help
+        "{} ranks on this node of {} CPUs at {} thread{} each: {} threads share them; run at most {} ranks per node",
+        share.local_ranks, share.hardware, threads, threads == 1 ? "" : "s", threads * share.local_ranks,
+        share.hardware);
+  }
   if (threads * share.local_ranks > share.hardware) {
     return fmt::format(
         "runtime.threads (or --threads) = {} with {} ranks on this node of {} CPUs: {} threads share them; set "

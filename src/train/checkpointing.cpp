@@ -227,14 +227,16 @@ void TrainCheckpoints::check_same_model(const std::string& path, const std::stri
 }
 
 void TrainCheckpoints::note_training_changes(const std::string& path, const std::string& checkpoint_config) const {
-  // Continuing on other data, with a longer schedule or another learning rate may be meant, so
-  // it is said, not refused: the data position and the schedule carry over as step counts.
+  // Continuing on other data, with a longer schedule, another learning rate or pruning target
+  // may be meant, so it is said, not refused: the data position and the schedules carry over as
+  // step counts (a lower sparsity target releases weights the checkpoint's mask had pruned).
   // (The seed, precision, batch and world size have their own notes or checks.)
   std::vector<ConfigChange> changes = config_changes(checkpoint_config, path, resolved_config_, "this run's config",
                                                      "data", {"prefetch", "read_ahead", "test"});
-  for (const ConfigChange& c :
-       config_changes(checkpoint_config, path, resolved_config_, "this run's config", "optim", {}))
-    changes.push_back(c);
+  for (const char* table : {"optim", "prune"})
+    for (const ConfigChange& c :
+         config_changes(checkpoint_config, path, resolved_config_, "this run's config", table, {}))
+      changes.push_back(c);
   for (const ConfigChange& c :
        config_changes(checkpoint_config, path, resolved_config_, "this run's config", "train", {}))
     if (c.key == "train.epochs" || c.key == "train.max_steps") changes.push_back(c);
@@ -244,7 +246,7 @@ void TrainCheckpoints::note_training_changes(const std::string& path, const std:
     list += fmt::format("{}{} = {} (the checkpoint's: {})", list.empty() ? "" : ", ", c.key, c.after, c.before);
   log::warn(
       "resume: changed since the checkpoint: {}; training goes on from its step with these values (the data "
-      "order, the position in the epoch and the learning-rate schedule follow them)",
+      "order, the position in the epoch and the learning-rate and pruning schedules follow them)",
       list);
 }
 
@@ -311,15 +313,19 @@ std::optional<TrainPosition> TrainCheckpoints::resume(std::int64_t steps_per_epo
           at.epoch + 1, world);
   }
   const std::string_view precision = precision_name(tc_.precision);
-  if (m.precision == precision) {
-    if (scaler_.enabled()) scaler_.restore({m.loss_scale, m.loss_scale_good_steps, m.skipped_steps});
-  } else {
+  // The count of skipped steps is the run's, through any precision; the scale only fp16's.
+  if (m.precision == precision && scaler_.enabled())
+    scaler_.restore({m.loss_scale, m.loss_scale_good_steps, m.skipped_steps});
+  else
+    scaler_.restore({scaler_.scale(), scaler_.state().good_steps, m.skipped_steps});
+  if (m.precision != precision) {
     log::info(
         "resume: the checkpoint was written with train.precision = \"{}\" and this run has \"{}\": the f32 "
         "master parameters and optimizer state carry over; {}",
         m.precision, precision,
         scaler_.enabled()       ? fmt::format("the loss scale starts at loss_scale.init = {:g}", scaler_.scale())
-        : m.precision == "fp16" ? std::string("the fp16 loss scaler's state is dropped")
+        : m.precision == "fp16" ? std::string("the fp16 loss scaler's scale is dropped (its count of skipped steps "
+                                              "is kept)")
                                 : std::string("nothing else changes"));
   }
   if (m.seed != tc_.seed && ctx_.world_rank() == 0)

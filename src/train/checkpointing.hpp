@@ -84,8 +84,8 @@ class TrainCheckpoints {
   // CheckpointMismatch when the checkpoint's resolved [model] (in its config) differs from this
   // run's in a key that changes what the parameters mean.
   void check_same_model(const std::string& path, const std::string& checkpoint_config) const;
-  // Rank 0 warns of the data, optimizer and schedule keys (data.*, optim.*, train.epochs and
-  // train.max_steps) whose values differ from the checkpoint's.
+  // Rank 0 warns of the data, optimizer, pruning and schedule keys (data.*, optim.*, prune.*,
+  // train.epochs and train.max_steps) whose values differ from the checkpoint's.
   void note_training_changes(const std::string& path, const std::string& checkpoint_config) const;
   // Where the checkpoint reads and writes tensor t (packed by `packing` when given): t's own data
   // on the host (packed in place by download(), unpacked by upload() or after the save), or a

@@ -143,6 +143,10 @@ std::string resource_line(std::size_t rank, const RankResources& x, std::int64_t
 RunReport::RunReport(const Context& ctx, const TrainConfig& tc, std::string_view comm_name, std::int64_t start_step)
     : ctx_(ctx), tc_(tc), comm_name_(comm_name), start_step_(start_step) {
   if (ctx.world_rank() == 0) metrics_.emplace(tc.run_dir + "/metrics.jsonl", start_step > 0);
+  // A resume from a checkpoint older than the last record logs those steps again: records after
+  // this one replace earlier records of the same steps.
+  if (metrics_ && start_step > 0)
+    metrics_->write(nlohmann::json{{"type", "resume"}, {"global_step", start_step}}.dump());
   // A CPU rank watches the GPU it would bind (local rank mod visible GPUs), if the node has one.
   const auto& b = ctx.binding();
   sampler_ = std::make_unique<ResourceSampler>(static_cast<int>(tc.monitor_interval_ms),
@@ -366,6 +370,7 @@ void RunReport::epoch_end(std::int64_t epoch, std::int64_t epochs, std::int64_t 
                           double loss) {
   best_accuracy_ = std::max(best_accuracy_, accuracy);
   last_test_loss_ = loss;
+  if (accuracies_.empty()) first_epoch_ = epoch + 1;
   accuracies_.push_back(accuracy);
   if (tokens_per_sample_ > 0)  // a language model: as in evaluation()
     log::info("epoch {}/{}  val loss {:.4f}  next-token accuracy {:.4f}", epoch + 1, epochs, loss, accuracy);
@@ -440,7 +445,8 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"final_step", start_step_ + steps},
                       {"finished", finished},
                       {"final_test_accuracy", final_accuracy ? nlohmann::json(*final_accuracy) : nlohmann::json()},
-                      {"test_accuracy_per_epoch", accuracies_},
+                      {"test_accuracy_per_epoch", accuracies_},  // this process's epochs, from first_epoch
+                      {"first_epoch", first_epoch_},
                       {"final_train_loss", final_loss},
                       {"train_samples_per_second", rate},
                       {"train_seconds", train_seconds},
@@ -509,9 +515,9 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
   log::info(
       "{}: {}, {}{}, train {} ({} samples/s, {:.1f} GFLOP/s), final loss {:.4f}, {} -> {}/summary.json",
       finished ? "done" : "stopped early", count_of(epochs, "epoch"), count_of(steps, "step"),
-      scaler.enabled()
-          ? fmt::format(" ({} skipped for fp16 overflow, loss scale {:g})", scaler.skipped_steps(), scaler.scale())
-          : std::string(),
+      scaler.enabled() ? fmt::format(" ({} skipped for fp16 overflow over the run, loss scale {:g})",
+                                     scaler.skipped_steps(), scaler.scale())
+                       : std::string(),
       hms(train_seconds), with_commas(static_cast<std::int64_t>(rate)), rate * static_cast<double>(flops) / 1e9,
       final_loss,
       tokens_per_sample_ > 0

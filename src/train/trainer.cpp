@@ -31,6 +31,7 @@
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
+#include "ringtrain/runtime/slurm.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/peak_flops.hpp"
 #include "ringtrain/train/run_comms.hpp"
@@ -295,14 +296,18 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     const bool by_max_steps = tc.max_steps > 0 && tc.max_steps <= spe * tc.epochs;
     log::info(
         "resume: the checkpoint is at step {} and this run ends at step {} ({}): this run is already complete; raise "
-        "{} to "
-        "train on",
+        "{} to train on",
         start.step, s.total_steps,
         by_max_steps ? fmt::format("train.max_steps = {}", tc.max_steps)
                      : fmt::format("train.epochs = {} of {} steps", tc.epochs, spe),
         by_max_steps ? "train.max_steps" : "train.epochs");
     return 0;
   }
+  if (tc.exit_at_step > 0 && tc.exit_at_step <= start.step && ctx.world_rank() == 0)
+    log::warn(
+        "train.exit_at_step = {} is at or before the checkpoint's step {}: it does not stop this run, which "
+        "goes on to step {}",
+        tc.exit_at_step, start.step, s.total_steps);
   // Pruning may start from a checkpoint of a dense run (no mask in it): every weight is kept
   // until the schedule's next mask update, which must come after the checkpoint's step.
   if (s.pruner && setup->resumed && !setup->checkpoints->restored("prune/mask")) {
@@ -370,11 +375,11 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   run_collectively(ctx, [&] {
     try {
       evaluator_made = std::make_unique<Evaluator>(model, tc.eval_batch_size);
-    } catch (const std::bad_alloc&) {  // a key to name, rather than "out of memory"
+    } catch (const std::bad_alloc&) {  // with the key that sizes them
       throw ConfigError(fmt::format(
-          "train.eval_batch_size = {}: the evaluation's buffers for that many samples ({} outputs each) do not fit "
-          "in memory; lower it",
-          tc.eval_batch_size, model.output_shape().numel()));
+          "out of memory on rank {} (host {}) for the evaluation's buffers: train.eval_batch_size = {} samples of {} "
+          "outputs each (lower it if that is large)",
+          ctx.world_rank(), node_name(), tc.eval_batch_size, model.output_shape().numel()));
     }
   });
   Evaluator& evaluator = *evaluator_made;

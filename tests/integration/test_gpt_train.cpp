@@ -90,6 +90,12 @@ TEST(GptTrain, ResumeIsBitExactAlsoOnOtherRankCounts) {
   const auto resumed = train(1, "stopped", {"train.resume=auto"});
   EXPECT_EQ(resumed["param_checksum"], straight["param_checksum"]);
   EXPECT_EQ(resumed["start_step"].get<int>(), 15);
+  // The resumed process marks where its records take over in metrics.jsonl.
+  std::ifstream metrics(work_dir() / "stopped" / "metrics.jsonl");
+  std::vector<std::int64_t> resumes;
+  for (std::string line; std::getline(metrics, line);)
+    if (const auto j = nlohmann::json::parse(line); j["type"] == "resume") resumes.push_back(j["global_step"]);
+  EXPECT_EQ(resumes, (std::vector<std::int64_t>{15}));
   train(1, "moved", {"train.exit_at_step=15"});
   const auto moved = train(2, "moved", {"train.resume=auto", "train.batch_size=4"});
   EXPECT_LT(relative(moved["final_train_loss"], straight["final_train_loss"]), 1e-5);

@@ -167,6 +167,10 @@ TEST(Fp16Resume, StoppedAndResumedEqualsStraight) {
     EXPECT_EQ(double_attr(a, name), double_attr(b, name)) << name;
   EXPECT_GT(double_attr(a, "skipped_steps"), 0.0) << "no overflow: the test does not exercise skipping";
   EXPECT_EQ(summary_of(dir / "straight")["skipped_steps"], summary_of(dir / "split")["skipped_steps"]);
+  // Through an fp32 leg the run's count of skipped steps is kept (it restarted at 0).
+  const CommandResult fp32 = train(dir / "split", {"--set", "train.max_steps=70", "--set", "train.resume=auto"});
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  EXPECT_EQ(summary_of(dir / "split")["skipped_steps"], summary_of(dir / "straight")["skipped_steps"]);
 }
 
 TEST(PrecisionErrors, BadValueIsOneLine) {

@@ -41,6 +41,9 @@ TEST(CpuShare, NamesThreadsThatTheRanksCpusCannotRunAtOnce) {
   EXPECT_EQ(oversubscription({.hardware = 8, .affinity = 2, .local_ranks = 4}, 2), "");
   EXPECT_EQ(oversubscription({.hardware = 8, .affinity = 0, .local_ranks = 8}, 1), "");
   EXPECT_EQ(oversubscription({.hardware = 2, .affinity = 1, .local_ranks = 2}, 1), "");
+  // More ranks than CPUs: one thread each is what automatic gives, so only fewer ranks help.
+  EXPECT_EQ(oversubscription({.hardware = 2, .affinity = 0, .local_ranks = 3}, 1),
+            "3 ranks on this node of 2 CPUs at 1 thread each: 3 threads share them; run at most 2 ranks per node");
 }
 
 TEST(Runtime, RejectsNegativeThreads) {
