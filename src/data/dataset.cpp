@@ -131,6 +131,7 @@ Catalog read_catalog(const DatasetSpec& spec) {
                "{}: dataset '{}': {} samples more than the files before it make over {} in all", path, spec.images_key,
                s.samples, INT64_MAX);
   }
+  for (const DatasetFile& f : c.files) data::require_readable_storage(f.path, {spec.images_key, spec.labels_key});
   return c;
 }
 

@@ -54,6 +54,11 @@ FileStamp stamp_of(hid_t file, const std::string& path);
 // it is absent.
 h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string& key);
 
+// DataError naming the file and dataset when one of `keys` in it would not read back as
+// written: compressed with a filter this HDF5 cannot decode, or with storage never written
+// (chunks missing: fill values). For after the schema checks, which read metadata only.
+void require_readable_storage(const std::string& path, const std::vector<std::string>& keys);
+
 // The in-memory type a sample of this file type is read as: the same class, size and layout
 // in native byte order (so the read is a plain copy for little-endian files).
 h5::Datatype native_type_of(hid_t dataset);

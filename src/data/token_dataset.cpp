@@ -153,6 +153,7 @@ TokenCatalog read_token_catalog(const TokenDatasetSpec& spec) {
   RT_REQUIRE(c.total >= spec.block_size + 1, DataError,
              "{}: {} tokens are fewer than one window of block_size + 1 = {} tokens", which, c.total,
              spec.block_size + 1);
+  for (const TokenFile& f : c.files) data::require_readable_storage(f.path, {spec.tokens_key});
   return c;
 }
 

@@ -8,6 +8,7 @@
 
 #include "ringtrain/comm/watchdog.hpp"
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
 #include "ringtrain/core/printable.hpp"
 #include "ringtrain/core/test_hook.hpp"
 #include "ringtrain/data/loader.hpp"
@@ -66,10 +67,24 @@ void open_datasets(Context& ctx, Session& s, SessionOptions::Data data) {
   if (data == SessionOptions::Data::shape) spec.strategy = ReadStrategy::stream;
   s.train = for_data_key("data.train", [&] { return Dataset::open(ctx, spec); });
   s.sample_shape = s.train->sample_shape();
+  // h5py and NumPy pipelines often write [N, H, W, C]; ringtrain reads [N, C, H, W].
+  const Shape& shape = s.sample_shape;
+  if (shape.rank() == 3 && shape[0] > 4 && shape[2] <= 4 && ctx.world_rank() == 0)
+    log::warn(
+        "data.train: samples of {} are read as [C, H, W]: {} channels of {} x {}; if the file is channels-last "
+        "([N, H, W, C]), store it as [N, C, H, W]",
+        shape.str(), shape[0], shape[1], shape[2]);
   if (data == SessionOptions::Data::shape) return;
   s.gpu_augment = augment_on_gpu(tc, ctx.binding().backend == Device::cuda, s.train->sample_type());
-  if (!tc.data.test.empty())
-    s.test = for_data_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
+  if (tc.data.test.empty()) return;
+  s.test = for_data_key("data.test", [&] { return Dataset::open(ctx, tc.data.spec(tc.data.test)); });
+  // uint8 is read as value / 255, every other type as stored: a test set of another kind than
+  // the training set's would be evaluated on another scale.
+  const bool train_u8 = s.train->sample_type() == SampleType::u8, test_u8 = s.test->sample_type() == SampleType::u8;
+  RT_REQUIRE(train_u8 == test_u8, DataError,
+             "data.test: {}: images are {} but data.train's are {}: uint8 is read as value / 255 and other types as "
+             "stored, so the test set would be on another scale; store both as uint8 or both as another type",
+             tc.data.test.front(), sample_type_name(s.test->sample_type()), sample_type_name(s.train->sample_type()));
 }
 
 // The model's output against the data: one class per label (images), or a [T, V] distribution

@@ -25,18 +25,19 @@ std::string write_text(const std::string& name, const std::string& text) {
   return path.string();
 }
 
-// A dataset file with images of the given dims (uint8) and labels of length n_labels, all
-// equal to label_value, or cycling through 0..9 when label_value is kCycle.
+// A dataset file with images of the given dims (uint8, or int16 when wide) and labels of length
+// n_labels, all equal to label_value, or cycling through 0..9 when label_value is kCycle.
 constexpr int kCycle = -1;
 std::string write_h5(const std::string& name, const std::vector<hsize_t>& image_dims, hsize_t n_labels, int label_value,
-                     bool with_labels = true) {
+                     bool with_labels = true, bool wide = false) {
   auto path = (work_dir() / name).string();
   const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t count = 1;
   for (auto d : image_dims) count *= d;
   std::vector<std::uint8_t> images(count, 7);
   const hid_t s = H5Screate_simple(static_cast<int>(image_dims.size()), image_dims.data(), nullptr);
-  const hid_t d = H5Dcreate2(f, "images", H5T_STD_U8LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t d =
+      H5Dcreate2(f, "images", wide ? H5T_STD_I16LE : H5T_STD_U8LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   if (count > 0) H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, images.data());
   H5Dclose(d);
   H5Sclose(s);
@@ -115,6 +116,10 @@ std::vector<Case> cases() {
                                                     "kernel = 4\n[[model.layers]]\ntype = \"batchnorm2d\"\n" +
                                                     kModel)},
                {"train.batch_size = 1: model.layers[1] (batchnorm2d) needs 2 or more samples per rank in training"}});
+  c.push_back({"a test set of another kind of samples",
+               {"train", write_text("wide.toml", config_for(good)), "--set",
+                "data.test=" + write_h5("wide.h5", {64, 1, 4, 4}, 64, kCycle, true, true)},
+               {"data.test", "wide.h5: images are int16 but data.train's are uint8"}});
   c.push_back({"non-finite loss",
                {"train", write_text("nan.toml", config_for(good, "epochs = 50\n[optim]\nlr = 1e38\nmomentum = 0.9"))},
                {"non-finite loss"}});
@@ -157,6 +162,20 @@ TEST(CliOverrides, SetReachesLayerTablesAndUnsetDropsAKey) {
   const std::string resolved{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   EXPECT_NE(resolved.find("out = 16"), std::string::npos) << resolved;
   EXPECT_NE(resolved.find("seed = 0"), std::string::npos) << resolved;
+}
+
+// h5py and NumPy pipelines write [N, H, W, C]: such a file trains (as 8 channels of 8 x 3)
+// with a warning that says how it is read.
+TEST(DataWarnings, ChannelsLastImagesAreNamed) {
+  const std::string nhwc = write_h5("nhwc.h5", {64, 8, 8, 3}, 64, kCycle);
+  const auto r = run_ringtrain(1,
+                               {"train", write_text("nhwc.toml", config_for(nhwc)), "--set", "train.max_steps=1",
+                                "--set", "run.dir=" + (work_dir() / "nhwc-run").string()},
+                               60);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.train: samples of [8, 8, 3] are read as [C, H, W]: 8 channels of 8 x 3"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(CliOverrides, ConfigKeysListsTheDeclaredKeys) {

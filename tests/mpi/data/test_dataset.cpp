@@ -256,7 +256,20 @@ TEST_F(DatasetOpen, MalformedDatasets) {
     test::H5FileWriter z(path("zero-dim.h5"));
     z.declare("images", H5T_STD_U8LE, {2, 1, 0, 2});
     z.declare("labels", H5T_STD_U8LE, {2});
+    // Storage that would read as fill values: images never written (a writer that stopped), and
+    // a filter this HDF5 cannot decode (h5py's LZF is 32000).
+    test::H5FileWriter u(path("unwritten.h5"));
+    u.declare("images", H5T_STD_U8LE, {4, 1, 2, 2});
+    u.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4}, {0, 1, 2, 3});
+    test::H5FileWriter l(path("lzf.h5"));
+    l.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 1, 2, 2}, std::vector<std::uint8_t>(16, 0));
+    l.declare("labels", H5T_STD_U8LE, {4}, 32000);
   }));
+  expect_open_error({path("unwritten.h5")},
+                    {path("unwritten.h5") + ": dataset 'images' is not all written: some of its chunks were never "
+                                            "stored and would read as fill values"});
+  expect_open_error({path("lzf.h5")},
+                    {path("lzf.h5") + ": dataset 'labels' is compressed with HDF5 filter 32000", "HDF5_PLUGIN_PATH"});
   expect_open_error({path("huge-sample.h5")},
                     {path("huge-sample.h5") + ": dataset 'images' has samples of [3, 32768, 32768] float32, more "
                                               "than 1.0 GiB each"});

@@ -63,12 +63,14 @@ class H5FileWriter {
   }
 
   // A dataset of shape `dims` with nothing written: chunks of one element hold any shape and
-  // none is stored, so a file can declare shapes far too large to write.
-  void declare(const char* name, hid_t file_type, const std::vector<hsize_t>& dims) {
+  // none is stored, so a file can declare shapes far too large to write. `filter` (> 0): an
+  // optional filter of that id in the pipeline (one this HDF5 need not know).
+  void declare(const char* name, hid_t file_type, const std::vector<hsize_t>& dims, H5Z_filter_t filter = 0) {
     h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
     h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
     const std::vector<hsize_t> ones(dims.size(), 1);
     RT_H5_CHECK(H5Pset_chunk(dcpl, static_cast<int>(ones.size()), ones.data()));
+    if (filter > 0) RT_H5_CHECK(H5Pset_filter(dcpl, filter, H5Z_FLAG_OPTIONAL, 0, nullptr));
     h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file_, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   }
 
