@@ -362,14 +362,20 @@ void Config::check_range(const KeyBase& key, std::int64_t value) const {
   if (!key.range().contains(static_cast<double>(value))) reject_range(key, std::to_string(value));
 }
 
+std::string Config::set_note(const std::string& path) const {
+  return state_->from_set.count(path) != 0 ? " (from --set)" : "";
+}
+
 void Config::reject_range(const KeyBase& key, const std::string& value) const {
-  throw ConfigError(fmt::format("config: {}: key '{}': must be {}, got {}", source(), prefix_ + relative_name(key),
-                                key.range().requirement(), value));
+  const std::string path = prefix_ + relative_name(key);
+  throw ConfigError(fmt::format("config: {}: key '{}': must be {}, got {}{}", source(), path, key.range().requirement(),
+                                value, set_note(path)));
 }
 
 void Config::reject_choice(const KeyBase& key, const std::string& spelling) const {
-  throw ConfigError(fmt::format("config: {}: key '{}': '{}' is not one of {}", source(), prefix_ + relative_name(key),
-                                spelling, key.info().allowed));
+  const std::string path = prefix_ + relative_name(key);
+  throw ConfigError(fmt::format("config: {}: key '{}': '{}' is not one of {}{}", source(), path, spelling,
+                                key.info().allowed, set_note(path)));
 }
 
 void* Config::insert_default(std::string_view key, void* value_node) {
@@ -391,8 +397,8 @@ void* Config::insert_default(std::string_view key, void* value_node) {
 
 namespace {
 [[noreturn]] void wrong_type(const Config& c, std::string_view key, const char* expected, const toml::node& n) {
-  throw ConfigError(
-      fmt::format("config: {}: key '{}': expected {}, got {}", c.source(), c.path_of(key), expected, describe(n)));
+  throw ConfigError(fmt::format("config: {}: key '{}': expected {}, got {}{}", c.source(), c.path_of(key), expected,
+                                describe(n), c.set_note(c.path_of(key))));
 }
 }  // namespace
 

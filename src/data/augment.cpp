@@ -45,8 +45,8 @@ void convert_run(const T* src, float* dst, std::int64_t n, F&& convert) {
 
 std::vector<double> per_channel(const std::vector<double>& v, std::int64_t channels, const char* key) {
   RT_REQUIRE(v.size() == 1 || static_cast<std::int64_t>(v.size()) == channels, DataError,
-             "{}: {} values for samples with {} channel{} (give 1 or {})", key, v.size(), channels,
-             channels == 1 ? "" : "s", channels);
+             "{}: {} values for samples with {} channel{} (give {})", key, v.size(), channels, channels == 1 ? "" : "s",
+             channels == 1 ? std::string("1") : fmt::format("1 or {}", channels));
   return v.size() == 1 ? std::vector<double>(static_cast<std::size_t>(channels), v[0]) : v;
 }
 

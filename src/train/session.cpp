@@ -24,8 +24,13 @@ void check_labels(const Dataset& d, std::int64_t classes, const std::string& key
   for (std::int64_t i = 0; i < d.size(); ++i) {
     if (d.label(i) >= 0 && d.label(i) < classes) continue;
     const DatasetFile& f = d.file_of(i);
+    // Labels are held as int32, wider ones saturated: the bound stands for any value beyond it.
+    const std::int32_t label = d.label(i);
+    const std::string value = label == INT32_MAX   ? fmt::format(">= {}", label)
+                              : label == INT32_MIN ? fmt::format("<= {}", label)
+                                                   : std::to_string(label);
     throw DataError(fmt::format("{}: {}: label {} at index {} out of range for a model with {} outputs", key, f.path,
-                                d.label(i), i - f.first, classes));
+                                value, i - f.first, classes));
   }
 }
 

@@ -64,9 +64,10 @@ class Config {
   // Throws ConfigError listing keys never read: unknown ones with the nearest declared key, and
   // declared ones that this config does not use (optim.momentum with optim.name = "adamw").
   void finish() const;
-  std::string to_toml() const;                      // the resolved config (floats shortest round-trip)
-  const std::string& source() const;                // the file name, for messages
-  std::string path_of(std::string_view key) const;  // full dotted key for messages
+  std::string to_toml() const;                          // the resolved config (floats shortest round-trip)
+  const std::string& source() const;                    // the file name, for messages
+  std::string path_of(std::string_view key) const;      // full dotted key for messages
+  std::string set_note(const std::string& path) const;  // " (from --set)" for a key --set gave, else ""
 
  private:
   struct State;

@@ -261,6 +261,9 @@ TEST_F(DatasetOpen, MalformedDatasets) {
     test::H5FileWriter u(path("unwritten.h5"));
     u.declare("images", H5T_STD_U8LE, {4, 1, 2, 2});
     u.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4}, {0, 1, 2, 3});
+    test::H5FileWriter v(path("virtual.h5"));  // a virtual dataset whose source file is gone
+    v.add_virtual("images", H5T_STD_U8LE, {4, 1, 2, 2}, "gone.h5", "images");
+    v.add<std::uint8_t>("labels", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4}, {0, 1, 2, 3});
     test::H5FileWriter l(path("lzf.h5"));
     l.add<std::uint8_t>("images", H5T_STD_U8LE, H5T_NATIVE_UINT8, {4, 1, 2, 2}, std::vector<std::uint8_t>(16, 0));
     l.declare("labels", H5T_STD_U8LE, {4}, 32000);
@@ -268,6 +271,8 @@ TEST_F(DatasetOpen, MalformedDatasets) {
   expect_open_error({path("unwritten.h5")},
                     {path("unwritten.h5") + ": dataset 'images' is not all written: some of its chunks were never "
                                             "stored and would read as fill values"});
+  expect_open_error({path("virtual.h5")}, {path("virtual.h5") + ": dataset 'images' is virtual and its source file "
+                                                                "'gone.h5' is missing"});
   expect_open_error({path("lzf.h5")},
                     {path("lzf.h5") + ": dataset 'labels' is compressed with HDF5 filter 32000", "HDF5_PLUGIN_PATH"});
   expect_open_error({path("huge-sample.h5")},

@@ -130,6 +130,13 @@ TEST(Config, WrongTypeRangeAndSpellingNameKeyAndValue) {
             "config: a.toml: key 't.lr': must be > 0, got inf");
   EXPECT_EQ(error_of([] { Config::parse("[t]\nmode = \"Fast\"\n", "a.toml").get(kMode); }),
             "config: a.toml: key 't.mode': 'Fast' is not one of \"fast\", \"slow\"");
+  // A value the command line gave says so (the file may not hold the key at all).
+  EXPECT_EQ(error_of([] { Config::parse("", "a.toml", {.set = {"t.lr=0"}}).get(kLr); }),
+            "config: a.toml: key 't.lr': must be > 0, got 0 (from --set)");
+  EXPECT_EQ(error_of([] { Config::parse("", "a.toml", {.set = {"t.epochs=three"}}).get(kEpochs); }),
+            "config: a.toml: key 't.epochs': expected an integer, got string 'three' (from --set)");
+  EXPECT_EQ(error_of([] { Config::parse("", "a.toml", {.set = {"t.mode=Fast"}}).get(kMode); }),
+            "config: a.toml: key 't.mode': 'Fast' is not one of \"fast\", \"slow\" (from --set)");
 }
 
 TEST(Config, MissingFileRequiredKeyAndBadOverride) {

@@ -74,6 +74,17 @@ class H5FileWriter {
     h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file_, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
   }
 
+  // A virtual dataset of shape `dims` mapping all of it to `source_dataset` (same shape) in
+  // `source_file`, which need not exist.
+  void add_virtual(const char* name, hid_t file_type, const std::vector<hsize_t>& dims, const char* source_file,
+                   const char* source_dataset) {
+    h5::Dataspace space(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+    h5::Dataspace source(RT_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr)));
+    h5::PropList dcpl(RT_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)));
+    RT_H5_CHECK(H5Pset_virtual(dcpl, space, source_file, source_dataset, source));
+    h5::Dataset d(RT_H5_CHECK(H5Dcreate2(file_, name, file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)));
+  }
+
   // Samples [first, first + dims[0]) by sample_values, of element type T on disk as file_type,
   // and their labels (label_of) as uint8, chunked alike.
   template <typename T>

@@ -100,7 +100,7 @@ TEST(SampleDecoder, NormalizationMustFitTheChannels) {
     SampleDecoder(SampleType::u8, Shape{1, 2, 2}, Normalization{{0.1, 0.2, 0.3}, {1.0}}, 0);
     FAIL() << "no error";
   } catch (const DataError& e) {
-    EXPECT_STREQ(e.what(), "data.mean: 3 values for samples with 1 channel (give 1 or 1)");
+    EXPECT_STREQ(e.what(), "data.mean: 3 values for samples with 1 channel (give 1)");
   }
 }
 
