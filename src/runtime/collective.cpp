@@ -38,9 +38,10 @@ void run_collectively(MPI_Comm comm, const std::function<void()>& step) {
     failed = true;
     corrupt = 1;
     message = e.what();
-  } catch (const std::bad_alloc&) {
+  } catch (const std::bad_alloc& e) {
     failed = true;
     message = fmt::format("out of memory on rank {} (host {})", rank_in(comm), node_name());
+    if (const auto* known = dynamic_cast<const HostOutOfMemory*>(&e)) message += " " + known->context();
   } catch (const Error& e) {
     failed = true;
     message = e.what();

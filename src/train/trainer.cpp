@@ -31,7 +31,6 @@
 #include "ringtrain/prune/pruner.hpp"
 #include "ringtrain/runtime/collective.hpp"
 #include "ringtrain/runtime/context.hpp"
-#include "ringtrain/runtime/slurm.hpp"
 #include "ringtrain/train/data_parallel_step.hpp"
 #include "ringtrain/train/peak_flops.hpp"
 #include "ringtrain/train/run_comms.hpp"
@@ -376,10 +375,10 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     try {
       evaluator_made = std::make_unique<Evaluator>(model, tc.eval_batch_size);
     } catch (const std::bad_alloc&) {  // with the key that sizes them
-      throw ConfigError(fmt::format(
-          "out of memory on rank {} (host {}) for the evaluation's buffers: train.eval_batch_size = {} samples of {} "
-          "outputs each (lower it if that is large)",
-          ctx.world_rank(), node_name(), tc.eval_batch_size, model.output_shape().numel()));
+      throw HostOutOfMemory(fmt::format(
+          "for the evaluation's buffers: train.eval_batch_size = {} samples of {} outputs each (lower it if that is "
+          "large)",
+          tc.eval_batch_size, model.output_shape().numel()));
     }
   });
   Evaluator& evaluator = *evaluator_made;

@@ -1,8 +1,10 @@
 // The one exception hierarchy of ringtrain. Every failure a user can cause or meet is one of
 // these, with a one-line message that names the file, key, dataset or value at fault.
 #pragma once
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,17 @@ class NumericError : public Error {  // non-finite loss or gradients
 class OutOfMemory : public Error {  // device memory exhausted (the batch-size finder catches it)
  public:
   using Error::Error;
+};
+// Host memory exhausted where the allocation can say what it was for: run_collectively reports
+// "out of memory on rank R (host H) <context>" as for any std::bad_alloc, with the context.
+class HostOutOfMemory : public std::bad_alloc {
+ public:
+  explicit HostOutOfMemory(std::string context) : context_(std::move(context)) {}
+  const char* what() const noexcept override { return context_.c_str(); }
+  const std::string& context() const { return context_; }
+
+ private:
+  std::string context_;
 };
 class NotCompiled : public Error {  // a backend that this build does not contain
  public:
