@@ -136,10 +136,6 @@ h5::Dataset open_dataset(hid_t file, const std::string& path, const std::string&
 
 namespace {
 
-// A dataset whose stored bytes would not read back as what was written: compressed by a filter
-// this HDF5 cannot decode (h5py's LZF, a plugin: it failed only at the first read, mid-run on
-// the stream strategy), or with chunks never written (a writer that stopped, an extent grown
-// past the data), which HDF5 reads as fill values without a word.
 // A virtual dataset's source files, where HDF5 looks for them (an absolute name; else beside
 // the virtual dataset's file, or in the working directory): a missing one reads as fill
 // values without a word. Not judged under HDF5_VDS_PREFIX or for printf-style names (%b).
@@ -165,6 +161,11 @@ void require_virtual_sources(hid_t dcpl, const std::string& path, const std::str
   }
 }
 
+// A dataset whose stored bytes would not read back as what was written: compressed by a filter
+// this HDF5 cannot decode (h5py's LZF, a plugin: it failed only at the first read, mid-run on
+// the stream strategy), or with chunks never written (a writer that stopped, an extent grown
+// past the data), which HDF5 reads as fill values without a word; for a virtual one, a missing
+// source file.
 void require_stored(hid_t dset, const std::string& path, const std::string& key) {
   const h5::PropList dcpl(RT_H5_CHECK(H5Dget_create_plist(dset)));
   const int filters = RT_H5_CHECK(H5Pget_nfilters(dcpl));
