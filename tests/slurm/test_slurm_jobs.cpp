@@ -35,10 +35,12 @@ const fs::path kData = RINGTRAIN_DATA_DIR;
 const fs::path kClusterScript = kSource / "tools/slurm/local-cluster";
 
 // One cluster directory per build tree (not per run): a run killed before its clean-up
-// leaves daemons whose pidfiles the next run finds and stops.
+// leaves daemons whose pidfiles the next run finds and stops. Its name is short: the nodes'
+// step sockets are made below it, and a unix socket's path holds at most 107 bytes.
 fs::path cluster_dir() {
-  char name[64];
-  std::snprintf(name, sizeof(name), "ringtrain-slurm-test-%016zx", std::hash<std::string>{}(RINGTRAIN_BINARY_DIR));
+  char name[32];
+  std::snprintf(name, sizeof(name), "slurm-%08x",
+                static_cast<unsigned>(std::hash<std::string>{}(RINGTRAIN_BINARY_DIR)&0xffffffffU));
   return fs::temp_directory_path() / name;
 }
 fs::path work_dir() { return cluster_dir() / "work"; }

@@ -2,11 +2,11 @@
 # One GoogleTest executable; without MPI_SIZES it runs as one plain test, with MPI_SIZES it is
 # registered once per size under mpirun (oversubscribed, allowed as root) as name.npN. A binary
 # whose cases all skipped exits 77 (tests/support/mpi_main.cpp): ctest reports it as skipped.
-# Every test's temporary files go under this build's test-tmp/ (TMPDIR), so two checkouts
-# testing at once on one machine never share a fixed /tmp path.
+# Every test's temporary files go under this build's test-tmp/, so two checkouts testing at once
+# on one machine never share a fixed /tmp path; each test has a TMPDIR of its own there
+# (ringtrain_set_test_environment).
 set(RINGTRAIN_TEST_TMPDIR ${CMAKE_BINARY_DIR}/test-tmp)
-file(MAKE_DIRECTORY ${RINGTRAIN_TEST_TMPDIR})
-set(RINGTRAIN_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;TMPDIR=${RINGTRAIN_TEST_TMPDIR}")
+set(RINGTRAIN_TEST_ENV "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 if(RINGTRAIN_SANITIZE)
   # Every test process (and the ranks and CLI runs it starts) runs with LeakSanitizer on, minus
   # what the linked libraries keep until exit (tools/sanitize/lsan.supp; whole stacks, so a
@@ -37,6 +37,16 @@ set(RINGTRAIN_END_TO_END_TEST_COMPILE_OPTIONS $<$<AND:$<CONFIG:Release>,$<COMPIL
 set(RINGTRAIN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none
     --mca btl self,vader --mca btl_vader_single_copy_mechanism none
     CACHE STRING "Flags mpirun gets in tests")
+# Sets a test's environment to ENV... plus TMPDIR=test-tmp/<test>. Open MPI makes its session
+# directory under TMPDIR, and two mpiruns starting at the same moment in one TMPDIR can both try to
+# create it: the loser ends with "A call to mkdir was unable to create the desired directory ...
+# File exists" before any rank starts (CI, 2026-12-05: test_prune beside another test's mpirun).
+function(ringtrain_set_test_environment test_name)
+  set(dir ${RINGTRAIN_TEST_TMPDIR}/${test_name})
+  file(MAKE_DIRECTORY ${dir})
+  set_property(TEST ${test_name} PROPERTY ENVIRONMENT ${ARGN} "TMPDIR=${dir}")
+endfunction()
+
 function(ringtrain_add_test)
   cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;MPI_SIZES" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SOURCES})
@@ -53,12 +63,12 @@ function(ringtrain_add_test)
                COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${RINGTRAIN_MPIEXEC_FLAGS}
                        $<TARGET_FILE:${ARG_NAME}>)
       set_tests_properties(${ARG_NAME}.np${np} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                           PROCESSORS ${np} ENVIRONMENT "${RINGTRAIN_TEST_ENV}"
-                           SKIP_RETURN_CODE 77)
+                           PROCESSORS ${np} SKIP_RETURN_CODE 77)
+      ringtrain_set_test_environment(${ARG_NAME}.np${np} ${RINGTRAIN_TEST_ENV})
     endforeach()
   else()
     add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
-    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
-                         ENVIRONMENT "${RINGTRAIN_TEST_ENV}" SKIP_RETURN_CODE 77)
+    set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77)
+    ringtrain_set_test_environment(${ARG_NAME} ${RINGTRAIN_TEST_ENV})
   endif()
 endfunction()
