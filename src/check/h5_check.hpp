@@ -47,7 +47,17 @@ inline std::string innermost_error() {
   for (char& c : message)
     if (c == '\n') c = ' ';
   while (!message.empty() && message.back() == ' ') message.pop_back();
-  return message.empty() ? "no message from HDF5" : message;
+  if (message.empty()) return "no message from HDF5";
+  // "bad version number for hyperslab selection", "... for layout message": a part of the file
+  // in a format newer than this library reads (HDF5 2.0 writes some with libver='latest').
+  if (message.find("version number") != std::string::npos) {
+    unsigned major = 0, minor = 0, release = 0;
+    H5get_libversion(&major, &minor, &release);
+    message += " (this is HDF5 " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
+               ": the file was written in a newer format than it reads; write it with an older libver, e.g. "
+               "h5py.File(..., libver='v110'), or build ringtrain with a newer HDF5)";
+  }
+  return message;
 }
 
 }  // namespace ringtrain::h5

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -89,10 +90,13 @@ int run_ringtrain(int argc, char** argv) {
     if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;
   } catch (const std::exception& e) {
-    // An allocation that failed outside an agreed phase (in a training step): say so, and where.
-    const std::string what = dynamic_cast<const std::bad_alloc*>(&e) != nullptr
-                                 ? fmt::format("out of memory (host {})", ringtrain::node_name())
-                                 : std::string(e.what());
+    // An allocation that failed outside an agreed phase (in a training step): say so, and where
+    // (and what for, when the allocation knew).
+    std::string what = e.what();
+    if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+      what = fmt::format("out of memory (host {})", ringtrain::node_name());
+      if (const auto* known = dynamic_cast<const ringtrain::HostOutOfMemory*>(&e)) what += " " + known->context();
+    }
     ringtrain::log::write_line(
         stderr,
         "ringtrain: error: " + (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") + what);

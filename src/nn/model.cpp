@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ringtrain/core/bytes.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/random.hpp"
@@ -97,8 +98,18 @@ void Model::lay_out_params() {
     for (const auto& [user, param] : users)
       tied_grads_.push_back({tie.owner, tie.owner_param, user, param, Tensor::empty(shape, DType::f32, device_)});
   }
-  params_ = Tensor::empty(Shape{total}, DType::f32, device_);
-  grads_ = Tensor::empty(Shape{total}, DType::f32, device_);
+  try {
+    params_ = Tensor::empty(Shape{total}, DType::f32, device_);
+    grads_ = Tensor::empty(Shape{total}, DType::f32, device_);
+  } catch (const std::bad_alloc&) {  // say how large the model is, and where most of it is
+    const auto largest =
+        static_cast<std::size_t>(std::max_element(layer_params_.begin(), layer_params_.end()) - layer_params_.begin());
+    throw HostOutOfMemory(
+        fmt::format("for the model's parameters and their gradients: {} floats each, {} in all (the largest layer: "
+                    "model.layers[{}]{} with {} parameters)",
+                    total, format_bytes(2.0 * 4.0 * static_cast<double>(total)), largest,
+                    nodes_[largest].name.empty() ? "" : " (" + nodes_[largest].name + ")", layer_params_[largest]));
+  }
 }
 
 void Model::connect(const Shape& input_shape) {

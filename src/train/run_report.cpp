@@ -163,12 +163,13 @@ std::string describe_data(const Session& s) {
                        t.tokenizer().empty() ? std::string() : ", " + t.tokenizer(), files_of(t.files()),
                        s.test_tokens ? with_commas(s.test_tokens->size()) + " tokens" : std::string("none"));
   }
+  const auto skipped = [](const Dataset& d) {
+    return d.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", d.excluded().size());
+  };
   const Dataset& train = *s.train;
-  const std::string skipped =
-      train.excluded().empty() ? std::string() : fmt::format(" ({} with NaN/Inf skipped)", train.excluded().size());
-  return fmt::format("train {} samples{} {} {} ({}), test {}", with_commas(train.size()), skipped,
+  return fmt::format("train {} samples{} {} {} ({}), test {}", with_commas(train.size()), skipped(train),
                      sample_type_name(train.sample_type()), train.sample_shape().str(), files_of(train.files()),
-                     s.test ? with_commas(s.test->size()) : std::string("none"));
+                     s.test ? with_commas(s.test->size()) + " samples" + skipped(*s.test) : std::string("none"));
 }
 
 }  // namespace

@@ -50,6 +50,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Runs work; a host allocation that fails in it (a step's or an evaluation's first activations)
+// is reported with what was being done: doing() names the key that sizes it.
+template <class Work, class Doing>
+auto noting_what_ran_out_of_memory(Work&& work, Doing&& doing) {
+  try {
+    return work();
+  } catch (const HostOutOfMemory&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw HostOutOfMemory(doing());
+  }
+}
+
 // The session (config, comms, data, model, optimizer) plus what only training needs: the
 // loaders, the checkpoints and the position a resumed run starts from.
 struct Setup {
@@ -168,7 +181,12 @@ EvalResult evaluate(Session& s, BatchSource& test_loader, const Context& ctx, Ev
   if (s.tc.eval_batches > 0) batches = std::min(batches, s.tc.eval_batches);
   for (std::int64_t i = 0; i < batches; ++i) {
     const SourceBatch batch = for_data_key("data.test", [&] { return test_loader.next(); });
-    const LossSums r = evaluator.run(*s.model, batch);
+    const LossSums r = noting_what_ran_out_of_memory(
+        [&] { return evaluator.run(*s.model, batch); },
+        [&] {
+          return fmt::format("in an evaluation's forward pass of {} samples (train.eval_batch_size; lower it)",
+                             batch.size);
+        });
     sums[0] += r.correct;
     sums[1] += r.loss;
     sums[2] += static_cast<double>(batch.size * evaluator.positions());
@@ -411,8 +429,14 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
     else
       dp_step.set_upcoming(nullptr);
     const double lr = s.schedule->at(at.step);
-    const StepResult r =
-        run_step(dp_step, batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));
+    const StepResult r = noting_what_ran_out_of_memory(
+        [&] {
+          return run_step(dp_step, batch, StepInfo{true, tc.seed, at.step, ctx.world_rank()}, static_cast<float>(lr));
+        },
+        [&] {
+          return fmt::format("in training step {} (train.batch_size = {} samples per rank and micro-batch; lower it)",
+                             at.step, tc.batch_size);
+        });
     if (r.skipped) report.overflow(at.step, r.scale_before, r.scale_after);
     if (s.pruner) s.pruner->after_step(at.step + 1);  // masks are re-applied after every optimizer step
     final_loss = r.loss;

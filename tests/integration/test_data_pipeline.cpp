@@ -42,6 +42,8 @@ std::string write_config(const std::string& name, const std::string& train, cons
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
+const std::string kNewerFormat = std::string(RINGTRAIN_SOURCE_DIR) + "/tests/data/hdf5-2.0/vds-libver-latest.h5";
+
 struct BadCase {
   std::string name;
   std::string train;                  // the data.train value (TOML)
@@ -85,6 +87,11 @@ std::vector<BadCase> bad_cases() {
       {"first dimensions differ", quoted(at("mismatch.h5")), {at("mismatch.h5"), "64 samples but 'labels' has 60"}},
       {"empty", quoted(at("empty.h5")), {at("empty.h5"), "empty (0 samples)"}},
       {"unsupported dtype", quoted(at("bitfield.h5")), {at("bitfield.h5"), "unsupported dtype bitfield"}},
+      // A virtual dataset h5py 3.16 (HDF5 2.0) wrote with libver='latest' (tests/data/hdf5-2.0):
+      // HDF5's own message, and which HDF5 this is and what to do.
+      {"newer HDF5 format",
+       quoted(kNewerFormat),
+       {"data.train", kNewerFormat, "bad version number for hyperslab selection (this is HDF5 ", "libver='v110'"}},
   };
 }
 
@@ -112,12 +119,15 @@ TEST_P(BadData, OneLineNamingFileAndProblemOnEveryRank) {
   EXPECT_NE(lines[0].find("data.train: " + at("nan.h5") + ": dataset 'images-nan': sample 40 holds NaN"),
             std::string::npos)
       << lines[0];
+  // Skipped in the test set too (the same file), and counted for each set in the "data:" line.
+  const std::string nan_both = write_config("nan-both", quoted(at("nan.h5")), at("nan.h5"));
   const auto skip = run_ringtrain(ranks,
-                                  {"train", nan, "--set", "data.images_key=images-nan", "--set", "data.nonfinite=skip",
-                                   "--set", "checkpoint.enabled=false"},  // the same run.dir on every rank count
-                                  60);
+                                  {"train", nan_both, "--set", "data.images_key=images-nan", "--set",
+                                   "data.nonfinite=skip", "--set", "checkpoint.enabled=false"},  // the same run.dir
+                                  60);                                                           // on every rank count
   EXPECT_EQ(skip.exit_code, 0) << skip.output;
-  EXPECT_NE(skip.output.find("(1 with NaN/Inf skipped)"), std::string::npos) << skip.output;
+  EXPECT_NE(skip.output.find("train 64 samples (1 with NaN/Inf skipped) float32"), std::string::npos) << skip.output;
+  EXPECT_NE(skip.output.find(", test 64 samples (1 with NaN/Inf skipped)"), std::string::npos) << skip.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, BadData, ::testing::Values(1, 2));

@@ -183,6 +183,9 @@ TEST_P(SetUpOutOfMemory, EveryAllocationOfSetUpFailsAsOneAgreedError) {
     }
     EXPECT_NE(r.exit_code, 0) << r.output;  // the n-th allocation came after set-up: in the steps
     EXPECT_NE(r.output.find("ringtrain: error: [rank 1] out of memory (host "), std::string::npos) << r.output;
+    // ... and what it was doing, with the key that sizes it
+    EXPECT_NE(r.output.find(") in training step 0 (train.batch_size = 64 samples per rank"), std::string::npos)
+        << r.output;
     break;
   }
   EXPECT_GE(set_up_allocations, 5) << "set-up made fewer host tensors than the model has layers";

@@ -118,5 +118,18 @@ TEST(Model, MissingRequiredLayerKey) {
   }
 }
 
+// A model too large for the host (2^48 parameters: more than a 47-bit address space holds, so no
+// overcommit setting lets it through) says its size and its largest layer, not just "out of memory".
+TEST(Model, AModelThatDoesNotFitSaysHowLargeItIs) {
+  try {
+    build_model_text("[[model.layers]]\ntype = \"linear\"\nout = 16777216\nname = \"huge\"\n", Shape{16777216});
+    FAIL() << "a model of 2^48 parameters was allocated";
+  } catch (const HostOutOfMemory& e) {
+    EXPECT_NE(e.context().find("281474993487872 floats each"), std::string::npos) << e.context();
+    EXPECT_NE(e.context().find("model.layers[0] (huge) with 281474993487872 parameters"), std::string::npos)
+        << e.context();
+  }
+}
+
 }  // namespace
 }  // namespace ringtrain
