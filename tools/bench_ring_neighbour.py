@@ -15,7 +15,7 @@ and flags every size from 256 KiB to 64 MiB that misses a target: ring >= 0.5x m
 neighbour or the load, ring >= 1.0x mpi on the quiet machine. Exit status 1 when a target is
 missed or a result was wrong (#wrong > 0), 2 when a run failed. Stdlib only.
 
-    tools/prepare-fashion-mnist build/data/fashion-mnist
+    tools/prepare-fashion-mnist data/fashion-mnist   # tools/quickstart made it already
     tools/bench_ring_neighbour.py --ringtrain build/src/cli/ringtrain --repeats 3
 """
 
@@ -100,7 +100,7 @@ def main():
                     help="the ringtrain binary benchmarked (relative paths: from the repo root)")
     ap.add_argument("--neighbour-ringtrain", default=None,
                     help="the binary the neighbour trains with (default: --ringtrain)")
-    ap.add_argument("--data", default=os.path.join("build", "data", "fashion-mnist"),
+    ap.add_argument("--data", default=os.path.join("data", "fashion-mnist"),
                     help="folder with train.h5 (tools/prepare-fashion-mnist makes it)")
     ap.add_argument("--min-bytes", type=int, default=256 << 10)
     ap.add_argument("--max-bytes", type=int, default=64 << 20)

@@ -78,7 +78,9 @@ Command add_bench_allreduce_command(CLI::App& bench) {
   cmd->add_option("--factor", o->factor, "size step factor")->check(number_in(std::size_t{2}, std::size_t{1024}));
   cmd->add_option("--iters", o->iters, "timed calls per size (median reported)")->check(number_in(1, 100000));
   cmd->add_option("--warmup", o->warmup, "untimed calls per size first")->check(number_in(0, 100000));
-  cmd->add_option("--backends", o->backends, "comma-separated backends")
+  cmd->add_option("--backends", o->backends,
+                  "comma-separated backends: ring (ringtrain's ring, through shared memory when every rank is on one "
+                  "node), ring-p2p (the ring over MPI messages even within a node), mpi (MPI_Allreduce)")
       ->delimiter(',')
       ->check(CLI::IsMember(allreduce_bench_backends()));
   cmd->add_option("--dtype", o->dtype, "element type")->check(CLI::IsMember(allreduce_bench_dtypes()));

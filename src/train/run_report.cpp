@@ -447,7 +447,7 @@ void RunReport::finish(std::int64_t steps, std::int64_t epochs, double final_los
                       {"finished", finished},
                       {"final_test_accuracy", final_accuracy ? nlohmann::json(*final_accuracy) : nlohmann::json()},
                       {"test_accuracy_per_epoch", accuracies_},  // this process's epochs, from first_epoch
-                      {"first_epoch", first_epoch_},
+                      {"first_epoch", accuracies_.empty() ? nlohmann::json() : nlohmann::json(first_epoch_)},
                       {"final_train_loss", final_loss},
                       {"train_samples_per_second", rate},
                       {"train_seconds", train_seconds},

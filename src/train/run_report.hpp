@@ -101,7 +101,7 @@ class RunReport {
   std::optional<MemoryReport> memory_;
   bool overlap_ = false;  // as in effect (comm.overlap may be refused by MPI's thread level)
   std::vector<double> accuracies_;
-  std::int64_t first_epoch_ = 0;         // the epoch (from 1) of accuracies_[0]; 0 before the first
+  std::int64_t first_epoch_ = 0;         // the epoch (from 1) of accuracies_[0]; summary.json: null before the first
   std::vector<LayerSparsity> sparsity_;  // empty unless pruned
   PruneConfig prune_;
 };

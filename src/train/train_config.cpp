@@ -214,7 +214,8 @@ const IntKey kMonitorIntervalMs(
 const NumberKey kPeakGflops({.name = "monitor.peak_gflops",
                              .doc = "one rank's peak GFLOP/s, against which the model FLOP utilization (MFU) is "
                                     "reported; 0: measured at the start on the CPU (a 1024^3 sgemm on every rank at "
-                                    "once, about 0.2 s; `ringtrain bench gemm` measures the same), not reported on "
+                                    "once, about 0.2 s; `ringtrain bench gemm` measures the same; on a node shared "
+                                    "with other jobs it can read low, and MFU above 100% is warned), not reported on "
                                     "the GPU",
                              .range = Range::at_least(0)},
                             0.0);

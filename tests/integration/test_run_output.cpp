@@ -106,6 +106,7 @@ TEST(RunOutput, AStoppedRunWritesAnUnfinishedSummary) {
   EXPECT_EQ(s["steps"], 10);
   EXPECT_EQ(s["final_step"], 10);
   EXPECT_TRUE(s["final_test_accuracy"].is_null()) << "no epoch ended, so nothing was evaluated";
+  EXPECT_TRUE(s["first_epoch"].is_null()) << "no evaluation, so no epoch of one (was 0 beside 1-based ones)";
 
   auto second = common;
   second.insert(second.end(), {"--set", "train.resume=auto"});
@@ -116,6 +117,7 @@ TEST(RunOutput, AStoppedRunWritesAnUnfinishedSummary) {
   EXPECT_EQ(s["start_step"], 10);
   EXPECT_EQ(s["final_step"], 30);
   EXPECT_GT(s["final_test_accuracy"].get<double>(), 0.1) << "the last, partial epoch is evaluated";
+  EXPECT_EQ(s["first_epoch"], 1) << s.dump(2);
 }
 
 }  // namespace
