@@ -2,7 +2,12 @@
 // communicators return codes (checked), so a failure becomes an exception, not a silent abort.
 #include "ringtrain/runtime/context.hpp"
 
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "check/mpi_check.hpp"
 #include "cuda/gpu_backend.hpp"
@@ -13,12 +18,32 @@
 #include "tensor/blas.hpp"
 
 namespace ringtrain {
+namespace {
+
+// Open MPI's MPI-IO (OMPIO) readies a shared file pointer at every MPI_File_open, through the
+// first of its sharedfp components that accepts the file. "sm" names a POSIX semaphore after the
+// file's name alone (/dev/shm/sem.OMPIO_<basename>), shared by every job on the node: a process
+// killed while holding it leaves it taken, and from then on every open of a file of that name
+// on that node hangs (every save of that step, by every later run, until the watchdog ends it).
+// "lockedfile" formats the path into a fixed buffer: a checkpoint.dir of ~230 characters aborted
+// the job with "buffer overflow detected" at its first save. ringtrain never uses a shared file
+// pointer, so unless the user chose components (OMPI_MCA_sharedfp set) only "individual", which
+// needs neither, is offered. Set before MPI_Init, which reads the MCA parameters.
+void avoid_open_mpi_shared_file_pointers() {
+#ifdef OPEN_MPI
+  if (::setenv("OMPI_MCA_sharedfp", "individual", 0) != 0)
+    throw Error(fmt::format("setenv(OMPI_MCA_sharedfp) failed: {}", std::strerror(errno)));
+#endif
+}
+
+}  // namespace
 
 Context::Context(int* argc, char*** argv) : impl_(std::make_unique<Impl>()) {
   int initialized = 0;
   RT_MPI_CHECK(MPI_Initialized(&initialized));
   int provided = MPI_THREAD_SINGLE;
   if (!initialized) {
+    avoid_open_mpi_shared_file_pointers();
     RT_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
     impl_->we_initialized = true;
   } else {

@@ -5,8 +5,10 @@
 // one, tests/data/ckpt-v1), layout mismatches, and the directory policy (keep N, `latest`,
 // stale temporaries, resume auto past a damaged file). Rank 0 alone edits files on disk;
 // on_root shares its outcome so a failure there fails every rank.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <semaphore.h>
 
 #include <chrono>
 #include <cmath>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <limits>
 #include <map>
 #include <set>
@@ -996,6 +999,58 @@ TEST(CheckpointDirectory, SaveNeverPrunesTheCheckpointItJustWrote) {
     const std::string named = latest.substr(0, latest.find('\n'));
     EXPECT_TRUE(fs::exists(fs::path(dir) / named)) << "latest names " << named << ", which does not exist";
   }));
+}
+
+// Open MPI's sharedfp "sm" component names a POSIX semaphore after the file's name alone
+// (/dev/shm/sem.OMPIO_<basename>), shared by every job on the node; one left taken by a process
+// killed inside MPI_File_open made every later open of a file of that name wait forever (every
+// save of that step, by every run on the node: found when a killed test left the one of
+// ckpt-000000020.h5.tmp). Context keeps that component out; with such a semaphore in place a
+// save of that name must still complete. A hang is caught here (the test fails and the job
+// ends) rather than left to ctest's timeout, so the semaphore is always removed.
+TEST(CheckpointFile, AStaleOpenMpiSemaphoreOfTheFileNameDoesNotHangTheSave) {
+#ifndef OPEN_MPI
+  GTEST_SKIP() << "Open MPI's sharedfp components only";
+#else
+  const fs::path dir = test::temp_dir("ckpt_stale_semaphore");
+  const std::string basename = dir.filename().string() + ".h5";
+  const std::string semaphore = "/OMPIO_" + basename;
+  if (rank() == 0) {
+    sem_t* taken = sem_open(semaphore.c_str(), O_CREAT | O_EXCL, 0644, 0);  // value 0: held by nobody alive
+    ASSERT_NE(taken, SEM_FAILED) << semaphore << ": " << std::strerror(errno);
+    sem_close(taken);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  Buffers out = round_trip_layout();
+  fill(out, 3);
+  auto save = std::async(std::launch::async,
+                         [&] { write_checkpoint_file(ctx(), (dir / basename).string(), sample_meta(3), out.list); });
+  const bool finished = save.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  if (rank() == 0) sem_unlink(semaphore.c_str());
+  if (!finished) {
+    ADD_FAILURE() << "the save of " << basename << " waited 60 s on the stale semaphore " << semaphore;
+    MPI_Abort(MPI_COMM_WORLD, 1);  // the saving thread cannot be cancelled
+  }
+  save.get();
+#endif
+}
+
+// Open MPI's sharedfp "lockedfile" component formats the file's path into a fixed buffer: a path
+// of ~250 characters aborted every rank with "buffer overflow detected" at the first save (deep
+// experiment trees reach that). Kept out with "sm" (Context); such a path saves and reads back.
+TEST(CheckpointFile, ASaveIntoALongPathCompletes) {
+  const fs::path dir = test::temp_dir("ckpt_long_path") / std::string(120, 'd') / std::string(120, 'e');
+  if (rank() == 0) fs::create_directories(dir);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string path = (dir / "ckpt-000000020.h5").string();
+  ASSERT_GT(path.size(), 300u);
+  Buffers out = round_trip_layout();
+  fill(out, 20);
+  write_checkpoint_file(ctx(), path, sample_meta(20), out.list);
+  Buffers in = round_trip_layout();
+  in.poison();
+  EXPECT_EQ(read_checkpoint_file(ctx(), path, in.list).step, 20);
+  EXPECT_EQ(in.data, out.data);
 }
 
 }  // namespace
