@@ -27,6 +27,7 @@
 #include "ringtrain/runtime/context.hpp"
 #include "ringtrain/runtime/slurm.hpp"
 #include "ringtrain/ckpt/dir_lock.hpp"
+#include "ckpt/file_space.hpp"
 
 namespace ringtrain {
 namespace {
@@ -83,32 +84,6 @@ std::uint64_t random_token() {
 // node failure would) at that point of that step's save.
 void crash_point(const char* point, std::int64_t step) { test_hook("RINGTRAIN_TEST_CRASH", point, step, SIGKILL); }
 
-// Proves that `bytes` fit on the file system (and in the user's quota) by allocating them
-// in `path`, so a full disk is reported before any rank starts writing: a collective HDF5
-// write that fails half way can leave the ranks in different states of closing the file.
-// The file is created exclusively: a name left in its place (by an interrupted save of this
-// step, or planted as a link to another file) is removed first, never written through.
-void reserve_space(const std::string& path, std::int64_t bytes) {
-  const auto create = [&] { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644); };
-  int fd = create();
-  if (fd < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) fd = create();
-  if (fd < 0) throw IoError(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
-  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-  ::close(fd);
-  if (rc == ENOSPC || rc == EDQUOT || rc == EFBIG)
-    throw IoError(
-        fmt::format("{}: no room for {:.1f} MB: {}", path, static_cast<double>(bytes) / 1e6, std::strerror(rc)));
-  // Other errors (EOPNOTSUPP on some file systems): nothing proven, the write will tell.
-}
-
-// Bytes of a checkpoint file: the data, up to 1 MiB of alignment per dataset, and metadata.
-std::int64_t expected_file_bytes(const std::vector<CheckpointBuffer>& buffers, int world) {
-  std::int64_t bytes = std::int64_t{1} << 20;
-  for (const auto& b : buffers)
-    bytes += b.numel * static_cast<std::int64_t>(sizeof(float)) * (b.per_rank ? world : 1) + (std::int64_t{1} << 20);
-  return bytes;
-}
-
 }  // namespace
 
 CheckpointDir::CheckpointDir(const Context& ctx, std::string dir, std::int64_t keep)
@@ -163,7 +138,7 @@ SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vecto
   const std::string tmp = saved.path + ".tmp";
   try {
     run_collectively(ctx_, [&] {
-      if (ctx_.world_rank() == 0) reserve_space(tmp, expected_file_bytes(buffers, ctx_.world_size()));
+      if (ctx_.world_rank() == 0) ckpt::create_with_room(tmp, ckpt::file_bytes_bound(buffers, ctx_.world_size()));
     });
     write_checkpoint_file(ctx_, tmp, meta, buffers);
   } catch (const CollectiveError& e) {

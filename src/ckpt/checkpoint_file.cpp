@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "ckpt/checksum.hpp"
+#include "ckpt/file_space.hpp"
 #include "ckpt/shard_exchange.hpp"
 #include "hdf5/h5_attributes.hpp"
 #include "hdf5/h5_file_problem.hpp"
@@ -434,8 +435,13 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
   run_collectively(ctx, [&] {
     h5::PropList fapl = mpio_file_access(comm);
     file = h5::File(RT_H5_CHECK(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl)));
-    write_meta(file, meta);
   });
+  // Creating truncated the file: room for all of it is taken (again) before anything is written,
+  // agreed on its own so that a full disk leaves every rank with the same HDF5 state to close.
+  run_collectively(ctx, [&] {
+    if (rank == 0) ckpt::hold_room(path, ckpt::file_bytes_bound(buffers, world));
+  });
+  run_collectively(ctx, [&] { write_meta(file, meta); });
   h5::PropList dxpl = collective_transfer();
   h5::PropList lcpl(RT_H5_CHECK(H5Pcreate(H5P_LINK_CREATE)));
   RT_H5_CHECK(H5Pset_create_intermediate_group(lcpl, 1));
@@ -482,6 +488,9 @@ void write_checkpoint_file(const Context& ctx, const std::string& path, Checkpoi
   // Flushing through the MPI-IO driver syncs every rank's written data to storage.
   run_collectively(ctx, [&] { RT_H5_CHECK(H5Fflush(file, H5F_SCOPE_GLOBAL)); });
   run_collectively(ctx, [&] { RT_H5_CHECK(file.close()); });
+  run_collectively(ctx, [&] {
+    if (rank == 0) ckpt::release_unused_room(path);
+  });
 }
 
 CheckpointMeta inspect_checkpoint_file(const std::string& path, bool verify, std::vector<CheckpointDataset>* datasets) {
