@@ -2,11 +2,15 @@
 // run_collectively: a step that fails on one rank (a full disk seen by one aggregator) then
 // fails on all of them together, and no rank is left waiting in the next collective call.
 // Files of format version 1 are read with that version's checksums (ckpt::checksum_scheme).
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fmt/ranges.h>
 #include <string_view>
 
@@ -355,9 +359,26 @@ std::vector<std::int64_t> checked_dims(hid_t dset, const std::string& path, cons
   return dims;
 }
 
+// A file that is there but cannot be read (its permissions, an I/O error) is not a damaged
+// checkpoint: IoError, which `auto` resume stops at instead of skipping the file for an older one
+// (whose run then saved over it: the newer checkpoint was lost).
+void require_readable(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return;
+  }
+  if (errno == ENOENT) return;  // said as a missing file by the checks that follow
+  throw IoError(
+      fmt::format("{}: cannot read: {} (not a damaged checkpoint: make it readable, or move it away to "
+                  "resume from an earlier one)",
+                  path, std::strerror(errno)));
+}
+
 // A POSIX-driver handle on a checkpoint: CorruptFileError when HDF5 cannot open it (not HDF5,
-// truncated, unreadable).
+// truncated), IoError when it cannot be read at all.
 h5::File open_local(const std::string& path) {
+  require_readable(path);
   if (const std::string problem = h5::local_file_problem(path); !problem.empty())
     throw CorruptFileError(fmt::format("cannot open as a checkpoint: {}", problem));
   try {
@@ -545,6 +566,7 @@ CheckpointMeta read_checkpoint_file(const Context& ctx, const std::string& path,
   CheckpointMeta meta;
   std::vector<std::string> found;  // every rank lists the same file
   run_collectively(ctx, [&] {
+    require_readable(path);
     h5::PropList fapl = mpio_file_access(comm);
     try {
       file = h5::File(h5::open_read_only_file(path, fapl));

@@ -3,7 +3,9 @@
 // cleanly; any other error prints with its rank and aborts the whole job (MPI_Abort), so
 // peers blocked in a collective never hang.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -55,6 +57,14 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
 
 // The executable's work; main only adds a last line of defence for what escapes it (an
 // allocation failure while the command line is built, say).
+// A command whose output did not all reach stdout (a full disk, /dev/full) failed: scripts take
+// exit status 0 for "the output is all there" (generate, ckpt inspect and the benchmarks' JSON).
+int stdout_status() {
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return 0;
+  ringtrain::log::write_line(stderr, fmt::format("ringtrain: error: stdout: write failed: {}", std::strerror(errno)));
+  return 1;
+}
+
 int run_ringtrain(int argc, char** argv) {
   std::unique_ptr<ringtrain::Context> ctx;
   try {
@@ -85,7 +95,10 @@ int run_ringtrain(int argc, char** argv) {
   }
   try {
     for (auto& [sub, run] : commands)
-      if (sub->parsed()) return run(*ctx);
+      if (sub->parsed()) {
+        const int status = run(*ctx);
+        return status == 0 ? stdout_status() : status;
+      }
   } catch (const ringtrain::CollectiveError& e) {
     if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;

@@ -1,19 +1,71 @@
 // MetricsLog (see header). Every libc call is checked.
 #include "ringtrain/monitor/metrics_log.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/log.hpp"
 
 namespace ringtrain {
 namespace {
 [[noreturn]] void io_fail(const std::string& path, const char* what) {
   throw IoError(fmt::format("{}: {}: {}", path, what, std::strerror(errno)));
 }
+// The bytes of `path` up to and with its last newline: what an append may follow. A write that
+// failed half way (a full disk, a killed run) leaves a torn record after it, which the next
+// record would be glued onto (the resume marker among them: one unreadable line).
+std::int64_t complete_lines_bytes(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;  // not there yet: nothing to cut
+    io_fail(path, "cannot open");
+  }
+  std::int64_t keep = -1;  // -1: it ends with a newline, or is empty
+  std::array<char, 65536> block{};
+  off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end < 0) {
+    ::close(fd);
+    io_fail(path, "cannot seek");
+  }
+  bool last = true;  // the block holding the last byte
+  while (end > 0) {
+    const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(block.size()));
+    const ssize_t got = ::pread(fd, block.data(), static_cast<std::size_t>(end - begin), begin);
+    if (got != end - begin) {
+      ::close(fd);
+      io_fail(path, "read failed");
+    }
+    if (last && block[static_cast<std::size_t>(got - 1)] == '\n') break;
+    last = false;
+    keep = 0;
+    for (ssize_t i = got - 1; i >= 0; --i)
+      if (block[static_cast<std::size_t>(i)] == '\n') {
+        keep = begin + i + 1;
+        break;
+      }
+    if (keep > 0) break;
+    end = begin;
+  }
+  ::close(fd);
+  return keep;
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  if (append) {
+    if (const std::int64_t keep = complete_lines_bytes(path); keep >= 0) {
+      if (::truncate(path.c_str(), static_cast<off_t>(keep)) != 0) io_fail(path, "cannot cut its torn last record");
+      log::warn("{}: removed a torn last record (an interrupted write) before appending", path);
+    }
+  }
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (file_ == nullptr) io_fail(path, "cannot open for writing");
 }

@@ -187,6 +187,16 @@ TEST(CliOverrides, ConfigKeysListsTheDeclaredKeys) {
     EXPECT_NE(r.output.find(row), std::string::npos) << row << "\n" << r.output;
 }
 
+// Output that does not reach stdout (here /dev/full: every write fails with ENOSPC, as on a full
+// disk) fails the command, which exited 0 with an empty file before.
+TEST(CliOutput, AFullStdoutFailsTheCommand) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this machine";
+  const auto r = run_command("(" + shell_quote(RINGTRAIN_EXE) + " config keys --markdown >/dev/full)");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("ringtrain: error: stdout: write failed: No space left on device"), std::string::npos)
+      << r.output;
+}
+
 // Command-line mistakes: exit status 1 (not CLI11's own codes), one "ringtrain: error:" line
 // (printed by rank 0 only) that names the problem and points at the right --help.
 TEST_P(CliErrors, UsageErrorsExitOneWithTheErrorPrefix) {

@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 #include <semaphore.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <future>
 #include <limits>
 #include <map>
@@ -1051,6 +1054,47 @@ TEST(CheckpointFile, ASaveIntoALongPathCompletes) {
   in.poison();
   EXPECT_EQ(read_checkpoint_file(ctx(), path, in.list).step, 20);
   EXPECT_EQ(in.data, out.data);
+}
+
+// A checkpoint that is there but cannot be read (here its permissions) is not a damaged one:
+// check_checkpoint_layout, which `auto` resume opens each candidate with, throws IoError (which
+// stops the resume) instead of CorruptFileError (which skips the file for an older one, and the
+// resumed run then saved over the newer checkpoint). Checked in a child process that is not
+// root (root reads any file): it reports which error it got in its exit status.
+TEST(CheckpointDirectory, AnUnreadableCheckpointIsAnErrorNotADamagedFile) {
+  const fs::path base = test::temp_dir("ckpt_dir_unreadable");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 3);
+  Buffers b = dir_layout();
+  fill(b, 5);
+  cd.save(sample_meta(5), b.list);
+  ASSERT_TRUE(on_root([&] {
+    const std::string path = dir + "/ckpt-000000005.h5";
+    // Root: 0600 and a child that is nobody; another user: no permission at all, for itself.
+    fs::permissions(path, ::geteuid() == 0 ? fs::perms::owner_read | fs::perms::owner_write : fs::perms::none);
+    std::cout.flush();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) ::_exit(3);
+      int status = 4;
+      try {
+        check_checkpoint_layout(path, dir_layout().list);
+        status = 5;  // read it after all
+      } catch (const CorruptFileError&) {
+        status = 1;
+      } catch (const IoError& e) {
+        status = std::string(e.what()).find("cannot read: Permission denied") != std::string::npos ? 0 : 2;
+      } catch (...) {
+        status = 2;
+      }
+      ::_exit(status);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "1: taken for a damaged file; 2: another error; 3: setuid failed; 5: read";
+  }));
 }
 
 }  // namespace
