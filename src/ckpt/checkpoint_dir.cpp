@@ -143,10 +143,14 @@ SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vecto
     write_checkpoint_file(ctx_, tmp, meta, buffers);
   } catch (const CollectiveError& e) {
     if (ctx_.world_rank() == 0) remove_quietly(tmp);
-    const std::vector<std::string> older = list();
-    throw CollectiveError(fmt::format(
-        "checkpoint at step {} failed: {} ({})", meta.step, e.what(),
-        older.empty() ? std::string("no earlier checkpoint exists") : fmt::format("{} is intact", older.front())));
+    std::string earlier;  // the directory itself may be what failed (removed, renamed): say so, after the cause
+    try {
+      const std::vector<std::string> older = list();
+      earlier = older.empty() ? std::string("no earlier checkpoint exists") : older.front() + " is intact";
+    } catch (const CollectiveError& listing) {
+      earlier = listing.what();
+    }
+    throw CollectiveError(fmt::format("checkpoint at step {} failed: {} ({})", meta.step, e.what(), earlier));
   }
   // Every rank's data is on storage (write_checkpoint_file flushed and synced collectively);
   // only now does the file get its final name, and only after that does `latest` move.
@@ -158,7 +162,12 @@ SavedCheckpoint CheckpointDir::save(const CheckpointMeta& meta, const std::vecto
                std::strerror(errno));
     fsync_path(dir_, true);
     crash_point("after-rename", meta.step);
-    write_file_atomic(dir_ + "/latest", file_name(meta.step) + "\n");
+    try {
+      write_file_atomic(dir_ + "/latest", file_name(meta.step) + "\n");
+    } catch (const IoError& e) {  // the checkpoint itself is complete: say so
+      throw IoError(fmt::format("{} ({} is complete: train.resume = auto takes it, or name it in train.resume)",
+                                e.what(), saved.path));
+    }
     fsync_path(dir_, true);
     crash_point("after-latest", meta.step);
     saved.bytes = static_cast<std::int64_t>(fs::file_size(saved.path));
@@ -176,11 +185,14 @@ void CheckpointDir::prune(std::int64_t step) const {
   std::size_t kept = 0;
   for (const std::string& path : list_local()) {
     if (step_of(fs::path(path).filename().string()) > step) {
-      if (reported_later_.insert(path).second)
+      if (reported_.insert(path).second)
         log::warn("checkpoint: leaving {}: a later step than this run's (skipped at resume), not this run's to delete",
                   path);
     } else if (++kept > static_cast<std::size_t>(keep_)) {
-      remove_quietly(path);
+      std::error_code ec;  // one that cannot go (made immutable, its directory read-only) stays, said once
+      if (!fs::remove(path, ec) && ec && reported_.insert(path).second)
+        log::warn("checkpoint: cannot remove {} (checkpoint.keep = {}): {}; it stays, and takes its space", path, keep_,
+                  ec.message());
     }
   }
 }

@@ -13,6 +13,7 @@
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/config.hpp"
 #include "ringtrain/core/log.hpp"
+#include "ringtrain/core/files.hpp"
 #include "ringtrain/nn/gpt_safetensors.hpp"
 #include "ringtrain/nn/model.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -106,7 +107,9 @@ struct ExportOptions {
 void export_checkpoint(const Context& ctx, const ExportOptions& o) {
   std::unique_ptr<Config> config;
   std::unique_ptr<Model> model;
+  std::string out;
   run_collectively(ctx, [&] {
+    out = output_file(o.out);
     std::vector<CheckpointDataset> datasets;
     config = std::make_unique<Config>(Config::parse(inspect_checkpoint_file(o.path, false, &datasets).config, o.path));
     Config model_config = config->section("model");
@@ -126,10 +129,10 @@ void export_checkpoint(const Context& ctx, const ExportOptions& o) {
   run_collectively(ctx, [&] {
     if (ctx.world_rank() != 0) return;
     Config model_config = config->section("model");
-    export_gpt_safetensors(model_config, *model, o.out);
-    log::info("export: {} -> {} ({}, {} tensors, {} parameters, {:.1f} MB)", o.path, o.out, o.format,
+    export_gpt_safetensors(model_config, *model, out);
+    log::info("export: {} -> {} ({}, {} tensors, {} parameters, {:.1f} MB)", o.path, out, o.format,
               model->param_tensors().size(), model->num_params(),
-              static_cast<double>(std::filesystem::file_size(o.out)) / 1e6);
+              static_cast<double>(std::filesystem::file_size(out)) / 1e6);
   });
 }
 

@@ -1,6 +1,5 @@
-// write_file_atomic, fsync_path, create_parent_directories and require_output_is_not_an_input
-// (see header). Every libc call is
-// checked.
+// write_file_atomic, fsync_path, create_parent_directories, output_file and
+// require_output_is_not_an_input (see header). Every libc call is checked.
 #include "ringtrain/core/files.hpp"
 
 #include <fcntl.h>
@@ -81,6 +80,33 @@ void create_parent_directories(const std::string& path) {
   if (ec || !fs::is_directory(parent, ec))
     throw IoError(fmt::format("{}: cannot create directory {}: {}", path, parent.string(),
                               ec ? ec.message() : std::string("a file of that name is in the way")));
+}
+
+std::string output_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::string at = path;
+  struct stat st {};
+  for (int links = 0;; ++links) {  // through every link, also to a file not written yet
+    if (::lstat(at.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return at;  // not there: creating it will say what is wrong
+      io_fail(at, "cannot stat");
+    }
+    if (!S_ISLNK(st.st_mode)) break;
+    RT_REQUIRE(links < 40, IoError, "{}: too many levels of symbolic links", path);
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(at, ec);
+    if (ec) throw IoError(fmt::format("{}: cannot read the link: {}", at, ec.message()));
+    at = (target.is_absolute() ? target : fs::path(at).parent_path() / target).lexically_normal().string();
+  }
+  if (S_ISREG(st.st_mode)) return at;
+  const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  throw IoError(
+      fmt::format("{}: is {}: an output is written to a file (it would be replaced); give a file's path", at, kind));
 }
 
 void require_output_is_not_an_input(const std::string& output, const std::vector<std::string>& inputs) {

@@ -43,7 +43,7 @@ const std::vector<std::string>& fashion_mnist_classes() {
 }
 
 ConvertResult convert_idx_to_hdf5(const ConvertOptions& options) {
-  const std::string& out_path = options.output_path;
+  const std::string out_path = output_file(options.output_path);
   RT_REQUIRE(options.chunk_samples > 0, DataError, "{}: chunk_samples must be > 0, got {}", out_path,
              options.chunk_samples);
   require_output_is_not_an_input(out_path, {options.images_path, options.labels_path});

@@ -255,8 +255,8 @@ TextConvertResult convert_text_to_tokens(const TextConvertOptions& o) {
              o.val_fraction, total);
   const std::int64_t train = total - val;
 
-  const std::string train_path = (fs::path(o.out_dir) / "train.h5").string();
-  const std::string val_path = (fs::path(o.out_dir) / "val.h5").string();
+  const std::string train_path = output_file((fs::path(o.out_dir) / "train.h5").string());
+  const std::string val_path = output_file((fs::path(o.out_dir) / "val.h5").string());
   require_output_is_not_an_input(train_path, paths);
   if (val > 0) require_output_is_not_an_input(val_path, paths);
   std::error_code ec;
@@ -312,10 +312,11 @@ TokenFileWritten convert_token_files(const TokensConvertOptions& o) {
   }
   RT_REQUIRE(total > 0, DataError, "{}: no tokens (0 tokens)", which_inputs(paths));
 
-  require_output_is_not_an_input(o.output_path, paths);
+  const std::string output_path = output_file(o.output_path);
+  require_output_is_not_an_input(output_path, paths);
   const TokenFileWriter::Schema schema{token_type_for_vocab(o.vocab_size), o.vocab_size, o.tokenizer, paths,
                                        o.chunk_tokens};
-  TokenFileWriter out(o.output_path, total, schema);
+  TokenFileWriter out(output_path, total, schema);
   std::vector<std::byte> buffer(kReadBytes);
   for (const TokenInput& t : inputs) {
     InputFile in(t.path);

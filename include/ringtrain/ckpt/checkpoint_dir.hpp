@@ -67,8 +67,8 @@ class CheckpointDir {
   const Context& ctx_;
   std::string dir_;
   std::int64_t keep_;
-  std::unique_ptr<DirLock> lock_;                 // rank 0
-  mutable std::set<std::string> reported_later_;  // later-step files already warned about
+  std::unique_ptr<DirLock> lock_;           // rank 0
+  mutable std::set<std::string> reported_;  // files already warned about (later steps; ones pruning cannot remove)
 };
 
 // Loads a checkpoint into `buffers` (collective). `resume` is "none" (nothing: returns

@@ -18,6 +18,12 @@ void fsync_path(const std::string& path, bool directory);
 // Throws IoError naming path and the directory that could not be made.
 void create_parent_directories(const std::string& path);
 
+// The path to write an output the user named (`-o`) to, as the file itself is replaced by a
+// rename into place: the path, or for a symbolic link the file it names (written through: the link
+// stays, e.g. data/train.h5 -> /scratch/.../train.h5). IoError for an existing path that is not a
+// regular file (a device such as /dev/full, a FIFO, a directory), which a rename would replace.
+std::string output_file(const std::string& path);
+
 // DataError when the file `output` is to be written is one of `inputs` (also by another name:
 // a link, a relative path), which writing it would destroy before it is read.
 void require_output_is_not_an_input(const std::string& output, const std::vector<std::string>& inputs);

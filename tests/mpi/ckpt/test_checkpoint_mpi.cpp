@@ -1097,5 +1097,25 @@ TEST(CheckpointDirectory, AnUnreadableCheckpointIsAnErrorNotADamagedFile) {
   }));
 }
 
+// The checkpoint directory removed between saves (or renamed): the failed save's line says why it
+// failed first, then that the directory cannot be listed (before, the listing's error replaced
+// the whole line, and the save's failure was not said at all).
+TEST(CheckpointDirectory, ASaveIntoARemovedDirectorySaysWhyItFailed) {
+  const fs::path base = test::temp_dir("ckpt_dir_removed");
+  const std::string dir = (base / "ckpt").string();
+  const CheckpointDir cd(ctx(), dir, 3);
+  Buffers b = dir_layout();
+  fill(b, 4);
+  cd.save(sample_meta(4), b.list);
+  ASSERT_TRUE(on_root([&] { fs::remove_all(dir); }));
+  const Outcome o = outcome_of([&] { cd.save(sample_meta(5), b.list); });
+  ASSERT_TRUE(o.threw);
+  EXPECT_EQ(o.message.rfind("checkpoint at step 5 failed: " + dir + "/ckpt-000000005.h5.tmp: cannot create: ", 0), 0u)
+      << o.message;
+  EXPECT_NE(o.message.find("(checkpoint.dir: " + dir + ": cannot list: No such file or directory)"), std::string::npos)
+      << o.message;
+  EXPECT_TRUE(same_on_all_ranks(o.message));
+}
+
 }  // namespace
 }  // namespace ringtrain
