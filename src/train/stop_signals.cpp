@@ -11,6 +11,7 @@ namespace ringtrain {
 namespace {
 
 volatile std::sig_atomic_t g_received = 0;
+bool g_keep_until_exit = false;
 constexpr int kSignals[] = {SIGTERM, SIGUSR1};
 struct sigaction g_previous[2];
 
@@ -22,6 +23,7 @@ extern "C" void record_stop_signal(int signal) {
 
 StopSignals::StopSignals() {
   g_received = 0;
+  g_keep_until_exit = false;
   struct sigaction action;
   std::memset(&action, 0, sizeof(action));
   action.sa_handler = record_stop_signal;
@@ -33,8 +35,11 @@ StopSignals::StopSignals() {
 }
 
 StopSignals::~StopSignals() {
+  if (g_keep_until_exit) return;
   for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
 }
+
+void StopSignals::keep_until_exit() { g_keep_until_exit = true; }
 
 int StopSignals::received() { return g_received; }
 

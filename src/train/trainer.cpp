@@ -491,6 +491,7 @@ int run_training(Context& ctx, const std::string& config_path, const ConfigOverr
   }
   log::info("stopped: {} after step {} of {}; continue with --set run.dir={} --set train.resume=auto (exit code {})",
             stopped, at.step, s.total_steps, tc.run_dir, kExitResumable);
+  StopSignals::keep_until_exit();
   return kExitResumable;
 }
 
