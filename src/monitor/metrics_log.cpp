@@ -2,6 +2,7 @@
 #include "ringtrain/monitor/metrics_log.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,6 +79,21 @@ void MetricsLog::write(const std::string& json_line) {
   if (std::fwrite(json_line.data(), 1, json_line.size(), file_) != json_line.size() || std::fputc('\n', file_) == EOF ||
       std::fflush(file_) != 0)
     io_fail(path_, "write failed");
+  if (!moved_ && !still_at_its_path()) {
+    moved_ = true;  // said once; the records go on into the open file, wherever it is now
+    log::warn(
+        "{}: the file was removed or moved during the run (run.dir deleted or renamed?): records written from "
+        "now on do not reach that path",
+        path_);
+  }
+}
+
+bool MetricsLog::still_at_its_path() const {
+  struct stat open_file {};
+  struct stat at_path {};
+  if (::fstat(::fileno(file_), &open_file) != 0) io_fail(path_, "cannot stat the open file");
+  return ::stat(path_.c_str(), &at_path) == 0 && at_path.st_dev == open_file.st_dev &&
+         at_path.st_ino == open_file.st_ino;
 }
 
 }  // namespace ringtrain

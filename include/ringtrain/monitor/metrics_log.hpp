@@ -15,11 +15,16 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
+  // Appends one record and flushes it. IoError naming the path when the write fails; a warning,
+  // once, when the file is no longer at its path (removed or moved with its directory).
   void write(const std::string& json_line);
 
  private:
+  bool still_at_its_path() const;
+
   std::string path_;
   std::FILE* file_ = nullptr;
+  bool moved_ = false;
 };
 
 }  // namespace ringtrain

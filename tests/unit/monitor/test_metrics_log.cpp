@@ -1,6 +1,7 @@
 // MetricsLog appending to a metrics.jsonl whose last record was torn (a write that failed half
 // way: a full disk, a killed run): the torn part is cut before the first new record, so the
-// resume marker and what follows stay lines of their own (before, the marker was glued onto it).
+// resume marker and what follows stay lines of their own (before, the marker was glued onto it);
+// and a file removed under a run is said once.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -39,6 +40,23 @@ TEST(MetricsLog, AppendingCutsATornLastRecordFirst) {
 TEST(MetricsLog, AppendingKeepsCompleteRecords) {
   EXPECT_EQ(appended_to("{\"step\":1}\n"), "{\"step\":1}\n{\"type\":\"resume\"}\n");
   EXPECT_EQ(appended_to(""), "{\"type\":\"resume\"}\n");
+}
+
+// run.dir removed (or renamed) during a run: its records went on into the unlinked file without
+// a word, and only the end-of-run summary.json failed. Now the first record after says so, once.
+TEST(MetricsLog, AFileRemovedDuringTheRunIsSaidOnce) {
+  const fs::path path = fs::temp_directory_path() / ("ringtrain-metrics-gone-" + std::to_string(::getpid()) + ".jsonl");
+  MetricsLog log(path.string());
+  testing::internal::CaptureStderr();
+  testing::internal::CaptureStdout();
+  log.write("{}");
+  fs::remove(path);
+  log.write("{}");
+  log.write("{}");
+  const std::string said = testing::internal::GetCapturedStderr() + testing::internal::GetCapturedStdout();
+  const std::string warning = path.string() + ": the file was removed or moved during the run";
+  EXPECT_NE(said.find(warning), std::string::npos) << said;
+  EXPECT_EQ(said.find(warning), said.rfind(warning)) << "said more than once: " << said;
 }
 
 }  // namespace
