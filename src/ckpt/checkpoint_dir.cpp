@@ -66,10 +66,18 @@ void remove_quietly(const std::string& path) {
   fs::remove(path, ec);
 }
 
-// Leftovers of an interrupted save: a checkpoint's temporary file, or one of `latest` or
-// the write probe (write_file_atomic's name.tmp.XXXXXX).
+// Leftovers of an interrupted save: a checkpoint's temporary file and the two files per rank
+// Open MPI's "individual" shared-file-pointer component keeps beside it while it is open
+// (<tmp>.data.<rank>, <tmp>.metadata.<rank>; Context), or one of `latest` or the write probe
+// (write_file_atomic's name.tmp.XXXXXX).
 bool is_leftover(const std::string& name) {
   if (name.ends_with(".h5.tmp")) return step_of(name.substr(0, name.size() - 4)) >= 0;
+  for (const std::string_view part : {".h5.tmp.data.", ".h5.tmp.metadata."})
+    if (const auto at = name.find(part); at != std::string::npos) {
+      const std::string_view rank = std::string_view(name).substr(at + part.size());
+      return !rank.empty() && rank.find_first_not_of("0123456789") == std::string_view::npos &&
+             step_of(name.substr(0, at + 3)) >= 0;
+    }
   if (name.starts_with("latest.tmp.") && name.size() == std::strlen("latest.tmp.") + 6) return true;
   return name.starts_with(".write-probe-");  // of a run that ended during its start
 }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -14,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.hpp"
+#include "hdf5/h5_close_state.hpp"
 #include "ringtrain/core/error.hpp"
 #include "ringtrain/core/log.hpp"
 #include "ringtrain/core/version.hpp"
@@ -65,14 +67,7 @@ int stdout_status() {
   return 1;
 }
 
-int run_ringtrain(int argc, char** argv) {
-  std::unique_ptr<ringtrain::Context> ctx;
-  try {
-    ctx = std::make_unique<ringtrain::Context>(&argc, &argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringtrain: error: cannot start MPI: %s\n", e.what());
-    return 1;
-  }
+int run_commands(ringtrain::Context& ctx, int argc, char** argv) {
   CLI::App app{"ringtrain: data-parallel deep-learning training for HPC clusters"};
   app.set_version_flag("--version", ringtrain::version());
   app.require_subcommand(1);
@@ -88,19 +83,19 @@ int run_ringtrain(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {  // --help, --version: printed by rank 0, exit status 0
-    return ctx->world_rank() == 0 ? app.exit(e) : 0;
+    return ctx.world_rank() == 0 ? app.exit(e) : 0;
   } catch (const CLI::ParseError& e) {  // the same on every rank
-    if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, usage_error(app, e));
+    if (ctx.world_rank() == 0) ringtrain::log::write_line(stderr, usage_error(app, e));
     return 1;
   }
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) {
-        const int status = run(*ctx);
+        const int status = run(ctx);
         return status == 0 ? stdout_status() : status;
       }
   } catch (const ringtrain::CollectiveError& e) {
-    if (ctx->world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
+    if (ctx.world_rank() == 0) ringtrain::log::write_line(stderr, std::string("ringtrain: error: ") + e.what());
     return 1;
   } catch (const std::exception& e) {
     // An allocation that failed outside an agreed phase (in a training step): say so, and where
@@ -112,11 +107,29 @@ int run_ringtrain(int argc, char** argv) {
     }
     ringtrain::log::write_line(
         stderr,
-        "ringtrain: error: " + (ctx->world_size() > 1 ? fmt::format("[rank {}] ", ctx->world_rank()) : "") + what);
-    if (ctx->world_size() > 1) ctx->abort(1);
+        "ringtrain: error: " + (ctx.world_size() > 1 ? fmt::format("[rank {}] ", ctx.world_rank()) : "") + what);
+    if (ctx.world_size() > 1) ctx.abort(1);
     return 1;
   }
   return 0;
+}
+
+int run_ringtrain(int argc, char** argv) {
+  std::unique_ptr<ringtrain::Context> ctx;
+  try {
+    ctx = std::make_unique<ringtrain::Context>(&argc, &argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtrain: error: cannot start MPI: %s\n", e.what());
+    return 1;
+  }
+  const int status = run_commands(*ctx, argc, argv);
+  if (ringtrain::h5::a_file_close_failed()) {
+    // Finalizing would run HDF5's termination, which crashes on that file: end here, the error
+    // said (mpirun takes it as any rank that failed).
+    std::fflush(nullptr);
+    std::_Exit(status != 0 ? status : 1);
+  }
+  return status;
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <utility>
 
+#include "hdf5/h5_close_state.hpp"
+
 namespace ringtrain::h5 {
 
 // Parallel HDF5 is not built thread-safe, and the loader reads from background threads: any
@@ -42,12 +44,18 @@ class Handle {
   bool valid() const { return id_ >= 0; }
 
   // Closes now and reports failure (for files, where closing flushes data).
-  herr_t close() { return Close(std::exchange(id_, H5I_INVALID_HID)); }
+  herr_t close() { return noted(Close(std::exchange(id_, H5I_INVALID_HID))); }
   void reset() {
-    if (id_ >= 0) Close(std::exchange(id_, H5I_INVALID_HID));
+    if (id_ >= 0) noted(Close(std::exchange(id_, H5I_INVALID_HID)));
   }
 
  private:
+  static herr_t noted(herr_t closed) {  // a file that failed to close: h5_close_state.hpp
+    if constexpr (Close == &H5Fclose)
+      if (closed < 0) a_file_close_failed() = true;
+    return closed;
+  }
+
   hid_t id_ = H5I_INVALID_HID;
 };
 

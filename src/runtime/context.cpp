@@ -28,7 +28,9 @@ namespace {
 // "lockedfile" formats the path into a fixed buffer: a checkpoint.dir of ~230 characters aborted
 // the job with "buffer overflow detected" at its first save. ringtrain never uses a shared file
 // pointer, so unless the user chose components (OMPI_MCA_sharedfp set) only "individual", which
-// needs neither, is offered. Set before MPI_Init, which reads the MCA parameters.
+// needs neither, is offered (it keeps two empty files per rank beside an open file, <name>.data.<rank>
+// and <name>.metadata.<rank>, removed at close; CheckpointDir removes those a killed save left).
+// Set before MPI_Init, which reads the MCA parameters.
 void avoid_open_mpi_shared_file_pointers() {
 #ifdef OPEN_MPI
   if (::setenv("OMPI_MCA_sharedfp", "individual", 0) != 0)

@@ -795,10 +795,14 @@ TEST(CheckpointDirectory, ConstructorRemovesStaleTemporariesOnly) {
     write_text(dir / "latest.tmp.a1B2c3", "ckpt-0000");  // write_file_atomic's, interrupted
     write_text(dir / "latest.tmp.notes", "the user's");
     write_text(dir / "notes.txt", "the user's");
+    write_text(dir / "ckpt-000000009.h5.tmp.data.0", "");  // Open MPI's, of a save that was killed
+    write_text(dir / "ckpt-000000009.h5.tmp.metadata.12", "");
+    write_text(dir / "ckpt-000000009.h5.tmp.data.notes", "the user's");
   }));
   const CheckpointDir cd(ctx(), dir.string(), 3);
   ASSERT_TRUE(on_root([&] {
-    EXPECT_EQ(names_in(dir), (std::set<std::string>{".lock", "latest.tmp.notes", "notes.txt"}));
+    EXPECT_EQ(names_in(dir),
+              (std::set<std::string>{".lock", "latest.tmp.notes", "notes.txt", "ckpt-000000009.h5.tmp.data.notes"}));
   }));
   EXPECT_TRUE(cd.list().empty());
   // Nothing to resume from.
