@@ -32,7 +32,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     ::close(fd);
     ::unlink(tmp.c_str());
     errno = err;
-    io_fail(tmp, what);
+    io_fail(path, what);  // the temporary file is gone: the name the user knows
   };
   if (::fchmod(fd, 0644) != 0) fail("chmod failed");
   std::size_t done = 0;
@@ -49,7 +49,7 @@ void write_file_atomic(const std::string& path, const std::string& text) {
     const int err = errno;
     ::unlink(tmp.c_str());
     errno = err;
-    io_fail(tmp, "close failed");
+    io_fail(path, "close failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;

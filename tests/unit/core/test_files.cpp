@@ -1,10 +1,13 @@
 // output_file: where an output the user named is written. A device, FIFO or directory in its
 // place is refused (the rename into place replaced them: `data convert -o /dev/full` as root
-// replaced the device node with an HDF5 file); a symbolic link is written through.
+// replaced the device node with an HDF5 file); a symbolic link is written through. And
+// write_file_atomic's failures name the file, not its temporary.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -59,6 +62,32 @@ TEST(OutputFile, SpecialFilesAreRefused) {
   EXPECT_NE(refusal(fifo).find(": is a FIFO:"), std::string::npos);
   fs::create_symlink("/dev/null", dir / "link-to-device");
   EXPECT_NE(refusal((dir / "link-to-device").string()).find("/dev/null: is a character device"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A write_file_atomic that fails (here the file-size limit: EFBIG, as a full disk gives ENOSPC)
+// names the file the caller asked for, not its temporary name (config.toml.tmp.3oH9bp, which is
+// already removed), and leaves neither.
+TEST(WriteFileAtomic, AFailedWriteNamesTheFileNotItsTemporary) {
+  const fs::path dir = fs::temp_directory_path() / ("ringtrain-atomic-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "config.toml").string();
+  struct rlimit before {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  struct rlimit small = before;
+  small.rlim_cur = 1024;
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    write_file_atomic(path, std::string(4096, 'x'));
+  } catch (const IoError& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_EQ(message, path + ": write failed: File too large");
+  EXPECT_TRUE(fs::is_empty(dir)) << "a file was left behind";
   fs::remove_all(dir);
 }
 
