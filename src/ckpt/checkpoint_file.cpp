@@ -22,6 +22,7 @@
 #include "check/mpi_check.hpp"
 #include "ringtrain/ckpt/checkpoint.hpp"
 #include "ringtrain/core/bytes.hpp"
+#include "ringtrain/core/files.hpp"
 #include "ringtrain/core/printable.hpp"
 #include "ringtrain/core/version.hpp"
 #include "ringtrain/runtime/collective.hpp"
@@ -363,12 +364,8 @@ std::vector<std::int64_t> checked_dims(hid_t dset, const std::string& path, cons
 // checkpoint: IoError, which `auto` resume stops at instead of skipping the file for an older one
 // (whose run then saved over it: the newer checkpoint was lost).
 void require_readable(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::close(fd);
-    return;
-  }
-  if (errno == ENOENT) return;  // said as a missing file by the checks that follow
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.valid() || errno == ENOENT) return;  // a missing file is said by the checks that follow
   throw IoError(
       fmt::format("{}: cannot read: {} (not a damaged checkpoint: make it readable, or move it away to "
                   "resume from an earlier one)",

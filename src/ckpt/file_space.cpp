@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "ringtrain/core/error.hpp"
+#include "ringtrain/core/files.hpp"
 
 namespace ringtrain::ckpt {
 namespace {
@@ -21,21 +22,6 @@ bool no_room(int error) { return error == ENOSPC || error == EDQUOT || error == 
   throw IoError(
       fmt::format("{}: no room for {:.1f} MB: {}", path, static_cast<double>(bytes) / 1e6, std::strerror(error)));
 }
-
-// An open descriptor that closes itself.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 int open_for_writing(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -57,21 +43,21 @@ void create_with_room(const std::string& path, std::int64_t bytes) {
   int raw = create();
   if (raw < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) raw = create();
   if (raw < 0) throw IoError(fmt::format("{}: cannot create: {}", path, std::strerror(errno)));
-  const Fd fd(raw);
+  const FileDescriptor fd(raw);
   const int rc = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(bytes));
   if (no_room(rc)) throw_no_room(path, bytes, rc);
   // Other errors (EOPNOTSUPP on some file systems): nothing proven, the write will tell.
 }
 
 void hold_room(const std::string& path, std::int64_t bytes) {
-  const Fd fd(open_for_writing(path));
+  const FileDescriptor fd(open_for_writing(path));
   if (::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) == 0) return;
   if (no_room(errno)) throw_no_room(path, bytes, errno);
   // EOPNOTSUPP and the like: nothing held, as create_with_room.
 }
 
 void release_unused_room(const std::string& path) {
-  const Fd fd(open_for_writing(path));
+  const FileDescriptor fd(open_for_writing(path));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw IoError(fmt::format("{}: cannot stat: {}", path, std::strerror(errno)));
   // Truncating to its own size frees the blocks allocated past the end (ext4, XFS, tmpfs).

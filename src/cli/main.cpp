@@ -57,8 +57,6 @@ std::string usage_error(CLI::App& app, const CLI::ParseError& e) {
   return fmt::format("ringtrain: error: {}; run '{} --help' for usage", message, command);
 }
 
-// The executable's work; main only adds a last line of defence for what escapes it (an
-// allocation failure while the command line is built, say).
 // A command whose output did not all reach stdout (a full disk, /dev/full) failed: scripts take
 // exit status 0 for "the output is all there" (generate, ckpt inspect and the benchmarks' JSON).
 int stdout_status() {
@@ -114,6 +112,8 @@ int run_commands(ringtrain::Context& ctx, int argc, char** argv) {
   return 0;
 }
 
+// The executable's work; main only adds a last line of defence for what escapes it (an
+// allocation failure while the command line is built, say).
 int run_ringtrain(int argc, char** argv) {
   std::unique_ptr<ringtrain::Context> ctx;
   try {

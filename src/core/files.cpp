@@ -1,4 +1,4 @@
-// write_file_atomic, fsync_path, create_parent_directories, output_file and
+// FileDescriptor, write_file_atomic, fsync_path, create_parent_directories, output_file and
 // require_output_is_not_an_input (see header). Every libc call is checked.
 #include "ringtrain/core/files.hpp"
 
@@ -20,6 +20,10 @@ namespace {
   throw IoError(fmt::format("{}: {}: {}", path, what, std::strerror(errno)));
 }
 }  // namespace
+
+FileDescriptor::~FileDescriptor() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   // A name of our own (mkstemp: created exclusively, never an existing file or a planted

@@ -23,39 +23,25 @@ namespace {
 // failed half way (a full disk, a killed run) leaves a torn record after it, which the next
 // record would be glued onto (the resume marker among them: one unreadable line).
 std::int64_t complete_lines_bytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
     if (errno == ENOENT) return -1;  // not there yet: nothing to cut
     io_fail(path, "cannot open");
   }
-  std::int64_t keep = -1;  // -1: it ends with a newline, or is empty
+  const off_t size = ::lseek(fd.get(), 0, SEEK_END);
+  if (size < 0) io_fail(path, "cannot seek");
+  off_t end = size;
   std::array<char, 65536> block{};
-  off_t end = ::lseek(fd, 0, SEEK_END);
-  if (end < 0) {
-    ::close(fd);
-    io_fail(path, "cannot seek");
-  }
-  bool last = true;  // the block holding the last byte
-  while (end > 0) {
+  for (bool last = true; end > 0; last = false) {  // last: the block holding the file's last byte
     const off_t begin = std::max<off_t>(0, end - static_cast<off_t>(block.size()));
-    const ssize_t got = ::pread(fd, block.data(), static_cast<std::size_t>(end - begin), begin);
-    if (got != end - begin) {
-      ::close(fd);
-      io_fail(path, "read failed");
-    }
-    if (last && block[static_cast<std::size_t>(got - 1)] == '\n') break;
-    last = false;
-    keep = 0;
+    const ssize_t got = ::pread(fd.get(), block.data(), static_cast<std::size_t>(end - begin), begin);
+    if (got != end - begin) io_fail(path, "read failed");
+    if (last && block[static_cast<std::size_t>(got - 1)] == '\n') return -1;
     for (ssize_t i = got - 1; i >= 0; --i)
-      if (block[static_cast<std::size_t>(i)] == '\n') {
-        keep = begin + i + 1;
-        break;
-      }
-    if (keep > 0) break;
+      if (block[static_cast<std::size_t>(i)] == '\n') return begin + i + 1;
     end = begin;
   }
-  ::close(fd);
-  return keep;
+  return size > 0 ? 0 : -1;  // no newline at all: all of it is torn; empty: nothing to cut
 }
 
 }  // namespace

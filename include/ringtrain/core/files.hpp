@@ -6,6 +6,20 @@
 
 namespace ringtrain {
 
+// An open file descriptor that closes itself (-1: none).
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
 // Writes text to path via a temporary file beside it (path.tmp.XXXXXX, created exclusively,
 // removed on failure) + fsync + rename. Throws IoError naming the path.
 void write_file_atomic(const std::string& path, const std::string& text);
